@@ -1,0 +1,1 @@
+"""I/O adapters: Kafka, files, processes. Vendor errors become opskit errors here."""

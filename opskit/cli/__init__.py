@@ -1,0 +1,1 @@
+"""Typer commands: parse, call, render. The only layer that exits."""

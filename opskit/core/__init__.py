@@ -1,0 +1,1 @@
+"""Pure domain logic: stdlib only, no I/O, no clock, no env."""

@@ -1,0 +1,141 @@
+"""Consumer lag in messages: pure computation from already-read broker answers.
+
+Read order matters and is the adapter's job: committed offsets are read
+*before* log end offsets, so a consumer that commits in between can only make
+lag look slightly larger, never negative. Whatever the broker says, lag here is
+never negative: impossible answers are clamped and flagged as anomalies.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from opskit.core.models import (
+    Anomaly,
+    GroupDescription,
+    GroupLag,
+    LagThresholds,
+    Member,
+    PartitionLag,
+    PartitionOffsets,
+    Severity,
+    TopicLag,
+    TopicPartition,
+)
+
+
+def partition_lag(
+    tp: TopicPartition,
+    committed: int | None,
+    offsets: PartitionOffsets | None,
+    member: Member | None = None,
+) -> PartitionLag:
+    """Lag of one partition, with anomalies for impossible or lossy answers."""
+    m = member
+    anomalies: list[Anomaly] = []
+    if offsets is None:
+        anomalies.append(Anomaly.PARTITION_MISSING)
+        if committed is None:
+            anomalies.append(Anomaly.NO_COMMITTED_OFFSET)
+        return PartitionLag(tp, committed, None, None, None, m, tuple(anomalies))
+    start, end = offsets.log_start, offsets.log_end
+    if start > end:
+        anomalies.append(Anomaly.LOG_START_BEYOND_LOG_END)
+    if committed is None:
+        anomalies.append(Anomaly.NO_COMMITTED_OFFSET)
+        return PartitionLag(tp, None, start, end, None, m, tuple(anomalies))
+    lost = 0
+    if committed > end:
+        anomalies.append(Anomaly.COMMITTED_BEYOND_LOG_END)
+        lag = 0
+    else:
+        lag = end - committed
+        if committed < start:
+            anomalies.append(Anomaly.COMMITTED_BELOW_LOG_START)
+            lost = start - committed
+    return PartitionLag(tp, committed, start, end, lag, m, tuple(anomalies), lost)
+
+
+def severity_for(total_lag: int, thresholds: LagThresholds) -> Severity:
+    """HIP-30: lag > warn is WARNING, lag > crit is CRITICAL."""
+    if total_lag > thresholds.crit:
+        return Severity.CRITICAL
+    if total_lag > thresholds.warn:
+        return Severity.WARNING
+    return Severity.OK
+
+
+def partitions_of_interest(
+    group: GroupDescription,
+    committed: Mapping[TopicPartition, int],
+    partition_counts: Mapping[str, int],
+    topics: Iterable[str] | None = None,
+) -> list[TopicPartition]:
+    """Partitions a lag report covers for a group.
+
+    Every committed or assigned partition, plus every other partition of the
+    topics those belong to: a partition the group never committed on is exactly
+    what on-call needs to see, and Kafka's own tool hides it when the group has
+    no active member.
+    """
+    wanted = set(topics) if topics is not None else None
+    tps: set[TopicPartition] = set(committed)
+    for m in group.members:
+        tps.update(m.assignment)
+    group_topics = {tp.topic for tp in tps}
+    for topic in group_topics:
+        for p in range(partition_counts.get(topic, 0)):
+            tps.add(TopicPartition(topic, p))
+    if wanted is not None:
+        tps = {tp for tp in tps if tp.topic in wanted}
+    return sorted(tps)
+
+
+def compute_group_lag(
+    group: GroupDescription,
+    committed: Mapping[TopicPartition, int],
+    log_offsets: Mapping[TopicPartition, PartitionOffsets],
+    partition_counts: Mapping[str, int],
+    thresholds: LagThresholds | None = None,
+    topics: Iterable[str] | None = None,
+) -> GroupLag:
+    """Lag of a whole group: per partition, per topic, total, and its severity."""
+    th = thresholds or LagThresholds()
+    rows = [
+        partition_lag(tp, committed.get(tp), log_offsets.get(tp), group.member_for(tp))
+        for tp in partitions_of_interest(group, committed, partition_counts, topics)
+    ]
+    per_topic: dict[str, list[PartitionLag]] = {}
+    for r in rows:
+        per_topic.setdefault(r.tp.topic, []).append(r)
+    topic_lags = tuple(
+        TopicLag(
+            topic=t,
+            lag=sum(r.lag or 0 for r in rs),
+            partitions=len(rs),
+            partitions_without_commit=sum(1 for r in rs if r.committed is None),
+        )
+        for t, rs in sorted(per_topic.items())
+    )
+    total = sum(t.lag for t in topic_lags)
+    return GroupLag(
+        group_id=group.group_id,
+        state=group.state,
+        partitions=tuple(rows),
+        members=len(group.members),
+        total_lag=total,
+        topics=topic_lags,
+        severity=severity_for(total, th),
+        thresholds=th,
+    )
+
+
+def worst(severities: Iterable[Severity]) -> Severity:
+    order = [Severity.OK, Severity.WARNING, Severity.CRITICAL]
+    result = Severity.OK
+    for s in severities:
+        if s is Severity.UNKNOWN:
+            continue
+        if order.index(s) > order.index(result):
+            result = s
+    return result

@@ -1,0 +1,200 @@
+"""Domain types shared by the whole code base: frozen, plain, serialisable."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+
+@dataclass(frozen=True, order=True)
+class TopicPartition:
+    topic: str
+    partition: int
+
+    def __str__(self) -> str:
+        return f"{self.topic}:{self.partition}"
+
+
+@dataclass(frozen=True)
+class PartitionOffsets:
+    """Log state of one partition as read from its leader.
+
+    ``log_end`` is the high watermark (what consumers can read up to), the same
+    value Kafka's ``kafka-consumer-groups.sh`` calls LOG-END-OFFSET.
+    """
+
+    tp: TopicPartition
+    log_start: int
+    log_end: int
+
+
+class GroupState(str, Enum):
+    """Consumer group states, spelled as Kafka's tools print them."""
+
+    STABLE = "Stable"
+    EMPTY = "Empty"
+    DEAD = "Dead"
+    PREPARING_REBALANCE = "PreparingRebalance"
+    COMPLETING_REBALANCE = "CompletingRebalance"
+    ASSIGNING = "Assigning"
+    RECONCILING = "Reconciling"
+    UNKNOWN = "Unknown"
+
+    @property
+    def is_inactive(self) -> bool:
+        """True when no member consumes: the only states where offsets may be changed."""
+        return self in (GroupState.EMPTY, GroupState.DEAD)
+
+
+@dataclass(frozen=True)
+class Member:
+    member_id: str
+    client_id: str
+    host: str
+    assignment: tuple[TopicPartition, ...] = ()
+
+
+@dataclass(frozen=True)
+class GroupDescription:
+    group_id: str
+    state: GroupState
+    members: tuple[Member, ...] = ()
+    protocol_type: str = "consumer"
+    coordinator: int | None = None
+
+    def member_for(self, tp: TopicPartition) -> Member | None:
+        for m in self.members:
+            if tp in m.assignment:
+                return m
+        return None
+
+
+class Anomaly(str, Enum):
+    """Broker answers that are impossible or mean something went wrong."""
+
+    #: committed offset is past the high watermark: the log was truncated
+    #: (unclean leader election, topic recreated) or offsets were set by hand.
+    COMMITTED_BEYOND_LOG_END = "committed_beyond_log_end"
+    #: committed offset is below the log start: records were deleted by retention
+    #: (or DeleteRecords) before the group read them; they are lost to it.
+    COMMITTED_BELOW_LOG_START = "committed_below_log_start"
+    #: log start past log end: a broker answer that cannot be true.
+    LOG_START_BEYOND_LOG_END = "log_start_beyond_log_end"
+    #: the group has no committed offset for this partition.
+    NO_COMMITTED_OFFSET = "no_committed_offset"
+    #: the group has offsets for a topic or partition that no longer exists.
+    PARTITION_MISSING = "partition_missing"
+
+
+ANOMALY_MEANING: dict[Anomaly, str] = {
+    Anomaly.COMMITTED_BEYOND_LOG_END: (
+        "committed offset is past the log end: the log was truncated (unclean leader "
+        "election, topic deleted and recreated) or the offset was set by hand; lag shown as 0"
+    ),
+    Anomaly.COMMITTED_BELOW_LOG_START: (
+        "committed offset is below the log start: retention deleted records the group "
+        "never read; they are lost to it"
+    ),
+    Anomaly.LOG_START_BEYOND_LOG_END: "broker reported log start beyond log end (impossible answer)",
+    Anomaly.NO_COMMITTED_OFFSET: "the group has never committed an offset for this partition",
+    Anomaly.PARTITION_MISSING: "the group has an offset for a partition that does not exist",
+}
+
+
+@dataclass(frozen=True)
+class PartitionLag:
+    tp: TopicPartition
+    committed: int | None
+    log_start: int | None
+    log_end: int | None
+    #: never negative; None when unknown (no commit, or partition missing)
+    lag: int | None
+    member: Member | None = None
+    anomalies: tuple[Anomaly, ...] = ()
+    #: records deleted before the group read them (committed below log start)
+    records_lost: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "topic": self.tp.topic,
+            "partition": self.tp.partition,
+            "committed_offset": self.committed,
+            "log_start_offset": self.log_start,
+            "log_end_offset": self.log_end,
+            "lag": self.lag,
+            "records_lost": self.records_lost,
+            "consumer_id": self.member.member_id if self.member else None,
+            "client_id": self.member.client_id if self.member else None,
+            "host": self.member.host if self.member else None,
+            "anomalies": [a.value for a in self.anomalies],
+        }
+
+
+@dataclass(frozen=True)
+class TopicLag:
+    topic: str
+    lag: int
+    partitions: int
+    partitions_without_commit: int
+
+
+class Severity(str, Enum):
+    OK = "OK"
+    WARNING = "WARNING"
+    CRITICAL = "CRITICAL"
+    UNKNOWN = "UNKNOWN"
+
+    @property
+    def nagios_code(self) -> int:
+        return {"OK": 0, "WARNING": 1, "CRITICAL": 2, "UNKNOWN": 3}[self.value]
+
+
+@dataclass(frozen=True)
+class LagThresholds:
+    """Per-group lag thresholds in messages (HIP-30: 100K warn, 1M critical)."""
+
+    warn: int = 100_000
+    crit: int = 1_000_000
+
+    def __post_init__(self) -> None:
+        if self.warn < 0 or self.crit < 0:
+            raise ValueError("lag thresholds must be non-negative")
+        if self.warn > self.crit:
+            raise ValueError(f"warn threshold {self.warn} is above critical {self.crit}")
+
+
+@dataclass(frozen=True)
+class GroupLag:
+    group_id: str
+    state: GroupState
+    partitions: tuple[PartitionLag, ...]
+    members: int
+    total_lag: int
+    topics: tuple[TopicLag, ...]
+    severity: Severity = Severity.OK
+    thresholds: LagThresholds = field(default_factory=LagThresholds)
+
+    @property
+    def anomalies(self) -> tuple[tuple[TopicPartition, Anomaly], ...]:
+        return tuple((p.tp, a) for p in self.partitions for a in p.anomalies)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "group": self.group_id,
+            "state": self.state.value,
+            "members": self.members,
+            "total_lag": self.total_lag,
+            "severity": self.severity.value,
+            "thresholds": {"warn": self.thresholds.warn, "crit": self.thresholds.crit},
+            "topics": [
+                {
+                    "topic": t.topic,
+                    "lag": t.lag,
+                    "partitions": t.partitions,
+                    "partitions_without_commit": t.partitions_without_commit,
+                }
+                for t in self.topics
+            ],
+            "partitions": [p.to_dict() for p in self.partitions],
+        }

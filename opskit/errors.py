@@ -1,0 +1,75 @@
+"""The one error tree of opskit.
+
+Every failure the user can cause or meet is one of these classes. The CLI maps
+them to exit codes in exactly one place (``opskit.cli.exits``); library code
+never exits and never prints.
+"""
+
+from __future__ import annotations
+
+
+class OpskitError(Exception):
+    """Base class. ``str(err)`` is the one-line message shown to the user."""
+
+    #: short machine-readable kind, used in JSON errors and exporter self-metrics
+    kind = "error"
+
+
+class UsageError(OpskitError):
+    """Bad flags or flag combinations."""
+
+    kind = "usage"
+
+
+class InvalidInputError(OpskitError):
+    """A file or value the user gave is malformed (YAML, CSV, backup, snapshot)."""
+
+    kind = "invalid_input"
+
+
+class ConfigError(InvalidInputError):
+    """The opskit config file or a context in it is unusable."""
+
+    kind = "config"
+
+
+class NotFoundError(OpskitError):
+    """A named thing does not exist: group, topic, context, sandbox, backup."""
+
+    kind = "not_found"
+
+
+class KafkaUnavailableError(OpskitError):
+    """The cluster could not be reached or did not answer within the timeout."""
+
+    kind = "unreachable"
+
+
+class UnsupportedError(OpskitError):
+    """The broker lacks an API or feature the command needs."""
+
+    kind = "unsupported"
+
+
+class KafkaOperationError(OpskitError):
+    """The broker answered with an error to a request opskit made."""
+
+    kind = "kafka_error"
+
+
+class RefusedError(OpskitError):
+    """A mutation was refused because it is unsafe now (active group, moved offsets...)."""
+
+    kind = "refused"
+
+
+class SandboxError(OpskitError):
+    """The local sandbox cluster could not be set up (no Java/Maven, port taken...)."""
+
+    kind = "sandbox"
+
+
+class InconsistentStateError(OpskitError):
+    """The broker's answers contradict each other in a way that makes the result unsafe."""
+
+    kind = "inconsistent"

@@ -1,0 +1,1 @@
+"""Topic registries as data (HIP-30)."""

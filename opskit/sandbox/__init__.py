@@ -1,0 +1,1 @@
+"""Local real Kafka clusters (KRaft, JVM processes on loopback) and workloads."""
