@@ -29,12 +29,17 @@ def partition_lag(
     committed: int | None,
     offsets: PartitionOffsets | None,
     member: Member | None = None,
+    exists: bool = False,
 ) -> PartitionLag:
-    """Lag of one partition, with anomalies for impossible or lossy answers."""
+    """Lag of one partition, with anomalies for impossible or lossy answers.
+
+    ``offsets`` is None when they could not be read; ``exists`` then says
+    whether the partition is in the cluster metadata (offline) or not (deleted).
+    """
     m = member
     anomalies: list[Anomaly] = []
     if offsets is None:
-        anomalies.append(Anomaly.PARTITION_MISSING)
+        anomalies.append(Anomaly.OFFSETS_UNAVAILABLE if exists else Anomaly.PARTITION_MISSING)
         if committed is None:
             anomalies.append(Anomaly.NO_COMMITTED_OFFSET)
         return PartitionLag(tp, committed, None, None, None, m, tuple(anomalies))
@@ -102,7 +107,10 @@ def compute_group_lag(
     """Lag of a whole group: per partition, per topic, total, and its severity."""
     th = thresholds or LagThresholds()
     rows = [
-        partition_lag(tp, committed.get(tp), log_offsets.get(tp), group.member_for(tp))
+        partition_lag(
+            tp, committed.get(tp), log_offsets.get(tp), group.member_for(tp),
+            exists=tp.partition < partition_counts.get(tp.topic, 0),
+        )
         for tp in partitions_of_interest(group, committed, partition_counts, topics)
     ]
     per_topic: dict[str, list[PartitionLag]] = {}

@@ -85,6 +85,8 @@ class Anomaly(str, Enum):
     NO_COMMITTED_OFFSET = "no_committed_offset"
     #: the group has offsets for a topic or partition that no longer exists.
     PARTITION_MISSING = "partition_missing"
+    #: the partition exists but its log offsets could not be read (no leader: offline).
+    OFFSETS_UNAVAILABLE = "offsets_unavailable"
 
 
 ANOMALY_MEANING: dict[Anomaly, str] = {
@@ -99,6 +101,9 @@ ANOMALY_MEANING: dict[Anomaly, str] = {
     Anomaly.LOG_START_BEYOND_LOG_END: "broker reported log start beyond log end (impossible answer)",
     Anomaly.NO_COMMITTED_OFFSET: "the group has never committed an offset for this partition",
     Anomaly.PARTITION_MISSING: "the group has an offset for a partition that does not exist",
+    Anomaly.OFFSETS_UNAVAILABLE: (
+        "log offsets could not be read (partition leader unavailable: offline partition?)"
+    ),
 }
 
 

@@ -1,0 +1,171 @@
+"""The opskit config file (``~/.config/opskit/config.yaml``): contexts and thresholds.
+
+Format::
+
+    current-context: prod
+    contexts:
+      prod:
+        bootstrap: kafka-0.kafka:9092
+        client_id: opskit
+        security:
+          protocol: SASL_SSL          # PLAINTEXT | SSL | SASL_PLAINTEXT | SASL_SSL
+          sasl_mechanism: SCRAM-SHA-512
+          username: opskit
+          password_file: /var/run/secrets/kafka/password   # or password: ...
+          ca: /etc/kafka/ca.pem
+          cert: /etc/kafka/client.pem
+          key: /etc/kafka/client.key
+    thresholds:
+      default: {lag_warn: 100000, lag_crit: 1000000}
+      groups:
+        billing-agg: {lag_warn: 10000, lag_crit: 100000}
+
+Connection precedence: ``--bootstrap-server`` > ``--context`` >
+``$KAFKA_BOOTSTRAP_SERVERS`` > ``$OPSKIT_CONTEXT`` > ``current-context``.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from opskit.core.connection import ConnectionConfig
+from opskit.core.models import LagThresholds
+from opskit.errors import ConfigError, NotFoundError, UsageError
+from opskit.paths import config_file
+
+
+@dataclass
+class OpskitConfig:
+    path: Path
+    current_context: str | None = None
+    contexts: dict[str, dict[str, Any]] = field(default_factory=dict)
+    thresholds: dict[str, Any] = field(default_factory=dict)
+    raw: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def load(cls, path: Path | None = None) -> OpskitConfig:
+        p = path or config_file()
+        if not p.exists():
+            return cls(path=p)
+        try:
+            data = yaml.safe_load(p.read_text()) or {}
+        except yaml.YAMLError as e:
+            mark = getattr(e, "problem_mark", None)
+            where = f" line {mark.line + 1}" if mark is not None else ""
+            raise ConfigError(f"config file {p}{where} is not valid YAML") from e
+        except OSError as e:
+            raise ConfigError(f"cannot read config file {p}: {e.strerror}") from e
+        if not isinstance(data, dict):
+            raise ConfigError(f"config file {p} must be a mapping at the top level")
+        contexts = data.get("contexts") or {}
+        if not isinstance(contexts, dict) or not all(isinstance(v, dict) for v in contexts.values()):
+            raise ConfigError(f"config file {p}: 'contexts' must map names to mappings")
+        thresholds = data.get("thresholds") or {}
+        if not isinstance(thresholds, dict):
+            raise ConfigError(f"config file {p}: 'thresholds' must be a mapping")
+        return cls(path=p, current_context=data.get("current-context"), contexts=contexts,
+                   thresholds=thresholds, raw=data)
+
+    def save(self) -> None:
+        data = dict(self.raw)
+        data["current-context"] = self.current_context
+        data["contexts"] = self.contexts
+        if self.thresholds:
+            data["thresholds"] = self.thresholds
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".config.")
+        with os.fdopen(fd, "w") as f:
+            yaml.safe_dump(data, f, sort_keys=False)
+        os.chmod(tmp, 0o600)
+        os.replace(tmp, self.path)
+
+    # ----- contexts -----
+    def context(self, name: str) -> ConnectionConfig:
+        if name not in self.contexts:
+            known = ", ".join(sorted(self.contexts)) or "none"
+            raise NotFoundError(f"unknown context {name!r} (known: {known})")
+        return context_to_connection(name, self.contexts[name])
+
+    def set_context(self, name: str, bootstrap: str, client_id: str = "opskit",
+                    security: dict[str, Any] | None = None) -> None:
+        entry: dict[str, Any] = {"bootstrap": bootstrap, "client_id": client_id}
+        if security:
+            entry["security"] = security
+        context_to_connection(name, entry)  # validate before writing
+        self.contexts[name] = entry
+
+    # ----- thresholds -----
+    def lag_thresholds(self, group: str) -> LagThresholds:
+        d = self.thresholds.get("default") or {}
+        g = (self.thresholds.get("groups") or {}).get(group) or {}
+        try:
+            warn = int(g.get("lag_warn", d.get("lag_warn", 100_000)))
+            crit = int(g.get("lag_crit", d.get("lag_crit", 1_000_000)))
+            return LagThresholds(warn=warn, crit=crit)
+        except (TypeError, ValueError) as e:
+            raise ConfigError(f"config file {self.path}: bad lag thresholds for {group!r}: {e}") from e
+
+
+def context_to_connection(name: str, entry: dict[str, Any]) -> ConnectionConfig:
+    sec = entry.get("security") or {}
+    if not isinstance(sec, dict):
+        raise ConfigError(f"context {name!r}: 'security' must be a mapping")
+    password = sec.get("password")
+    pw_file = sec.get("password_file")
+    if pw_file:
+        try:
+            password = Path(pw_file).read_text().strip()
+        except OSError as e:
+            raise ConfigError(f"context {name!r}: cannot read password_file {pw_file}: {e.strerror}") from e
+    bootstrap = entry.get("bootstrap")
+    if not isinstance(bootstrap, str):
+        raise ConfigError(f"context {name!r} has no 'bootstrap' string")
+    conn = ConnectionConfig(
+        bootstrap=bootstrap,
+        client_id=str(entry.get("client_id", "opskit")),
+        security_protocol=str(sec.get("protocol", "PLAINTEXT")),
+        sasl_mechanism=sec.get("sasl_mechanism"),
+        username=sec.get("username"),
+        password=password,
+        ca_file=sec.get("ca"),
+        cert_file=sec.get("cert"),
+        key_file=sec.get("key"),
+        source=f"context {name}",
+    )
+    errs = conn.validate()
+    if errs:
+        raise ConfigError(f"context {name!r}: {errs[0]}")
+    return conn
+
+
+def resolve_connection(
+    bootstrap: str | None, context: str | None, cfg: OpskitConfig | None = None
+) -> ConnectionConfig:
+    """Apply the precedence rules and return a validated connection."""
+    cfg = cfg or OpskitConfig.load()
+    if bootstrap:
+        conn = ConnectionConfig(bootstrap=bootstrap, source="--bootstrap-server")
+    elif context:
+        conn = cfg.context(context)
+    elif os.environ.get("KAFKA_BOOTSTRAP_SERVERS"):
+        conn = ConnectionConfig(bootstrap=os.environ["KAFKA_BOOTSTRAP_SERVERS"],
+                                source="KAFKA_BOOTSTRAP_SERVERS")
+    elif os.environ.get("OPSKIT_CONTEXT"):
+        conn = cfg.context(os.environ["OPSKIT_CONTEXT"])
+    elif cfg.current_context:
+        conn = cfg.context(cfg.current_context)
+    else:
+        raise UsageError(
+            "no cluster given: use --bootstrap-server, --context, $KAFKA_BOOTSTRAP_SERVERS "
+            "or 'opskit context use NAME'"
+        )
+    errs = conn.validate()
+    if errs:
+        raise UsageError(f"{conn.source}: {errs[0]}")
+    return conn

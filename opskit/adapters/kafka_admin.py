@@ -1,0 +1,364 @@
+"""Kafka admin access through confluent-kafka (librdkafka).
+
+This is the one module that talks the admin protocol for reads and topic
+changes. Every vendor exception is translated into opskit's error tree here,
+and every wait is bounded by the configured timeout: nothing hangs.
+
+Requests are batched and issued concurrently: one ListOffsets request per spec
+(earliest, latest) for all partitions (librdkafka groups them by leader), one
+DescribeGroups for all groups, and one OffsetFetch per group, all in flight at
+once (confluent-kafka accepts one group per OffsetFetch call).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterable, Mapping
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions, KafkaError, KafkaException
+from confluent_kafka import TopicPartition as CkTopicPartition
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewPartitions,
+    NewTopic,
+    OffsetSpec,
+    ResourceType,
+)
+
+from opskit.core.connection import ConnectionConfig
+from opskit.core.models import GroupDescription, GroupState, Member, PartitionOffsets, TopicPartition
+from opskit.errors import (
+    KafkaOperationError,
+    KafkaUnavailableError,
+    NotFoundError,
+    OpskitError,
+    UnsupportedError,
+)
+
+log = logging.getLogger(__name__)
+rdlog = logging.getLogger("opskit.librdkafka")
+
+T = TypeVar("T")
+
+_STATE_MAP = {
+    "STABLE": GroupState.STABLE,
+    "EMPTY": GroupState.EMPTY,
+    "DEAD": GroupState.DEAD,
+    "PREPARING_REBALANCING": GroupState.PREPARING_REBALANCE,
+    "COMPLETING_REBALANCING": GroupState.COMPLETING_REBALANCE,
+    "ASSIGNING": GroupState.ASSIGNING,
+    "RECONCILING": GroupState.RECONCILING,
+}
+
+_UNREACHABLE = {"_TRANSPORT", "_ALL_BROKERS_DOWN", "_TIMED_OUT", "_RESOLVE", "_WAIT_COORD",
+                "REQUEST_TIMED_OUT", "_TIMED_OUT_QUEUE", "COORDINATOR_NOT_AVAILABLE",
+                "NOT_COORDINATOR", "COORDINATOR_LOAD_IN_PROGRESS", "_DESTROY"}
+_UNSUPPORTED = {"UNSUPPORTED_VERSION", "_UNSUPPORTED_FEATURE", "INVALID_REQUEST"}
+_AUTH = {"SASL_AUTHENTICATION_FAILED", "_AUTHENTICATION", "_SSL", "TOPIC_AUTHORIZATION_FAILED",
+         "GROUP_AUTHORIZATION_FAILED", "CLUSTER_AUTHORIZATION_FAILED"}
+
+
+@dataclass(frozen=True)
+class PartitionMeta:
+    partition: int
+    leader: int  # -1 when there is no leader
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class BrokerMeta:
+    node_id: int
+    host: str
+    port: int
+
+
+@dataclass(frozen=True)
+class ClusterMeta:
+    cluster_id: str | None
+    controller_id: int
+    brokers: tuple[BrokerMeta, ...]
+    topics: Mapping[str, tuple[PartitionMeta, ...]]
+
+    @property
+    def partition_counts(self) -> dict[str, int]:
+        return {t: len(ps) for t, ps in self.topics.items()}
+
+
+@dataclass
+class OffsetsResult:
+    offsets: dict[TopicPartition, PartitionOffsets] = field(default_factory=dict)
+    errors: dict[TopicPartition, str] = field(default_factory=dict)
+
+
+def error_name(exc: BaseException) -> str:
+    if isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], KafkaError):
+        return str(exc.args[0].name())
+    return type(exc).__name__
+
+
+def error_text(exc: BaseException) -> str:
+    if isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], KafkaError):
+        e = exc.args[0]
+        return f"{e.name()}: {e.str()}"
+    return str(exc) or type(exc).__name__
+
+
+class KafkaAdmin:
+    """A connected admin client. Create one per command; call ``close()`` when done."""
+
+    def __init__(self, conn: ConnectionConfig, timeout: float = 10.0) -> None:
+        self.conn = conn
+        self.timeout = timeout
+        self._last_error: str | None = None
+        self._lock = threading.Lock()
+        conf = conn.to_librdkafka()
+        conf.update({
+            "logger": rdlog,
+            "error_cb": self._on_error,
+            "socket.timeout.ms": int(max(timeout, 1) * 1000),
+            "socket.connection.setup.timeout.ms": int(max(timeout, 1) * 1000),
+        })
+        try:
+            self._admin = AdminClient(conf)
+        except KafkaException as e:
+            raise KafkaOperationError(f"invalid client configuration: {error_text(e)}") from e
+        self.round_trips = 0
+
+    def _on_error(self, err: KafkaError) -> None:
+        with self._lock:
+            self._last_error = f"{err.name()}: {err.str()}"
+
+    def close(self) -> None:
+        # AdminClient has no close(); dropping the reference lets librdkafka tear down.
+        self._admin = None  # type: ignore[assignment]
+
+    def __enter__(self) -> KafkaAdmin:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ----- error translation: the one place -----
+    def translate(self, exc: BaseException, what: str) -> OpskitError:
+        if isinstance(exc, OpskitError):
+            return exc
+        name = error_name(exc)
+        if isinstance(exc, TimeoutError) or name in _UNREACHABLE:
+            detail = self._last_error or error_text(exc)
+            return KafkaUnavailableError(
+                f"cannot reach Kafka at {self.conn.bootstrap} ({what}, timeout {self.timeout:g}s): {detail}"
+            )
+        if name in _UNSUPPORTED:
+            return UnsupportedError(f"the broker does not support {what} ({error_text(exc)})")
+        if name in _AUTH:
+            return KafkaOperationError(f"not authorised for {what}: {error_text(exc)}")
+        if name in ("UNKNOWN_TOPIC_OR_PART", "UNKNOWN_TOPIC_ID"):
+            return NotFoundError(f"{what}: topic or partition does not exist")
+        if name == "GROUP_ID_NOT_FOUND":
+            return NotFoundError(f"{what}: consumer group does not exist")
+        return KafkaOperationError(f"{what} failed: {error_text(exc)}")
+
+    def _result(self, fut: Future[T], what: str) -> T:
+        self.round_trips += 1
+        try:
+            return fut.result(timeout=self.timeout + 5)
+        except BaseException as e:  # noqa: BLE001 - translated
+            raise self.translate(e, what) from e
+
+    def _kw(self) -> dict[str, Any]:
+        return {"request_timeout": self.timeout}
+
+    # ----- cluster -----
+    def metadata(self, topic: str | None = None) -> ClusterMeta:
+        self.round_trips += 1
+        try:
+            md = self._admin.list_topics(topic=topic, timeout=self.timeout)
+        except BaseException as e:  # noqa: BLE001
+            raise self.translate(e, "reading cluster metadata") from e
+        topics: dict[str, tuple[PartitionMeta, ...]] = {}
+        for name, t in md.topics.items():
+            if t.error is not None and t.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+                continue
+            parts = tuple(
+                PartitionMeta(p.id, p.leader, tuple(p.replicas), tuple(p.isrs))
+                for p in sorted(t.partitions.values(), key=lambda p: p.id)
+            )
+            topics[name] = parts
+        brokers = tuple(sorted(
+            (BrokerMeta(b.id, b.host, b.port) for b in md.brokers.values()), key=lambda b: b.node_id
+        ))
+        return ClusterMeta(md.cluster_id, md.controller_id, brokers, topics)
+
+    # ----- groups -----
+    def list_groups(self) -> dict[str, GroupState]:
+        res = self._result(self._admin.list_consumer_groups(**self._kw()), "listing consumer groups")
+        if res.errors:
+            log.warning("some brokers failed to list groups: %s", [str(e) for e in res.errors])
+        return {g.group_id: _STATE_MAP.get(g.state.name, GroupState.UNKNOWN) for g in res.valid}
+
+    def describe_groups(self, group_ids: Iterable[str]) -> dict[str, GroupDescription]:
+        ids = sorted(set(group_ids))
+        if not ids:
+            return {}
+        futs = self._admin.describe_consumer_groups(ids, **self._kw())
+        out: dict[str, GroupDescription] = {}
+        for gid, fut in futs.items():
+            d = self._result(fut, f"describing group {gid}")
+            members = tuple(
+                Member(
+                    member_id=m.member_id,
+                    client_id=m.client_id,
+                    host=m.host.lstrip("/"),
+                    assignment=tuple(sorted(
+                        TopicPartition(tp.topic, tp.partition)
+                        for tp in (m.assignment.topic_partitions if m.assignment else [])
+                    )),
+                )
+                for m in d.members
+            )
+            state = d.state
+            st = _STATE_MAP.get(state.name if isinstance(state, ConsumerGroupState) else str(state),
+                                GroupState.UNKNOWN)
+            out[gid] = GroupDescription(
+                group_id=gid, state=st, members=members,
+                protocol_type="consumer" if not d.is_simple_consumer_group else "simple",
+                coordinator=d.coordinator.id if d.coordinator is not None else None,
+            )
+        return out
+
+    def committed_offsets(self, group_ids: Iterable[str]) -> dict[str, dict[TopicPartition, int]]:
+        """Committed offsets per group (all partitions the group committed on)."""
+        ids = sorted(set(group_ids))
+        futs: dict[str, Future[Any]] = {}
+        for gid in ids:  # one group per request; all in flight at once
+            futs.update(self._admin.list_consumer_group_offsets(
+                [ConsumerGroupTopicPartitions(gid)], **self._kw()))
+        out: dict[str, dict[TopicPartition, int]] = {}
+        for gid, fut in futs.items():
+            res = self._result(fut, f"reading committed offsets of group {gid}")
+            offs: dict[TopicPartition, int] = {}
+            for tp in res.topic_partitions or []:
+                if tp.error is not None:
+                    log.warning("group %s %s:%s offset error %s", gid, tp.topic, tp.partition, tp.error)
+                    continue
+                if tp.offset >= 0:
+                    offs[TopicPartition(tp.topic, tp.partition)] = tp.offset
+            out[gid] = offs
+        return out
+
+    # ----- partitions -----
+    def _submit_offsets(self, tps: list[TopicPartition], spec: OffsetSpec,
+                        what: str) -> dict[Any, Future[Any]]:
+        if not tps:
+            return {}
+        req = {CkTopicPartition(tp.topic, tp.partition): spec for tp in tps}
+        self.round_trips += 1
+        try:
+            return self._admin.list_offsets(req, **self._kw())  # type: ignore[no-any-return]
+        except BaseException as e:  # noqa: BLE001
+            raise self.translate(e, what) from e
+
+    def _collect_offsets(self, futs: dict[Any, Future[Any]], what: str
+                         ) -> tuple[dict[TopicPartition, tuple[int, int]], dict[TopicPartition, str]]:
+        ok: dict[TopicPartition, tuple[int, int]] = {}
+        errs: dict[TopicPartition, str] = {}
+        unreachable: OpskitError | None = None
+        for ck, fut in futs.items():
+            tp = TopicPartition(ck.topic, ck.partition)
+            try:
+                r = fut.result(timeout=self.timeout + 5)
+                ok[tp] = (r.offset, r.timestamp)
+            except BaseException as e:  # noqa: BLE001 - per-partition failures are data
+                translated = self.translate(e, what)
+                if isinstance(translated, KafkaUnavailableError):
+                    unreachable = translated
+                errs[tp] = error_text(e)
+        if futs and not ok and unreachable is not None:
+            raise unreachable  # nothing answered at all: the cluster is unreachable
+        return ok, errs
+
+    def log_offsets(self, tps: Iterable[TopicPartition]) -> OffsetsResult:
+        """Log start and high watermark of each partition (two batched ListOffsets in flight)."""
+        wanted = sorted(set(tps))
+        f_start = self._submit_offsets(wanted, OffsetSpec.earliest(), "reading log start offsets")
+        f_end = self._submit_offsets(wanted, OffsetSpec.latest(), "reading log end offsets")
+        start, e1 = self._collect_offsets(f_start, "reading log start offsets")
+        end, e2 = self._collect_offsets(f_end, "reading log end offsets")
+        res = OffsetsResult()
+        for tp in wanted:
+            if tp in start and tp in end:
+                res.offsets[tp] = PartitionOffsets(tp, start[tp][0], end[tp][0])
+            else:
+                res.errors[tp] = e1.get(tp) or e2.get(tp) or "no answer"
+        return res
+
+    def offsets_for_times(self, tps: Iterable[TopicPartition], ts_ms: int) -> dict[TopicPartition, int | None]:
+        """Earliest offset whose timestamp >= ts_ms per partition (None: no such record)."""
+        what = "looking up offsets by timestamp"
+        ok, errs = self._collect_offsets(
+            self._submit_offsets(sorted(set(tps)), OffsetSpec.for_timestamp(ts_ms), what), what)
+        if errs:
+            tp, msg = next(iter(errs.items()))
+            raise KafkaOperationError(f"offset lookup by time failed for {tp}: {msg}")
+        return {tp: (off if off >= 0 else None) for tp, (off, _ts) in ok.items()}
+
+    # ----- topics -----
+    def topic_configs(self, topics: Iterable[str]) -> dict[str, dict[str, tuple[str | None, bool]]]:
+        """topic -> {config: (value, is_default)}."""
+        res = [ConfigResource(ResourceType.TOPIC, t) for t in sorted(set(topics))]
+        if not res:
+            return {}
+        futs = self._admin.describe_configs(res, **self._kw())
+        out: dict[str, dict[str, tuple[str | None, bool]]] = {}
+        for r, fut in futs.items():
+            entries = self._result(fut, f"describing configs of topic {r.name}")
+            out[r.name] = {
+                k: (v.value, bool(v.is_default) or v.source == 5)  # 5 = DEFAULT_CONFIG
+                for k, v in entries.items()
+            }
+        return out
+
+    def create_topics(self, topics: list[tuple[str, int, int, dict[str, str]]]) -> None:
+        new = [NewTopic(n, num_partitions=p, replication_factor=rf, config=cfg) for n, p, rf, cfg in topics]
+        if not new:
+            return
+        futs = self._admin.create_topics(new, operation_timeout=self.timeout, **self._kw())
+        for name, fut in futs.items():
+            self._result(fut, f"creating topic {name}")
+
+    def alter_topic_configs(self, changes: Mapping[str, Mapping[str, str]]) -> None:
+        res = []
+        for topic, cfg in changes.items():
+            r = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=[
+                ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in cfg.items()
+            ])
+            res.append(r)
+        if not res:
+            return
+        futs = self._admin.incremental_alter_configs(res, **self._kw())
+        for r, fut in futs.items():
+            self._result(fut, f"altering configs of topic {r.name}")
+
+    def create_partitions(self, increases: Mapping[str, int]) -> None:
+        new = [NewPartitions(t, n) for t, n in increases.items()]
+        if not new:
+            return
+        futs = self._admin.create_partitions(new, operation_timeout=self.timeout, **self._kw())
+        for t, fut in futs.items():
+            self._result(fut, f"adding partitions to topic {t}")
+
+    def delete_topics(self, topics: Iterable[str]) -> None:
+        names = sorted(set(topics))
+        if not names:
+            return
+        futs = self._admin.delete_topics(names, operation_timeout=self.timeout, **self._kw())
+        for t, fut in futs.items():
+            self._result(fut, f"deleting topic {t}")

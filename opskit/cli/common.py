@@ -1,0 +1,100 @@
+"""Shared CLI plumbing: global state, option types, connection, rendering."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from collections.abc import Callable
+from enum import Enum
+from typing import Annotated, Any
+
+import typer
+import yaml
+from rich.console import Console
+
+from opskit.adapters.config_file import OpskitConfig, resolve_connection
+from opskit.adapters.kafka_admin import KafkaAdmin
+from opskit.errors import UsageError
+
+
+class Output(str, Enum):
+    table = "table"
+    json = "json"
+    yaml = "yaml"
+
+
+class GlobalState:
+    debug = False
+    log_format = "text"
+
+
+STATE = GlobalState()
+
+OutputOpt = Annotated[Output, typer.Option("--output", "-o", help="table, json or yaml")]
+BootstrapOpt = Annotated[
+    str | None,
+    typer.Option("--bootstrap-server", "-b", help="host:port[,host:port]; overrides contexts",
+                 show_default=False),
+]
+ContextOpt = Annotated[
+    str | None, typer.Option("--context", help="named context from the opskit config file",
+                             show_default=False)
+]
+TimeoutOpt = Annotated[
+    float, typer.Option("--timeout", min=0.5, max=600, help="seconds to wait for Kafka")
+]
+
+
+def stdout() -> Console:
+    # tables are not squeezed to 80 columns when piped to a file or a pager
+    return Console(soft_wrap=True, width=None if sys.stdout.isatty() else 220)
+
+
+def stderr() -> Console:
+    return Console(stderr=True, soft_wrap=True)
+
+
+def connect(bootstrap: str | None, context: str | None, timeout: float) -> KafkaAdmin:
+    conn = resolve_connection(bootstrap, context)
+    return KafkaAdmin(conn, timeout=timeout)
+
+
+def load_config() -> OpskitConfig:
+    return OpskitConfig.load()
+
+
+def emit(data: Any, output: Output, table: Callable[[Console], None]) -> None:
+    """Data on stdout in the requested format; tables only for ``-o table``."""
+    if output is Output.json:
+        sys.stdout.write(json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
+    elif output is Output.yaml:
+        sys.stdout.write(yaml.safe_dump(data, sort_keys=False, default_flow_style=False))
+    else:
+        table(stdout())
+
+
+def fmt_int(v: int | None) -> str:
+    return "-" if v is None else f"{v:,}"
+
+
+def setup_logging(debug: bool, log_format: str) -> None:
+    level = logging.DEBUG if debug else logging.WARNING
+    handler = logging.StreamHandler(sys.stderr)
+    if log_format == "json":
+        class JsonFormatter(logging.Formatter):
+            def format(self, record: logging.LogRecord) -> str:
+                return json.dumps({
+                    "ts": self.formatTime(record), "level": record.levelname,
+                    "logger": record.name, "msg": record.getMessage(),
+                })
+        handler.setFormatter(JsonFormatter())
+    elif log_format == "text":
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    else:
+        raise UsageError(f"--log-format must be text or json, not {log_format!r}")
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level)
+    # librdkafka's own chatter (connection refused, ...) only with --debug
+    logging.getLogger("opskit.librdkafka").setLevel(logging.DEBUG if debug else logging.CRITICAL + 1)

@@ -1,0 +1,50 @@
+"""Exit codes: the one place where errors become process exit statuses.
+
+| code | meaning |
+|------|---------|
+| 0    | OK / success |
+| 1    | WARNING threshold crossed |
+| 2    | CRITICAL threshold crossed; also usage errors and malformed input (the message says which) |
+| 3    | UNKNOWN: Kafka unreachable or timed out, or the broker lacks a needed API |
+| 4    | not found: unknown group, topic, context, sandbox or file |
+| 5    | refused: an unsafe mutation was refused (active group, offsets moved, ...) |
+| 6    | Kafka rejected a request (authorisation, invalid config, ...) |
+| 7    | sandbox could not be set up (no Java or Maven, port taken, ...) |
+| 70   | internal error (a bug: rerun with --debug and report it) |
+| 130  | interrupted |
+"""
+
+from __future__ import annotations
+
+from opskit import errors
+
+OK = 0
+WARNING = 1
+CRITICAL = 2
+USAGE = 2
+UNKNOWN = 3
+NOT_FOUND = 4
+REFUSED = 5
+KAFKA_ERROR = 6
+SANDBOX = 7
+INTERNAL = 70
+INTERRUPTED = 130
+
+_BY_CLASS: list[tuple[type[errors.OpskitError], int]] = [
+    (errors.UsageError, USAGE),
+    (errors.InvalidInputError, USAGE),
+    (errors.NotFoundError, NOT_FOUND),
+    (errors.KafkaUnavailableError, UNKNOWN),
+    (errors.UnsupportedError, UNKNOWN),
+    (errors.InconsistentStateError, UNKNOWN),
+    (errors.RefusedError, REFUSED),
+    (errors.KafkaOperationError, KAFKA_ERROR),
+    (errors.SandboxError, SANDBOX),
+]
+
+
+def exit_code_for(err: errors.OpskitError) -> int:
+    for cls, code in _BY_CLASS:
+        if isinstance(err, cls):
+            return code
+    return INTERNAL

@@ -1,0 +1,116 @@
+"""``opskit topics diff|apply``: the topic registry as code."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from opskit.adapters.kafka_admin import KafkaAdmin
+from opskit.adapters.registry_file import load_registry
+from opskit.cli import exits
+from opskit.cli.common import (
+    BootstrapOpt, ContextOpt, Output, OutputOpt, TimeoutOpt, connect, emit, stderr,
+)
+from opskit.core.registry import ActualTopic, ChangeKind, Registry, TopicPlan, plan_topic_changes
+
+app = typer.Typer(help="Compare and reconcile topics with a registry (HIP-30 by default).",
+                  no_args_is_help=True)
+
+RegistryArg = Annotated[
+    Path | None,
+    typer.Argument(help="registry YAML (default: the packaged HIP-30 registry)", show_default=False),
+]
+
+
+def read_actual(admin: KafkaAdmin, registry: Registry) -> dict[str, ActualTopic]:
+    md = admin.metadata()
+    wanted = [t.name for t in registry.topics if t.name in md.topics]
+    configs = admin.topic_configs(wanted)
+    out = {}
+    for name, parts in md.topics.items():
+        rf = len(parts[0].replicas) if parts else 0
+        out[name] = ActualTopic(name, len(parts), rf, configs.get(name, {}))
+    return out
+
+
+def render(console: Console, plan: TopicPlan, executed: bool | None) -> None:
+    if plan.in_sync:
+        console.print("[green]in sync with the registry[/green]")
+        return
+    t = Table(box=None, header_style="bold")
+    for c in ("TOPIC", "CHANGE", "DETAIL", "APPLY"):
+        t.add_column(c)
+    for c in plan.changes:
+        if c.kind.applicable:
+            action = "applied" if executed else ("would apply" if executed is False else "yes")
+        elif c.kind is ChangeKind.REFUSED_REDUCE_PARTITIONS:
+            action = "[red]refused[/red]"
+        else:
+            action = "report only"
+        t.add_row(c.topic, c.kind.value, c.detail, action)
+    console.print(t)
+
+
+def diff(
+    registry: RegistryArg = None,
+    output: OutputOpt = Output.table,
+    bootstrap_server: BootstrapOpt = None,
+    context: ContextOpt = None,
+    timeout: TimeoutOpt = 10.0,
+) -> int:
+    """Show drift between the cluster and the registry. Exit 0 in sync, 1 drift."""
+    reg = load_registry(registry)
+    with connect(bootstrap_server, context, timeout) as admin:
+        plan = plan_topic_changes(reg, read_actual(admin, reg))
+    emit({"in_sync": plan.in_sync, "changes": [c.to_dict() for c in plan.changes]}, output,
+         lambda con: render(con, plan, None))
+    return exits.OK if plan.in_sync else exits.WARNING
+
+
+def apply(
+    registry: RegistryArg = None,
+    execute: Annotated[bool, typer.Option("--execute", help="make the changes (default: dry run)")] = False,
+    output: OutputOpt = Output.table,
+    bootstrap_server: BootstrapOpt = None,
+    context: ContextOpt = None,
+    timeout: TimeoutOpt = 30.0,
+) -> int:
+    """Create missing topics, add partitions and fix configs. Dry run unless --execute.
+
+    Never reduces partitions or deletes topics. Exit 5 if a change was refused.
+    """
+    reg = load_registry(registry)
+    with connect(bootstrap_server, context, timeout) as admin:
+        plan = plan_topic_changes(reg, read_actual(admin, reg))
+        if execute:
+            creates, parts, cfgs = [], {}, {}
+            for c in plan.applicable:
+                spec = reg.topic(c.topic)
+                assert spec is not None
+                if c.kind is ChangeKind.CREATE:
+                    creates.append((spec.name, spec.partitions, spec.replication_factor,
+                                    spec.desired_configs()))
+                elif c.kind is ChangeKind.ADD_PARTITIONS:
+                    parts[spec.name] = spec.partitions
+                elif c.kind is ChangeKind.SET_CONFIG and c.config and c.desired is not None:
+                    cfgs.setdefault(spec.name, {})[c.config] = c.desired
+            admin.create_topics(creates)
+            admin.create_partitions(parts)
+            admin.alter_topic_configs(cfgs)
+    emit({"executed": execute, "in_sync": plan.in_sync,
+          "changes": [c.to_dict() for c in plan.changes]}, output,
+         lambda con: render(con, plan, execute))
+    if not execute and plan.applicable:
+        stderr().print("dry run: nothing changed; rerun with --execute to apply")
+    if plan.refused:
+        stderr().print(f"refused: {plan.refused[0].detail}")
+        return exits.REFUSED
+    return exits.OK
+
+
+app.command("diff")(diff)
+app.command("apply")(apply)

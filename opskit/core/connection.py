@@ -1,0 +1,75 @@
+"""How to reach a cluster: bootstrap, client id and security settings (pure)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, replace
+from typing import Any
+
+PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+
+
+@dataclass(frozen=True)
+class ConnectionConfig:
+    bootstrap: str
+    client_id: str = "opskit"
+    security_protocol: str = "PLAINTEXT"
+    sasl_mechanism: str | None = None
+    username: str | None = None
+    password: str | None = None
+    ca_file: str | None = None
+    cert_file: str | None = None
+    key_file: str | None = None
+    #: where the settings came from: flag, env, or context name (for messages)
+    source: str = "flag"
+
+    def validate(self) -> list[str]:
+        """Problems with this config, as one-line messages (empty when usable)."""
+        errs: list[str] = []
+        if not self.bootstrap.strip():
+            errs.append("bootstrap servers are empty")
+        for hp in self.bootstrap.split(","):
+            host, _, port = hp.strip().rpartition(":")
+            if not host or not port.isdigit() or not 0 < int(port) < 65536:
+                errs.append(f"bootstrap server {hp.strip()!r} is not host:port")
+        proto = self.security_protocol.upper()
+        if proto not in PROTOCOLS:
+            errs.append(f"security protocol {self.security_protocol!r} is not one of {', '.join(PROTOCOLS)}")
+        if proto.startswith("SASL"):
+            if (self.sasl_mechanism or "").upper() not in MECHANISMS:
+                errs.append(f"SASL needs a mechanism, one of {', '.join(MECHANISMS)}")
+            if not self.username or self.password is None:
+                errs.append("SASL needs a username and a password (or password_file)")
+        if bool(self.cert_file) != bool(self.key_file):
+            errs.append("a TLS client certificate needs both cert and key")
+        return errs
+
+    def to_librdkafka(self) -> dict[str, Any]:
+        conf: dict[str, Any] = {
+            "bootstrap.servers": self.bootstrap,
+            "client.id": self.client_id,
+            "security.protocol": self.security_protocol.upper(),
+        }
+        if self.sasl_mechanism:
+            conf["sasl.mechanism"] = self.sasl_mechanism.upper()
+        if self.username is not None:
+            conf["sasl.username"] = self.username
+        if self.password is not None:
+            conf["sasl.password"] = self.password
+        if self.ca_file:
+            conf["ssl.ca.location"] = self.ca_file
+        if self.cert_file:
+            conf["ssl.certificate.location"] = self.cert_file
+        if self.key_file:
+            conf["ssl.key.location"] = self.key_file
+        return conf
+
+    def masked(self) -> dict[str, Any]:
+        """For display: every field, the password replaced by asterisks."""
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
+        if out.get("password") is not None:
+            out["password"] = "********"
+        return out
+
+    def with_client_id(self, client_id: str) -> ConnectionConfig:
+        return replace(self, client_id=client_id)

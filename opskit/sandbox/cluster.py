@@ -1,0 +1,449 @@
+"""A real Apache Kafka cluster in KRaft mode, run as local JVM processes on loopback.
+
+Layout, as in HIP-30: node 0 runs in combined mode (broker + controller, the
+single voter of a static quorum); nodes 1 and 2, when asked for, are
+broker-only nodes that join the same cluster id and voter set. That is also the
+safe 1 -> 3 scale-out path on Kafka 3.7 (see docs).
+
+State lives in ``<state_dir>/sandbox/<name>/state.json``; each node has its own
+directory with ``server.properties``, ``data/`` and logs. Processes are started
+in their own session so they outlive the CLI, and are stopped by pid only after
+checking that the pid still runs this node's config.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from opskit.errors import NotFoundError, SandboxError, UsageError
+from opskit.paths import state_dir
+from opskit.sandbox.dist import KafkaDist, ensure_kafka_dist, resolve_version
+
+log = logging.getLogger(__name__)
+
+NAME_OK = set("abcdefghijklmnopqrstuvwxyz0123456789-")
+CONTROLLER_PORT_OFFSET = 1000
+
+
+def sandboxes_root() -> Path:
+    return state_dir() / "sandbox"
+
+
+def validate_name(name: str) -> str:
+    if not name or not set(name) <= NAME_OK or name[0] == "-" or len(name) > 40:
+        raise UsageError(f"invalid sandbox name {name!r}: use lowercase letters, digits and '-'")
+    return name
+
+
+def port_free(port: int, host: str = "127.0.0.1") -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def port_open(port: int, host: str = "127.0.0.1", timeout: float = 0.5) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def free_port_block(count: int, start: int = 20000, end: int = 60000) -> int:
+    """A base port such that base..base+count-1 and base+1000.. are all free."""
+    import random
+
+    rnd = random.Random()
+    for _ in range(500):
+        base = rnd.randrange(start, end - CONTROLLER_PORT_OFFSET - count)
+        ports = [base + i for i in range(count)] + [base + CONTROLLER_PORT_OFFSET]
+        if all(port_free(p) for p in ports):
+            return base
+    raise SandboxError("could not find free loopback ports for the sandbox")
+
+
+def new_cluster_id() -> str:
+    """A Kafka-style cluster id (url-safe base64 UUID); like Kafka, never starting with '-'."""
+    while True:
+        cid = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cid.startswith("-"):
+            return cid
+
+
+@dataclass
+class Node:
+    node_id: int
+    roles: str  # "broker,controller" or "broker"
+    port: int
+    directory: str
+    pid: int | None = None
+
+    @property
+    def dir(self) -> Path:
+        return Path(self.directory)
+
+    @property
+    def config_path(self) -> Path:
+        return self.dir / "server.properties"
+
+    @property
+    def log_path(self) -> Path:
+        return self.dir / "server.log"
+
+
+@dataclass
+class SandboxState:
+    name: str
+    version: str
+    cluster_id: str
+    base_port: int
+    controller_port: int
+    nodes: list[Node] = field(default_factory=list)
+    created_at: float = 0.0
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(f"127.0.0.1:{n.port}" for n in self.nodes)
+
+    @property
+    def brokers(self) -> int:
+        return len(self.nodes)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> SandboxState:
+        nodes = [Node(**n) for n in d.get("nodes", [])]
+        return cls(
+            name=d["name"], version=d["version"], cluster_id=d["cluster_id"],
+            base_port=d["base_port"], controller_port=d["controller_port"], nodes=nodes,
+            created_at=d.get("created_at", 0.0),
+        )
+
+
+def _pid_runs(pid: int | None, config_path: Path) -> bool:
+    """True if ``pid`` is alive and is the JVM started with this node's config."""
+    if not pid:
+        return False
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+    except OSError:
+        return False
+    return str(config_path) in cmdline
+
+
+class Sandbox:
+    """One named local cluster."""
+
+    def __init__(self, name: str = "default") -> None:
+        self.name = validate_name(name)
+        self.root = sandboxes_root() / self.name
+        self.state_path = self.root / "state.json"
+
+    # ----- state -----
+    def load(self) -> SandboxState | None:
+        if not self.state_path.exists():
+            return None
+        try:
+            return SandboxState.from_dict(json.loads(self.state_path.read_text()))
+        except (ValueError, KeyError, TypeError) as e:
+            raise SandboxError(f"sandbox state file {self.state_path} is corrupt: {e}") from e
+
+    def save(self, st: SandboxState) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+        tmp = self.state_path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(st.to_dict(), indent=2))
+        os.replace(tmp, self.state_path)
+
+    def require(self) -> SandboxState:
+        st = self.load()
+        if st is None:
+            raise NotFoundError(f"no sandbox named {self.name!r} (start one with: opskit sandbox up)")
+        return st
+
+    # ----- config -----
+    @staticmethod
+    def _properties(st: SandboxState, node: Node) -> str:
+        n = st.brokers
+        rf = min(3, n)
+        lines = [
+            f"process.roles={node.roles}",
+            f"node.id={node.node_id}",
+            f"controller.quorum.voters=0@127.0.0.1:{st.controller_port}",
+            "controller.listener.names=CONTROLLER",
+            "inter.broker.listener.name=PLAINTEXT",
+            "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            f"advertised.listeners=PLAINTEXT://127.0.0.1:{node.port}",
+            f"log.dirs={node.dir / 'data'}",
+            "auto.create.topics.enable=false",
+            "num.partitions=1",
+            "default.replication.factor=1",
+            f"offsets.topic.replication.factor={rf}",
+            "offsets.topic.num.partitions=12",
+            f"transaction.state.log.replication.factor={rf}",
+            "transaction.state.log.min.isr=1",
+            "group.initial.rebalance.delay.ms=0",
+            "log.retention.hours=168",
+            # small segments so retention tests can delete data within seconds
+            "log.retention.check.interval.ms=5000",
+            "log.segment.delete.delay.ms=1000",
+            "num.io.threads=4",
+            "num.network.threads=2",
+            "delete.topic.enable=true",
+        ]
+        if "controller" in node.roles:
+            lines.insert(
+                3,
+                f"listeners=PLAINTEXT://127.0.0.1:{node.port},CONTROLLER://127.0.0.1:{st.controller_port}",
+            )
+        else:
+            lines.insert(3, f"listeners=PLAINTEXT://127.0.0.1:{node.port}")
+        return "\n".join(lines) + "\n"
+
+    @staticmethod
+    def _log4j(node: Node) -> str:
+        return (
+            "log4j.rootLogger=INFO, F\n"
+            "log4j.appender.F=org.apache.log4j.RollingFileAppender\n"
+            f"log4j.appender.F.File={node.log_path}\n"
+            "log4j.appender.F.MaxFileSize=20MB\n"
+            "log4j.appender.F.MaxBackupIndex=2\n"
+            "log4j.appender.F.layout=org.apache.log4j.PatternLayout\n"
+            "log4j.appender.F.layout.ConversionPattern=[%d] %p %m (%c)%n\n"
+            "log4j.logger.kafka.request.logger=WARN\n"
+            "log4j.logger.state.change.logger=WARN\n"
+            "log4j.logger.org.apache.kafka.clients=WARN\n"
+        )
+
+    # ----- lifecycle -----
+    def up(self, brokers: int = 1, version: str | None = None, port: int | None = None,
+           wait_timeout: float = 120.0) -> tuple[SandboxState, str]:
+        """Start (or confirm) the cluster. Returns the state and what was done."""
+        if brokers not in (1, 3):
+            raise UsageError(f"--brokers must be 1 or 3, not {brokers}")
+        want_version = resolve_version(version) if version else None
+        st = self.load()
+        if st is not None:
+            if want_version and want_version != st.version:
+                raise SandboxError(
+                    f"sandbox {self.name!r} exists with Kafka {st.version}; "
+                    f"run 'opskit sandbox down --name {self.name}' to replace it with {want_version}"
+                )
+            if brokers != st.brokers:
+                raise SandboxError(
+                    f"sandbox {self.name!r} exists with {st.brokers} broker(s); "
+                    f"run 'opskit sandbox down --name {self.name}' first"
+                )
+            alive = [_pid_runs(n.pid, n.config_path) for n in st.nodes]
+            if all(alive):
+                self._wait_ready(st, wait_timeout)
+                return st, "already running"
+            dist = ensure_kafka_dist(st.version)
+            for node, ok in zip(st.nodes, alive):
+                if not ok:
+                    if not port_free(node.port) or (
+                        "controller" in node.roles and not port_free(st.controller_port)
+                    ):
+                        raise SandboxError(
+                            f"port {node.port} on 127.0.0.1 is taken by another process; "
+                            f"cannot restart node {node.node_id}"
+                        )
+                    self._start_node(dist, node)
+            self.save(st)
+            self._wait_ready(st, wait_timeout)
+            return st, "restarted"
+
+        dist = ensure_kafka_dist(want_version)
+        base = port if port is not None else 9092
+        if port is None and not all(port_free(base + i) for i in range(brokers)):
+            raise SandboxError(
+                "port 9092 on 127.0.0.1 is in use (another Kafka?); choose one with --port"
+            )
+        wanted_ports = [base + i for i in range(brokers)] + [base + CONTROLLER_PORT_OFFSET]
+        taken = [p for p in wanted_ports if not port_free(p)]
+        if taken:
+            raise SandboxError(
+                f"port {taken[0]} on 127.0.0.1 is in use; choose another base with --port"
+            )
+        st = SandboxState(
+            name=self.name, version=dist.version, cluster_id=new_cluster_id(),
+            base_port=base, controller_port=base + CONTROLLER_PORT_OFFSET, created_at=time.time(),
+        )
+        for i in range(brokers):
+            roles = "broker,controller" if i == 0 else "broker"
+            st.nodes.append(Node(i, roles, base + i, str(self.root / f"node-{i}")))
+        try:
+            for node in st.nodes:
+                self._format(dist, st, node)
+            self.save(st)
+            for node in st.nodes:
+                self._start_node(dist, node)
+                self.save(st)
+            self._wait_ready(st, wait_timeout)
+        except BaseException:
+            self._stop_nodes(st)
+            raise
+        return st, "started"
+
+    def _format(self, dist: KafkaDist, st: SandboxState, node: Node) -> None:
+        node.dir.mkdir(parents=True, exist_ok=True)
+        node.config_path.write_text(self._properties(st, node))
+        (node.dir / "log4j.properties").write_text(self._log4j(node))
+        proc = subprocess.run(
+            dist.java_cmd("kafka.tools.StorageTool", "format", "-t", st.cluster_id,
+                          "-c", str(node.config_path), "--ignore-formatted"),
+            capture_output=True, text=True, timeout=120,
+        )
+        if proc.returncode != 0:
+            msg = (proc.stderr or proc.stdout).strip().splitlines()
+            raise SandboxError(f"formatting node {node.node_id} failed: {msg[-1] if msg else '?'}")
+
+    def _start_node(self, dist: KafkaDist, node: Node) -> None:
+        heap = os.environ.get("OPSKIT_SANDBOX_HEAP", "1g")
+        cmd = dist.java_cmd("kafka.Kafka", str(node.config_path),
+                            log4j=node.dir / "log4j.properties", heap=heap)
+        cmd[1:1] = ["-Xms128m", "-XX:+UseG1GC", "-Djava.awt.headless=true"]
+        out = open(node.dir / "stdout.log", "ab")
+        try:
+            proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL, start_new_session=True,
+                                    cwd=node.dir)
+        finally:
+            out.close()
+        node.pid = proc.pid
+        log.info("started node %s pid %s", node.node_id, proc.pid)
+
+    def _wait_ready(self, st: SandboxState, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        for node in st.nodes:
+            while not port_open(node.port):
+                if not _pid_runs(node.pid, node.config_path):
+                    raise SandboxError(
+                        f"Kafka node {node.node_id} exited during start-up: {self._log_tail(node)}"
+                    )
+                if time.monotonic() > deadline:
+                    raise SandboxError(
+                        f"Kafka node {node.node_id} did not open port {node.port} in {timeout:.0f}s: "
+                        f"{self._log_tail(node)}"
+                    )
+                time.sleep(0.3)
+        # every broker registered with the controller
+        from confluent_kafka.admin import AdminClient
+
+        admin = AdminClient({"bootstrap.servers": st.bootstrap, "log_level": 0})
+        while True:
+            try:
+                md = admin.list_topics(timeout=5)
+                if len(md.brokers) >= st.brokers:
+                    return
+            except Exception:  # noqa: BLE001 - retried until the deadline
+                pass
+            if time.monotonic() > deadline:
+                raise SandboxError(f"brokers did not all register within {timeout:.0f}s")
+            time.sleep(0.5)
+
+    @staticmethod
+    def _log_tail(node: Node) -> str:
+        for p in (node.log_path, node.dir / "stdout.log"):
+            if p.exists():
+                lines = [ln for ln in p.read_text(errors="replace").splitlines() if ln.strip()]
+                errs = [ln for ln in lines if "ERROR" in ln or "Exception" in ln]
+                if errs or lines:
+                    return (errs or lines)[-1][:300]
+        return "(no log output)"
+
+    def status(self) -> dict[str, Any]:
+        st = self.require()
+        nodes = []
+        for n in st.nodes:
+            nodes.append({
+                "node_id": n.node_id, "roles": n.roles, "port": n.port, "pid": n.pid,
+                "running": _pid_runs(n.pid, n.config_path), "port_open": port_open(n.port),
+                "directory": n.directory,
+            })
+        return {
+            "name": st.name, "kafka_version": st.version, "cluster_id": st.cluster_id,
+            "bootstrap": st.bootstrap, "controller_port": st.controller_port,
+            "brokers": st.brokers, "running": all(n["running"] for n in nodes), "nodes": nodes,
+        }
+
+    def stop_node(self, node_id: int, kill: bool = False) -> None:
+        """Stop one node (for failure drills: URP, offline partitions)."""
+        st = self.require()
+        node = next((n for n in st.nodes if n.node_id == node_id), None)
+        if node is None:
+            raise NotFoundError(f"sandbox {self.name!r} has no node {node_id}")
+        self._stop_node(node, sig=signal.SIGKILL if kill else signal.SIGTERM)
+
+    def start_node(self, node_id: int, wait_timeout: float = 120.0) -> None:
+        st = self.require()
+        node = next((n for n in st.nodes if n.node_id == node_id), None)
+        if node is None:
+            raise NotFoundError(f"sandbox {self.name!r} has no node {node_id}")
+        if not _pid_runs(node.pid, node.config_path):
+            self._start_node(ensure_kafka_dist(st.version), node)
+            self.save(st)
+        self._wait_ready(st, wait_timeout)
+
+    def _stop_node(self, node: Node, sig: int = signal.SIGTERM, timeout: float = 30.0) -> None:
+        if not _pid_runs(node.pid, node.config_path):
+            return
+        assert node.pid is not None
+        try:
+            os.kill(node.pid, sig)
+        except ProcessLookupError:
+            return
+        deadline = time.monotonic() + timeout
+        while _pid_runs(node.pid, node.config_path) and time.monotonic() < deadline:
+            _reap(node.pid)
+            time.sleep(0.2)
+        if _pid_runs(node.pid, node.config_path):
+            os.kill(node.pid, signal.SIGKILL)
+            time.sleep(0.5)
+            _reap(node.pid)
+
+    def _stop_nodes(self, st: SandboxState) -> None:
+        # brokers first, the controller last, so brokers can shut down cleanly
+        for node in sorted(st.nodes, key=lambda n: -n.node_id):
+            self._stop_node(node)
+
+    def down(self, keep: bool = False) -> str:
+        st = self.require()
+        self._stop_nodes(st)
+        if keep:
+            self.save(st)
+            return "stopped (data kept)"
+        shutil.rmtree(self.root, ignore_errors=True)
+        return "stopped and removed"
+
+
+def _reap(pid: int) -> None:
+    """Collect the exit status if the node is our own child (tests start nodes in-process)."""
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass
+
+
+def list_sandboxes() -> list[str]:
+    root = sandboxes_root()
+    if not root.exists():
+        return []
+    return sorted(p.name for p in root.iterdir() if (p / "state.json").exists())
