@@ -20,8 +20,8 @@ NameOpt = Annotated[str, typer.Option("--name", "-n", help="sandbox name")]
 
 @app.command("up")
 def up(
-    brokers: Annotated[int, typer.Option("--brokers", help="1 or 3 nodes")] = 1,
-    kafka_version: Annotated[str, typer.Option("--kafka-version", help="3.7 (HIP-30), 4.x, or X.Y.Z")] = DEFAULT_VERSION,
+    brokers: Annotated[int | None, typer.Option("--brokers", help="1 or 3 nodes [default: 1, or as existing]", show_default=False)] = None,
+    kafka_version: Annotated[str | None, typer.Option("--kafka-version", help=f"3.7 (HIP-30), 4.x, or X.Y.Z [default: {DEFAULT_VERSION}, or as existing]", show_default=False)] = None,
     name: NameOpt = "default",
     port: Annotated[int | None, typer.Option("--port", min=1024, max=64000, help="first broker port (default 9092)")] = None,
     no_context: Annotated[bool, typer.Option("--no-context", help="do not write an opskit context")] = False,

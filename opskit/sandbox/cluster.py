@@ -138,9 +138,24 @@ class SandboxState:
         )
 
 
-def _pid_runs(pid: int | None, config_path: Path) -> bool:
-    """True if ``pid`` is alive and is the JVM started with this node's config."""
+def _pid_alive(pid: int | None) -> bool:
+    """True if ``pid`` exists and is not a zombie."""
     if not pid:
+        return False
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rpartition(")")[2].split()[0] != "Z"
+
+
+def _pid_runs(pid: int | None, config_path: Path) -> bool:
+    """True if ``pid`` is alive and is the JVM started with this node's config.
+
+    Only used once a node is past start-up: while the java launcher execs, its
+    command line can briefly read empty.
+    """
+    if not _pid_alive(pid):
         return False
     try:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
@@ -233,10 +248,13 @@ class Sandbox:
         )
 
     # ----- lifecycle -----
-    def up(self, brokers: int = 1, version: str | None = None, port: int | None = None,
+    def up(self, brokers: int | None = None, version: str | None = None, port: int | None = None,
            wait_timeout: float = 120.0) -> tuple[SandboxState, str]:
-        """Start (or confirm) the cluster. Returns the state and what was done."""
-        if brokers not in (1, 3):
+        """Start (or confirm) the cluster. Returns the state and what was done.
+
+        ``brokers`` and ``version`` default to the existing sandbox's, or 1 and 3.7.
+        """
+        if brokers is not None and brokers not in (1, 3):
             raise UsageError(f"--brokers must be 1 or 3, not {brokers}")
         want_version = resolve_version(version) if version else None
         st = self.load()
@@ -246,7 +264,7 @@ class Sandbox:
                     f"sandbox {self.name!r} exists with Kafka {st.version}; "
                     f"run 'opskit sandbox down --name {self.name}' to replace it with {want_version}"
                 )
-            if brokers != st.brokers:
+            if brokers is not None and brokers != st.brokers:
                 raise SandboxError(
                     f"sandbox {self.name!r} exists with {st.brokers} broker(s); "
                     f"run 'opskit sandbox down --name {self.name}' first"
@@ -270,6 +288,7 @@ class Sandbox:
             self._wait_ready(st, wait_timeout)
             return st, "restarted"
 
+        brokers = brokers or 1
         dist = ensure_kafka_dist(want_version)
         base = port if port is not None else 9092
         if port is None and not all(port_free(base + i) for i in range(brokers)):
@@ -334,7 +353,8 @@ class Sandbox:
         deadline = time.monotonic() + timeout
         for node in st.nodes:
             while not port_open(node.port):
-                if not _pid_runs(node.pid, node.config_path):
+                if not _pid_alive(node.pid):
+                    _reap(node.pid or 0)
                     raise SandboxError(
                         f"Kafka node {node.node_id} exited during start-up: {self._log_tail(node)}"
                     )

@@ -43,6 +43,9 @@ def resolve_version(requested: str | None) -> str:
     v = (requested or DEFAULT_VERSION).strip()
     v = ALIASES.get(v, v)
     parts = v.split(".")
+    if len(parts) == 2 and all(p.isdigit() for p in parts) and v not in SUPPORTED_SERIES:
+        raise UsageError(f"Kafka {v} is not supported by the sandbox (KRaft needs 3.7+; supported: "
+                         f"{', '.join(SUPPORTED_SERIES)})")
     if len(parts) != 3 or not all(p.isdigit() for p in parts):
         raise UsageError(f"invalid --kafka-version {requested!r}: expected X.Y.Z, 3.7 or 4.x")
     if ".".join(parts[:2]) not in SUPPORTED_SERIES:
@@ -165,3 +168,17 @@ def ensure_kafka_dist(requested: str | None = None) -> KafkaDist:
         os.replace(out, libs)
     marker.write_text(version + "\n")
     return KafkaDist(version, libs)
+
+
+def _main(argv: list[str]) -> int:
+    """``python -m opskit.sandbox.dist 3.7 4.x``: resolve and cache distributions."""
+    for v in argv or [DEFAULT_VERSION]:
+        d = ensure_kafka_dist(v)
+        print(f"Kafka {d.version}: {d.libs}")
+    return 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(_main(sys.argv[1:]))

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Install everything opskit and its tests need on a fresh Debian machine:
+# a JDK (17+) and Maven from Debian, the Python package with its test extras,
+# and the Apache Kafka distributions (3.7 and newest 4.x) from Maven Central.
+# Idempotent: what is already there is not installed again.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+apt_pkgs=()
+java_major() { java -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -1; }
+if ! command -v java >/dev/null 2>&1 || [ "$(java_major)" -lt 17 ]; then
+  apt_pkgs+=(openjdk-17-jre-headless)
+fi
+command -v mvn >/dev/null 2>&1 || apt_pkgs+=(maven)
+if [ "${#apt_pkgs[@]}" -gt 0 ]; then
+  echo "install.sh: installing ${apt_pkgs[*]} from Debian" >&2
+  if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; else SUDO=; fi
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${apt_pkgs[@]}" >/dev/null
+fi
+
+PY=${PYTHON:-python3}
+"$PY" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)' \
+  || { echo "install.sh: Python 3.11+ is required" >&2; exit 1; }
+"$PY" -m pip install -q --disable-pip-version-check -e ".[test]" 2>&1 | grep -v "Running pip as the 'root'" || true
+"$PY" -c 'import opskit, confluent_kafka, typer' \
+  || { echo "install.sh: the Python install failed" >&2; exit 1; }
+
+# Kafka jars (broker + reference tools), resolved once from Maven Central and cached
+"$PY" -m opskit.sandbox.dist 3.7 4.x
+echo "install.sh: done" >&2

@@ -1,0 +1,133 @@
+"""Helpers for integration tests: produce, commit, run the CLI, run Kafka's tools."""
+
+from __future__ import annotations
+
+import io
+import json
+import threading
+import time
+from collections.abc import Iterable
+from contextlib import redirect_stderr, redirect_stdout
+from dataclasses import dataclass
+from typing import Any
+
+from confluent_kafka import Consumer, Producer
+from confluent_kafka import TopicPartition as CkTP
+from confluent_kafka.admin import AdminClient, NewTopic
+
+
+@dataclass
+class CliResult:
+    code: int
+    out: str
+    err: str
+
+    def json(self) -> Any:
+        return json.loads(self.out)
+
+
+def run_cli(*args: str) -> CliResult:
+    """Run ``opskit ARGS`` in-process and capture exit code, stdout and stderr."""
+    from opskit.cli.main import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with redirect_stdout(out), redirect_stderr(err):
+        code = main(list(args))
+    return CliResult(code, out.getvalue(), err.getvalue())
+
+
+def create_topic(bootstrap: str, name: str, partitions: int, rf: int = 1,
+                 config: dict[str, str] | None = None) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    fs = admin.create_topics([NewTopic(name, partitions, rf, config=config or {})])
+    for f in fs.values():
+        f.result(30)
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        md = admin.list_topics(name, timeout=10)
+        t = md.topics.get(name)
+        if t is not None and t.error is None and len(t.partitions) == partitions and all(
+            p.leader >= 0 for p in t.partitions.values()
+        ):
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"topic {name} not ready")
+
+
+def produce(bootstrap: str, topic: str, per_partition: dict[int, int],
+            timestamp_ms: int | None = None, value: bytes = b"x" * 100) -> None:
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": "all"})
+    for part, n in per_partition.items():
+        for i in range(n):
+            if timestamp_ms is None:
+                p.produce(topic, value=value, key=str(i).encode(), partition=part)
+            else:
+                p.produce(topic, value=value, key=str(i).encode(), partition=part, timestamp=timestamp_ms)
+            if i % 1000 == 0:
+                p.poll(0)
+    assert p.flush(60) == 0
+
+
+def commit(bootstrap: str, group: str, offsets: dict[tuple[str, int], int]) -> None:
+    """Commit offsets for a group without joining it (a simple, memberless commit)."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        c.commit(offsets=[CkTP(t, p, o) for (t, p), o in offsets.items()], asynchronous=False)
+    finally:
+        c.close()
+
+
+class ActiveMember:
+    """A consumer that joins a group, commits chosen offsets, and stays until stopped."""
+
+    def __init__(self, bootstrap: str, group: str, topics: Iterable[str],
+                 commit_offsets: dict[tuple[str, int], int] | None = None,
+                 client_id: str = "opskit-test-member") -> None:
+        self.c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "client.id": client_id,
+                           "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                           "session.timeout.ms": 10000})
+        self.topics = list(topics)
+        self.commit_offsets = commit_offsets or {}
+        self.ready = threading.Event()
+        self.stop_event = threading.Event()
+        self.t = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> ActiveMember:
+        self.t.start()
+        if not self.ready.wait(60):
+            raise AssertionError("member did not get an assignment")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop_event.set()
+        self.t.join(30)
+
+    def _run(self) -> None:
+        self.c.subscribe(self.topics)
+        while not self.stop_event.is_set():
+            self.c.poll(0.2)
+            if not self.ready.is_set() and self.c.assignment():
+                if self.commit_offsets:
+                    self.c.commit(offsets=[CkTP(t, p, o) for (t, p), o in self.commit_offsets.items()],
+                                  asynchronous=False)
+                self.ready.set()
+        self.c.close()
+
+
+def parse_describe(text: str) -> dict[tuple[str, str, int], dict[str, str | None]]:
+    """Rows of ``kafka-consumer-groups.sh --describe`` keyed by (group, topic, partition)."""
+    rows: dict[tuple[str, str, int], dict[str, str | None]] = {}
+    header: list[str] | None = None
+    for line in text.splitlines():
+        parts = line.split()
+        if not parts:
+            continue
+        if parts[0] == "GROUP" and "PARTITION" in parts:
+            header = parts
+            continue
+        if header is None or len(parts) != len(header):
+            continue
+        row = {h: (None if v == "-" else v) for h, v in zip(header, parts)}
+        key = (str(row["GROUP"]), str(row["TOPIC"]), int(str(row["PARTITION"])))
+        rows[key] = row
+    return rows

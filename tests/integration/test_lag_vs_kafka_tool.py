@@ -1,0 +1,68 @@
+"""`opskit lag -o json` must equal Kafka's own kafka-consumer-groups.sh --describe.
+
+Three groups on the same cluster, on both Kafka 3.7 and the newest 4.x:
+- an active group whose member was assigned partitions it never committed on;
+- an Empty (stopped) group with committed offsets on only some partitions;
+- a group with offsets on two topics, one of them fully consumed.
+"""
+
+from __future__ import annotations
+
+from tests.helpers import ActiveMember, commit, create_topic, parse_describe, produce, run_cli
+
+
+def test_lag_equals_kafka_consumer_groups_describe(any_kafka, uniq):
+    bs = any_kafka.bootstrap
+    ta, tb = f"orders_{uniq}", f"audit_{uniq}"
+    create_topic(bs, ta, 4)
+    create_topic(bs, tb, 2)
+    produce(bs, ta, {0: 50, 1: 70, 2: 30, 3: 0})
+    produce(bs, tb, {0: 20, 1: 25})
+    g_active, g_empty, g_two = f"active-{uniq}", f"stopped-{uniq}", f"two-topics-{uniq}"
+    commit(bs, g_empty, {(ta, 0): 10, (ta, 2): 30})
+    commit(bs, g_two, {(ta, 0): 50, (ta, 1): 5, (ta, 2): 0, (ta, 3): 0, (tb, 0): 20, (tb, 1): 3})
+    with ActiveMember(bs, g_active, [tb], commit_offsets={(tb, 0): 7}, client_id="member-x"):
+        groups = [g_active, g_empty, g_two]
+        ours = run_cli("lag", *[a for g in groups for a in ("--group", g)], "-o", "json",
+                       "--bootstrap-server", bs)
+        dist = any_kafka.dist()
+        proc = dist.run_tool(dist.consumer_groups_class, "--bootstrap-server", bs, "--describe",
+                             *[a for g in groups for a in ("--group", g)])
+    assert proc.returncode == 0, proc.stderr
+    theirs = parse_describe(proc.stdout)
+    assert ours.code == 0, ours.err
+    data = ours.json()
+    by_key = {(g["group"], p["topic"], p["partition"]): p for g in data["groups"] for p in g["partitions"]}
+
+    # every row Kafka's tool prints is in opskit's output with the same numbers
+    assert len(theirs) >= 8, proc.stdout
+    for key, row in theirs.items():
+        assert key in by_key, f"{key} missing from opskit output"
+        p = by_key[key]
+        want_committed = None if row["CURRENT-OFFSET"] is None else int(row["CURRENT-OFFSET"])
+        assert p["committed_offset"] == want_committed, key
+        assert p["log_end_offset"] == int(str(row["LOG-END-OFFSET"])), key
+        want_lag = None if row["LAG"] is None else int(row["LAG"])
+        assert p["lag"] == want_lag, key
+        assert p["consumer_id"] == row["CONSUMER-ID"], key
+        assert p["client_id"] == row["CLIENT-ID"], key
+        assert (p["host"] or None) == (row["HOST"].lstrip("/") if row["HOST"] else None), key
+
+    # opskit shows more: partitions of a consumed topic that the group never committed on
+    # (the tool hides them when no member is assigned to them); they are marked as such
+    extra = set(by_key) - set(theirs)
+    assert {(g_empty, ta, 1), (g_empty, ta, 3)} <= extra
+    for key in extra:
+        p = by_key[key]
+        assert p["committed_offset"] is None and p["lag"] is None and p["consumer_id"] is None
+        assert "no_committed_offset" in p["anomalies"]
+
+    # the active member owns tb:1 without a commit: both tools show it, lag unknown
+    assert by_key[(g_active, tb, 1)]["client_id"] == "member-x"
+    assert by_key[(g_active, tb, 1)]["lag"] is None
+    # totals are the sum of known partition lags
+    totals = {g["group"]: g["total_lag"] for g in data["groups"]}
+    assert totals[g_empty] == 40 + 0
+    assert totals[g_two] == 0 + 65 + 30 + 0 + 0 + 22
+    states = {g["group"]: g["state"] for g in data["groups"]}
+    assert states[g_active] == "Stable" and states[g_empty] == "Empty"
