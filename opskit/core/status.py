@@ -68,9 +68,11 @@ lag-seconds objective severity, ranked OK < UNKNOWN < WARNING < CRITICAL.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import Enum
+from itertools import pairwise
 from typing import Any
 
 from opskit.core.lag import severity_for
@@ -293,7 +295,7 @@ class PartitionWindow:
 
     def __post_init__(self) -> None:
         ts = [s.timestamp_ms for s in self.samples]
-        if any(b <= a for a, b in zip(ts, ts[1:])):
+        if any(b <= a for a, b in pairwise(ts)):
             raise ValueError(f"samples of {self.tp} are not in strictly increasing time order")
 
     @property
@@ -463,7 +465,9 @@ class GroupStatus:
 # --------------------------------------------------------------------------- evaluation
 
 
-def evaluate_partition(window: PartitionWindow, policy: StatusPolicy, now_ms: int) -> PartitionStatus:
+def evaluate_partition(
+    window: PartitionWindow, policy: StatusPolicy, now_ms: int
+) -> PartitionStatus:
     """Status of one partition from its window; rules in the module docstring."""
     tp = window.tp
     samples = [s for s in window.samples if s.timestamp_ms >= now_ms - policy.window_ms]
@@ -501,7 +505,9 @@ def evaluate_partition(window: PartitionWindow, policy: StatusPolicy, now_ms: in
         )
         if worst is not latest:
             ago = _fmt_duration(latest.timestamp_ms - worst.timestamp_ms)
-            text += f" (seen {ago} before the latest sample; committed offset now {latest.committed})"
+            text += (
+                f" (seen {ago} before the latest sample; committed offset now {latest.committed})"
+            )
         return result(Status.ERR, text, lost=worst.records_lost)
 
     # 2. no committed offset
@@ -587,7 +593,7 @@ def evaluate_partition(window: PartitionWindow, policy: StatusPolicy, now_ms: in
 
     # 8. lag never decreasing
     advanced = offs[-1] - offs[0]
-    non_decreasing = all(b >= a for a, b in zip(lags, lags[1:]))
+    non_decreasing = all(b >= a for a, b in pairwise(lags))
     if never_ok and non_decreasing and lags[-1] > lags[0]:
         return result(
             Status.WARN,
@@ -620,7 +626,8 @@ def evaluate_group(
     ``group_lag`` (from :func:`opskit.core.lag.compute_group_lag`) supplies the
     HIP-30 lag severity; without it the latest lags in the window are summed
     and judged with ``policy.thresholds``. ``lag_seconds`` gives each
-    partition's lag in seconds, judged with the policy's objectives.
+    partition's lag in seconds (see :mod:`opskit.core.timing`), judged with
+    the policy's objectives; None and NaN values are ignored.
     """
     seconds = dict(lag_seconds or {})
     parts = [evaluate_partition(w, policy, now_ms) for w in window.partitions]
@@ -633,7 +640,8 @@ def evaluate_group(
         th = policy.thresholds
         lag_sev = severity_for(total, th)
 
-    known = [(tp, s) for tp, s in seconds.items() if s is not None]
+    # None (no lag / unknown) and NaN are left out: one NaN must not poison the max
+    known = [(tp, s) for tp, s in seconds.items() if s is not None and math.isfinite(s)]
     max_tp, max_secs = max(known, key=lambda x: x[1]) if known else (None, None)
     secs_sev = Severity.OK
     if max_secs is not None:
@@ -645,14 +653,20 @@ def evaluate_group(
     reasons: list[tuple[Severity, str]] = []
     if lag_sev is not Severity.OK:
         limit = th.crit if lag_sev is Severity.CRITICAL else th.warn
-        reasons.append((lag_sev, f"total lag {total:,} > {lag_sev.value.lower()} {limit:,} messages"))
+        reasons.append(
+            (lag_sev, f"total lag {total:,} > {lag_sev.value.lower()} {limit:,} messages")
+        )
     if secs_sev is not Severity.OK and max_secs is not None:
-        limit_s = policy.lag_seconds_crit if secs_sev is Severity.CRITICAL else policy.lag_seconds_warn
+        limit_s = (
+            policy.lag_seconds_crit if secs_sev is Severity.CRITICAL else policy.lag_seconds_warn
+        )
         reasons.append(
             (
                 secs_sev,
-                f"lag on {max_tp} is {_fmt_duration(int(max_secs * 1000))} > "
-                f"{secs_sev.value.lower()} {_fmt_duration(int((limit_s or 0) * 1000))}",
+                (
+                    f"lag on {max_tp} is {_fmt_duration(int(max_secs * 1000))} > "
+                    f"{secs_sev.value.lower()} {_fmt_duration(int((limit_s or 0) * 1000))}"
+                ),
             )
         )
 
