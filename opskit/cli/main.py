@@ -63,9 +63,13 @@ def _err(msg: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point: run the app and turn every outcome into one exit code."""
-    debug = "--debug" in (argv if argv is not None else sys.argv[1:])
+    args = list(argv if argv is not None else sys.argv[1:])
+    debug = "--debug" in args
+    if debug:
+        # accepted anywhere on the line, not only before the subcommand
+        args = ["--debug"] + [a for a in args if a != "--debug"]
     try:
-        rv = app(args=argv, prog_name="opskit", standalone_mode=False)
+        rv = app(args=args, prog_name="opskit", standalone_mode=False)
         code = rv if isinstance(rv, int) else 0
     except typer.Exit as e:
         code = e.exit_code

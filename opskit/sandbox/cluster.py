@@ -234,7 +234,18 @@ class Sandbox:
 
     @staticmethod
     def _log4j(node: Node) -> str:
-        return (
+        request_log = ""
+        if os.environ.get("OPSKIT_SANDBOX_REQUEST_LOG"):
+            # every request the broker completes, for counting round trips in benchmarks
+            request_log = (
+                "log4j.logger.kafka.request.logger=DEBUG, R\n"
+                "log4j.additivity.kafka.request.logger=false\n"
+                "log4j.appender.R=org.apache.log4j.FileAppender\n"
+                f"log4j.appender.R.File={node.dir / 'requests.log'}\n"
+                "log4j.appender.R.layout=org.apache.log4j.PatternLayout\n"
+                "log4j.appender.R.layout.ConversionPattern=%m%n\n"
+            )
+        return request_log + (
             "log4j.rootLogger=INFO, F\n"
             "log4j.appender.F=org.apache.log4j.RollingFileAppender\n"
             f"log4j.appender.F.File={node.log_path}\n"
@@ -242,8 +253,8 @@ class Sandbox:
             "log4j.appender.F.MaxBackupIndex=2\n"
             "log4j.appender.F.layout=org.apache.log4j.PatternLayout\n"
             "log4j.appender.F.layout.ConversionPattern=[%d] %p %m (%c)%n\n"
-            "log4j.logger.kafka.request.logger=WARN\n"
-            "log4j.logger.state.change.logger=WARN\n"
+            + ("" if request_log else "log4j.logger.kafka.request.logger=WARN\n")
+            + "log4j.logger.state.change.logger=WARN\n"
             "log4j.logger.org.apache.kafka.clients=WARN\n"
         )
 

@@ -1,0 +1,158 @@
+"""Benchmark: `opskit lag --all-groups -o json` vs `kafka-consumer-groups.sh --describe --all-groups`.
+
+One real Kafka broker (sandbox), N partitions across topics of 100 partitions,
+G consumer groups each committed on one topic (90 of its 100 partitions, so some
+partitions have no commit). Both commands run as fresh processes against the
+same cluster, alternately, several times; the medians and their ratio are
+printed, the numbers are compared row by row, and the broker's own request log
+counts the requests each client sent.
+
+    python benchmarks/bench_lag.py [--partitions 2000] [--groups 200] [--runs 5] [--kafka-version 3.7]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+API_NAMES = {0: "Produce", 1: "Fetch", 2: "ListOffsets", 3: "Metadata", 8: "OffsetCommit",
+             9: "OffsetFetch", 10: "FindCoordinator", 15: "DescribeGroups", 16: "ListGroups",
+             18: "ApiVersions", 32: "DescribeConfigs", 60: "DescribeCluster", 71: "ConsumerGroupDescribe"}
+#: what a lag report of all groups needs at least, on one broker: Metadata, ListGroups,
+#: DescribeGroups (batched), OffsetFetch (v8 takes many groups), ListOffsets x2 (earliest, latest)
+MINIMUM = {"Metadata": 1, "ListGroups": 1, "DescribeGroups": 1, "OffsetFetch": 1, "ListOffsets": 2}
+
+
+def count_requests(log: Path) -> dict[str, Counter[str]]:
+    by_client: dict[str, Counter[str]] = {}
+    if not log.exists():
+        return by_client
+    for line in log.read_text(errors="replace").splitlines():
+        m_key = re.search(r'"requestApiKey":(\d+)', line)
+        m_cli = re.search(r'"clientId":"([^"]*)"', line)
+        if not (m_key and m_cli):
+            continue
+        api = API_NAMES.get(int(m_key.group(1)), f"api{m_key.group(1)}")
+        by_client.setdefault(m_cli.group(1), Counter())[api] += 1
+    return by_client
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--partitions", type=int, default=2000)
+    ap.add_argument("--groups", type=int, default=200)
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--kafka-version", default="3.7")
+    args = ap.parse_args()
+
+    os.environ.setdefault("OPSKIT_STATE", tempfile.mkdtemp(prefix="opskit-bench-"))
+    os.environ["OPSKIT_SANDBOX_REQUEST_LOG"] = "1"
+    from confluent_kafka import ConsumerGroupTopicPartitions, Producer
+    from confluent_kafka import TopicPartition as CkTP
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from opskit.sandbox.cluster import Sandbox, free_port_block
+    from opskit.sandbox.dist import ensure_kafka_dist
+    from tests.helpers import parse_describe
+
+    sb = Sandbox("bench-lag")
+    st, _ = sb.up(brokers=1, version=args.kafka_version, port=free_port_block(1))
+    bs = st.bootstrap
+    dist = ensure_kafka_dist(st.version)
+    reqlog = st.nodes[0].dir / "requests.log"
+    try:
+        admin = AdminClient({"bootstrap.servers": bs})
+        per_topic = 100
+        n_topics = max(1, args.partitions // per_topic)
+        topics = [f"bench_t{i:03d}" for i in range(n_topics)]
+        for f in admin.create_topics([NewTopic(t, per_topic, 1) for t in topics]).values():
+            f.result(120)
+        time.sleep(2)
+        p = Producer({"bootstrap.servers": bs, "linger.ms": 20})
+        for t in topics:
+            for part in range(per_topic):
+                for k in range(5):
+                    p.produce(t, value=b"x" * 100, partition=part)
+            p.poll(0)
+        p.flush(120)
+        futs = []
+        for g in range(args.groups):
+            t = topics[g % n_topics]
+            tps = [CkTP(t, part, (g + part) % 6) for part in range(90)]
+            futs += admin.alter_consumer_group_offsets(
+                [ConsumerGroupTopicPartitions(f"bench-group-{g:03d}", tps)]).values()
+        for f in futs:
+            f.result(60)
+        print(f"cluster: Kafka {st.version}, {n_topics * per_topic} partitions, {args.groups} groups, "
+              f"{args.groups * 90} committed group-partitions", flush=True)
+
+        opskit_cmd = [sys.executable, "-m", "opskit.cli.main", "lag", "--all-groups", "-o", "json",
+                      "-b", bs, "--timeout", "60"]
+        tool_cmd = dist.java_cmd(dist.consumer_groups_class, "--bootstrap-server", bs,
+                                 "--describe", "--all-groups")
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        times: dict[str, list[float]] = {"opskit": [], "kafka-consumer-groups": []}
+        requests: dict[str, Counter[str]] = {}
+        outputs: dict[str, str] = {}
+        for i in range(args.runs + 1):  # first round is a warm-up
+            for name, cmd in (("opskit", opskit_cmd), ("kafka-consumer-groups", tool_cmd)):
+                os.truncate(reqlog, 0) if reqlog.exists() else None
+                t0 = time.perf_counter()
+                proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900)
+                dt = time.perf_counter() - t0
+                if proc.returncode not in (0, 1, 2):
+                    print(f"{name} failed rc={proc.returncode}: {proc.stderr[-500:]}")
+                    return 1
+                time.sleep(0.5)
+                counts = count_requests(reqlog)
+                client = "opskit" if name == "opskit" else next(
+                    (c for c in counts if c.startswith("adminclient")), "")
+                if i == 0:
+                    outputs[name] = proc.stdout
+                    continue
+                times[name].append(dt)
+                requests[name] = counts.get(client, Counter())
+
+        # identical numbers, row by row
+        theirs = parse_describe(outputs["kafka-consumer-groups"])
+        ours = json.loads(outputs["opskit"])
+        by_key = {(g["group"], p["topic"], p["partition"]): p for g in ours["groups"] for p in g["partitions"]}
+        mismatches = 0
+        for key, row in theirs.items():
+            p = by_key.get(key)
+            want = (None if row["CURRENT-OFFSET"] is None else int(row["CURRENT-OFFSET"]),
+                    int(str(row["LOG-END-OFFSET"])),
+                    None if row["LAG"] is None else int(row["LAG"]))
+            if p is None or (p["committed_offset"], p["log_end_offset"], p["lag"]) != want:
+                mismatches += 1
+        print(f"rows compared: {len(theirs)}, mismatches: {mismatches}")
+
+        med = {k: statistics.median(v) for k, v in times.items()}
+        print(f"{'command':<24}{'median s':>10}{'min s':>10}{'max s':>10}   requests sent (from the broker's request log)")
+        for name, v in times.items():
+            req = requests.get(name, Counter())
+            total = sum(c for api, c in req.items() if api != "ApiVersions")
+            detail = ", ".join(f"{api} {c}" for api, c in sorted(req.items()))
+            print(f"{name:<24}{med[name]:>10.2f}{min(v):>10.2f}{max(v):>10.2f}   {total} ({detail})")
+        print(f"minimum needed: {sum(MINIMUM.values())} ({', '.join(f'{k} {v}' for k, v in MINIMUM.items())})")
+        ratio = med["kafka-consumer-groups"] / med["opskit"]
+        print(f"ratio kafka-consumer-groups / opskit (wall clock, median of {args.runs}): {ratio:.1f}x")
+        return 0 if mismatches == 0 else 1
+    finally:
+        sb.down()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
