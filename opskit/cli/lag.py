@@ -1,14 +1,39 @@
-"""``opskit lag``: consumer lag per partition, topic and group."""
+"""``opskit lag``: consumer lag per partition, topic and group, in messages and in time.
+
+``--watch`` refreshes the table every ``--interval``; ``--window`` samples for
+that long and then judges each group (Burrow-style status with rates and
+catch-up ETA). Lag in time reads the record at each committed offset
+(``--no-time`` skips those reads).
+"""
 
 from __future__ import annotations
 
-from typing import Annotated
+import json
+import math
+import re
+import sys
+from collections.abc import Callable
+from contextlib import ExitStack
+from typing import Annotated, Any
 
 import typer
-from rich.console import Console
+import yaml
+from rich.console import Console, Group, RenderableType
+from rich.live import Live
 from rich.table import Table
+from rich.text import Text
 
-from opskit.adapters.lag_source import LagReport, collect_lag
+from opskit.adapters.lag_sampler import (
+    GroupJudgement,
+    RetentionConfig,
+    Sampling,
+    TimedLagReport,
+    collect_timed_lag,
+    judge_groups,
+    policy_for_window,
+    sample_lag,
+)
+from opskit.adapters.record_times import RecordTimeReader
 from opskit.cli.common import (
     BootstrapOpt,
     ContextOpt,
@@ -19,11 +44,51 @@ from opskit.cli.common import (
     emit,
     fmt_int,
     load_config,
+    stdout,
 )
 from opskit.core.models import ANOMALY_MEANING, LagThresholds, Severity
+from opskit.core.status import Status, worst_severity
+from opskit.core.timing import Confidence, LagTimeBasis
 from opskit.errors import UsageError
 
-SEVERITY_STYLE = {Severity.OK: "green", Severity.WARNING: "yellow", Severity.CRITICAL: "red"}
+SEVERITY_STYLE = {Severity.OK: "green", Severity.WARNING: "yellow", Severity.CRITICAL: "red",
+                  Severity.UNKNOWN: "magenta"}
+STATUS_STYLE = {Status.OK: "green", Status.WARN: "yellow", Status.REWIND: "yellow",
+                Status.STOP: "yellow", Status.STALL: "red", Status.ERR: "red",
+                Status.UNKNOWN: "magenta"}
+
+_DURATION = re.compile(r"\s*([0-9]+(?:\.[0-9]+)?)\s*(ms|s|m|h|d)?\s*", re.IGNORECASE)
+_UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def parse_interval(text: str, what: str = "duration") -> float:
+    """Seconds of ``500ms``, ``5s``, ``10m``, ``1h``, ``1d`` or a bare number of seconds."""
+    m = _DURATION.fullmatch(text)
+    if m is None:
+        raise UsageError(f"invalid {what} {text!r}: use e.g. 5s, 10m, 1h")
+    value = float(m.group(1)) * _UNIT_S[(m.group(2) or "s").lower()]
+    if value <= 0:
+        raise UsageError(f"{what} must be positive, got {text!r}")
+    return value
+
+
+def fmt_seconds(s: float | None) -> str:
+    """Human duration: 0.4s, 45s, 3m12s, 1h05m, 2d03h; '-' for None."""
+    if s is None or not math.isfinite(s):
+        return "-"
+    if s < 10:
+        return f"{s:.1f}s"
+    n = int(s)
+    if n < 60:
+        return f"{n}s"
+    m, sec = divmod(n, 60)
+    if m < 60:
+        return f"{m}m{sec:02d}s"
+    h, m = divmod(m, 60)
+    if h < 24:
+        return f"{h}h{m:02d}m"
+    d, h = divmod(h, 24)
+    return f"{d}d{h:02d}h"
 
 
 def lag(
@@ -32,19 +97,37 @@ def lag(
     topic: Annotated[list[str] | None, typer.Option("--topic", "-t", help="only these topics (repeatable)")] = None,
     warn: Annotated[int | None, typer.Option("--warn", min=0, help="group lag warning threshold (default 100000 or config)")] = None,
     crit: Annotated[int | None, typer.Option("--crit", min=0, help="group lag critical threshold (default 1000000 or config)")] = None,
+    no_time: Annotated[bool, typer.Option("--no-time", help="skip reading record timestamps (no lag in time, no retention headroom)")] = False,
+    watch: Annotated[bool, typer.Option("--watch", help="refresh the table every --interval until Ctrl-C")] = False,
+    interval: Annotated[str, typer.Option("--interval", help="time between samples with --watch/--window, e.g. 5s")] = "5s",
+    window: Annotated[str | None, typer.Option("--window", help="sample for this long (e.g. 10m), then judge each group's status", show_default=False)] = None,
+    iterations: Annotated[int | None, typer.Option("--iterations", min=1, help="stop --watch after N refreshes", show_default=False)] = None,
     output: OutputOpt = Output.table,
     bootstrap_server: BootstrapOpt = None,
     context: ContextOpt = None,
     timeout: TimeoutOpt = 10.0,
 ) -> int:
-    """Consumer lag: committed offset, log start/end and lag per partition, with totals.
+    """Consumer lag: committed offset, log start/end, lag in messages and in time per partition.
+
+    LAG-TIME is the age of the oldest unconsumed record (read from Kafka; '>=' marks a
+    lower bound when records were deleted unread). RETENTION-LEFT is the time before
+    retention.ms may delete it.
 
     Exit code: 0 OK, 1 a group is above --warn, 2 above --crit (HIP-30: 100K / 1M).
+    With --window: the worst group status severity (STALL/ERR 2, WARN/STOP/REWIND 1).
     """
     if all_groups and group:
         raise UsageError("use either --group or --all-groups, not both")
     if not all_groups and not group:
         raise UsageError("no group given: use --group NAME (repeatable) or --all-groups")
+    if watch and window:
+        raise UsageError("use either --watch or --window, not both")
+    interval_s = parse_interval(interval, "--interval")
+    window_s = parse_interval(window, "--window") if window else None
+    if window_s is not None and window_s < interval_s:
+        raise UsageError(f"--window {window} is shorter than --interval {interval}")
+    if iterations is not None and not watch:
+        raise UsageError("--iterations only applies to --watch")
     cfg = load_config()
 
     def thresholds(gid: str) -> LagThresholds:
@@ -55,45 +138,227 @@ def lag(
             raise UsageError(f"--warn {w} is above --crit {c}")
         return LagThresholds(w, c)
 
-    with connect(bootstrap_server, context, timeout) as admin:
-        report = collect_lag(admin, None if all_groups else group, topic, thresholds)
-    emit(report.to_dict(), output, lambda c: render(c, report))
-    return report.severity.nagios_code
+    groups = None if all_groups else group
+    with ExitStack() as stack:
+        admin = stack.enter_context(connect(bootstrap_server, context, timeout))
+        reader = None
+        if not no_time:
+            reader = stack.enter_context(RecordTimeReader(admin.conn, timeout=min(timeout, 5.0)))
+        retention: dict[str, RetentionConfig] = {}
+
+        def collect() -> TimedLagReport:
+            return collect_timed_lag(admin, reader, groups, topic, thresholds,
+                                     retention_cache=retention)
+
+        if window_s is not None:
+            return _run_window(collect, window_s, interval_s, output)
+        if watch:
+            return _run_watch(collect, interval_s, iterations, output)
+        timed = collect()
+    emit(timed.to_dict(), output, lambda c: render(c, timed))
+    return timed.report.severity.nagios_code
 
 
-def render(console: Console, report: LagReport) -> None:
+# --------------------------------------------------------------------------- watch / window
+
+
+def _run_watch(collect: Callable[[], TimedLagReport], interval_s: float,
+               iterations: int | None, output: Output) -> int:
+    policy = policy_for_window(10 * 60 * 1000)
+    if output is not Output.table:
+        # one document per refresh (JSON lines / YAML documents), for piping
+        def on_data(st: Sampling) -> None:
+            assert st.last is not None
+            data = st.last.to_dict()
+            data["status"] = [j.to_dict() for j in judge_groups(st)]
+            if output is Output.json:
+                sys.stdout.write(json.dumps(data, default=str) + "\n")
+            else:
+                sys.stdout.write("---\n" + yaml.safe_dump(data, sort_keys=False))
+            sys.stdout.flush()
+
+        st = _sample_until_interrupt(collect, policy, interval_s, iterations, on_data)
+        return _final_code(st)
+
+    console = stdout()
+    with Live(Text("collecting..."), console=console, auto_refresh=False,
+              transient=False) as live:
+        def on_round(st: Sampling) -> None:
+            assert st.last is not None
+            live.update(Group(*_renderables(st.last, judge_groups(st), st)), refresh=True)
+
+        st = _sample_until_interrupt(collect, policy, interval_s, iterations, on_round)
+    return _final_code(st)
+
+
+def _sample_until_interrupt(collect: Callable[[], TimedLagReport], policy: Any, interval_s: float,
+                            iterations: int | None, on_round: Callable[[Sampling], None]) -> Sampling:
+    holder: list[Sampling] = []
+
+    def remember(st: Sampling) -> None:
+        if not holder:
+            holder.append(st)
+        on_round(st)
+
+    try:
+        return sample_lag(collect, policy, interval_s=interval_s, max_rounds=iterations,
+                          on_round=remember)
+    except KeyboardInterrupt:
+        if not holder:
+            raise
+        return holder[0]  # Ctrl-C ends watch mode normally
+
+
+def _final_code(st: Sampling) -> int:
+    return st.last.report.severity.nagios_code if st.last is not None else 3
+
+
+def _run_window(collect: Callable[[], TimedLagReport], window_s: float, interval_s: float,
+                output: Output) -> int:
+    policy = policy_for_window(int(window_s * 1000))
+    err = Console(stderr=True)
+    show_progress = output is Output.table and sys.stderr.isatty()
+
+    def progress(st: Sampling) -> None:
+        if show_progress:
+            err.print(f"sample {st.rounds} ({fmt_seconds((st.last_ms or 0) / 1000 - (st.started_ms or 0) / 1000)} "
+                      f"of {fmt_seconds(window_s)})", end="\r")
+
+    st = sample_lag(collect, policy, interval_s=interval_s, window_s=window_s, on_round=progress)
+    verdicts = judge_groups(st)
+    data: dict[str, Any] = {
+        "window_seconds": window_s,
+        "interval_seconds": interval_s,
+        "samples": st.rounds,
+        "severity": worst_severity(v.status.severity for v in verdicts).value,
+        "groups": [v.to_dict() for v in verdicts],
+        "lag": st.last.to_dict() if st.last is not None else None,
+    }
+    emit(data, output, lambda c: render_status(c, verdicts, st))
+    return worst_severity(v.status.severity for v in verdicts).nagios_code
+
+
+# --------------------------------------------------------------------------- rendering
+
+
+def _lag_time_cell(basis: LagTimeBasis | None, conf: Confidence | None, secs: float | None) -> str:
+    if basis is None:
+        return "-"
+    if basis is LagTimeBasis.NO_LAG:
+        return "0s"
+    if secs is None:
+        return "?"
+    prefix = ">=" if conf is Confidence.LOWER_BOUND else "~" if conf is Confidence.ESTIMATE else ""
+    return prefix + fmt_seconds(secs)
+
+
+def _renderables(timed: TimedLagReport, verdicts: list[GroupJudgement] | None = None,
+                 st: Sampling | None = None) -> list[RenderableType]:
+    report = timed.report
+    out: list[RenderableType] = []
     if not report.groups:
-        console.print("no consumer groups")
-        return
+        return [Text("no consumer groups")]
+    by_group = {v.status.group_id: v for v in verdicts or []}
     for g in report.groups:
         style = SEVERITY_STYLE.get(g.severity, "")
-        console.print(
+        max_s = timed.max_lag_seconds(g.group_id)
+        head = (
             f"[bold]{g.group_id}[/bold]  state={g.state.value}  members={g.members}  "
-            f"lag={fmt_int(g.total_lag)}  [{style}]{g.severity.value}[/{style}] "
-            f"(warn>{fmt_int(g.thresholds.warn)} crit>{fmt_int(g.thresholds.crit)})"
+            f"lag={fmt_int(g.total_lag)}"
         )
+        if timed.time_read:
+            head += f"  max-lag-time={fmt_seconds(max_s)}"
+        head += (f"  [{style}]{g.severity.value}[/{style}] "
+                 f"(warn>{fmt_int(g.thresholds.warn)} crit>{fmt_int(g.thresholds.crit)})")
+        v = by_group.get(g.group_id)
+        if v is not None and st is not None and st.rounds > 1:
+            ss = STATUS_STYLE.get(v.status.status, "")
+            head += (f"  status=[{ss}]{v.status.status.value}[/{ss}]"
+                     f"  in={_rate(v.produce_rate)} out={_rate(v.consume_rate)}")
+        out.append(Text.from_markup(head))
         t = Table(box=None, pad_edge=False, header_style="bold")
-        for col in ("TOPIC", "PARTITION", "COMMITTED", "LOG-START", "LOG-END", "LAG",
-                    "CONSUMER-ID", "HOST", "CLIENT-ID", "NOTE"):
-            t.add_column(col, justify="right" if col in ("PARTITION", "COMMITTED", "LOG-START",
-                                                         "LOG-END", "LAG") else "left")
+        cols = ["TOPIC", "PARTITION", "COMMITTED", "LOG-START", "LOG-END", "LAG"]
+        if timed.time_read:
+            cols += ["LAG-TIME", "RETENTION-LEFT"]
+        cols += ["CONSUMER-ID", "HOST", "CLIENT-ID", "NOTE"]
+        right = {"PARTITION", "COMMITTED", "LOG-START", "LOG-END", "LAG", "LAG-TIME",
+                 "RETENTION-LEFT"}
+        for col in cols:
+            t.add_column(col, justify="right" if col in right else "left")
         for p in g.partitions:
             notes = "; ".join(a.value for a in p.anomalies)
             if p.records_lost:
                 notes += f" ({fmt_int(p.records_lost)} records lost)"
-            t.add_row(
-                p.tp.topic, str(p.tp.partition), fmt_int(p.committed), fmt_int(p.log_start),
-                fmt_int(p.log_end), fmt_int(p.lag),
-                p.member.member_id if p.member else "-", p.member.host if p.member else "-",
-                p.member.client_id if p.member else "-", notes,
-            )
-        console.print(t)
+            row = [p.tp.topic, str(p.tp.partition), fmt_int(p.committed), fmt_int(p.log_start),
+                   fmt_int(p.log_end), fmt_int(p.lag)]
+            if timed.time_read:
+                pt = timed.partition_time(g.group_id, p.tp)
+                if pt is None:
+                    row += ["-", "-"]
+                else:
+                    lt = pt.lag_time
+                    row.append(_lag_time_cell(lt.basis, lt.confidence, lt.seconds))
+                    rr = pt.retention
+                    if rr is None or rr.time_left_seconds is None:
+                        row.append("-" if rr is None or rr.basis.value in ("no_lag", "unknown")
+                                   else "unlimited" if rr.basis.value == "unlimited" else "-")
+                    else:
+                        cell = fmt_seconds(rr.time_left_seconds)
+                        row.append(f"[red]{cell}[/red]" if rr.eligible_now else cell)
+            row += [p.member.member_id if p.member else "-", p.member.host if p.member else "-",
+                    p.member.client_id if p.member else "-", notes]
+            t.add_row(*row)
+        out.append(t)
         for tl in g.topics:
             extra = f", {tl.partitions_without_commit} without commit" if tl.partitions_without_commit else ""
-            console.print(f"  total {tl.topic}: lag {fmt_int(tl.lag)} over {tl.partitions} partitions{extra}")
+            out.append(Text(f"  total {tl.topic}: lag {fmt_int(tl.lag)} over {tl.partitions} partitions{extra}"))
         seen = {a for _tp, a in g.anomalies}
         for a in sorted(seen, key=lambda x: x.value):
-            console.print(f"  [yellow]{a.value}[/yellow]: {ANOMALY_MEANING[a]}")
-        console.print()
+            out.append(Text.from_markup(f"  [yellow]{a.value}[/yellow]: {ANOMALY_MEANING[a]}"))
+        out.append(Text(""))
     for tp, err in sorted(report.offset_errors.items()):
-        console.print(f"[yellow]could not read offsets of {tp}: {err}[/yellow]")
+        out.append(Text.from_markup(f"[yellow]could not read offsets of {tp}: {err}[/yellow]"))
+    return out
+
+
+def render(console: Console, timed: TimedLagReport) -> None:
+    for r in _renderables(timed):
+        console.print(r)
+
+
+def _rate(r: float | None) -> str:
+    return "-" if r is None else f"{r:,.1f}/s"
+
+
+def render_status(console: Console, verdicts: list[GroupJudgement], st: Sampling) -> None:
+    span = ((st.last_ms or 0) - (st.started_ms or 0)) / 1000
+    console.print(f"{st.rounds} samples over {fmt_seconds(span)}")
+    if not verdicts:
+        console.print("no consumer groups")
+    for v in verdicts:
+        s = v.status
+        style = STATUS_STYLE.get(s.status, "")
+        sev = SEVERITY_STYLE.get(s.severity, "")
+        eta = v.catch_up
+        if eta.eta_seconds is not None and eta.state.value == "catching_up":
+            eta_txt = f"catch-up in {fmt_seconds(eta.eta_seconds)}"
+        else:
+            eta_txt = eta.state.value.replace("_", " ")
+        console.print(
+            f"[bold]{s.group_id}[/bold]  [{style}]{s.status.value}[/{style}]  "
+            f"[{sev}]{s.severity.value}[/{sev}]  lag={fmt_int(s.total_lag)}  "
+            f"max-lag-time={fmt_seconds(s.max_lag_seconds)}  in={_rate(v.produce_rate)}  "
+            f"out={_rate(v.consume_rate)}  {eta_txt}"
+        )
+        for reason in s.reasons:
+            console.print(f"  - {reason}")
+        t = Table(box=None, pad_edge=False, header_style="bold")
+        for col in ("TOPIC", "PARTITION", "STATUS", "LAG", "LAG-TIME", "EXPLANATION"):
+            t.add_column(col, justify="right" if col in ("PARTITION", "LAG", "LAG-TIME") else "left")
+        for p in s.partitions:
+            ps = STATUS_STYLE.get(p.status, "")
+            t.add_row(p.tp.topic, str(p.tp.partition), f"[{ps}]{p.status.value}[/{ps}]",
+                      fmt_int(p.lag), fmt_seconds(p.lag_seconds), p.explanation)
+        console.print(t)
+        console.print()
+

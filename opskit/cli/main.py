@@ -46,12 +46,19 @@ def root(
 
 
 def _register() -> None:
-    from opskit.cli import context, lag, sandbox, topics
+    from opskit.cli import context, dr, lag, offsets, sandbox, topics
+    from opskit.cli import health
+    from opskit.cli import snapshot, throughput
 
     app.command("lag")(lag.lag)
+    app.command("throughput")(throughput.throughput)
+    app.command("snapshot")(snapshot.snapshot)
+    app.command("health")(health.health)
     app.add_typer(context.app, name="context")
     app.add_typer(sandbox.app, name="sandbox")
     app.add_typer(topics.app, name="topics")
+    app.add_typer(offsets.app, name="offsets")
+    app.add_typer(dr.app, name="dr")
 
 
 _register()

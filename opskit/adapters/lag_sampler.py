@@ -1,0 +1,439 @@
+"""Lag with time, and lag sampled over a window for Burrow-style status.
+
+:func:`collect_timed_lag` adds to a :class:`~opskit.adapters.lag_source.LagReport`
+the age of the oldest unconsumed record of each partition
+(:func:`opskit.core.timing.partition_lag_time`, from record timestamps read by
+:class:`~opskit.adapters.record_times.RecordTimeReader`) and the retention
+headroom (:func:`opskit.core.timing.retention_risk`, from the topics'
+``retention.ms`` / ``retention.bytes`` / ``cleanup.policy``).
+
+:func:`sample_lag` calls a collector every ``interval`` for a ``window`` (or
+a number of rounds), feeding each round into a
+:class:`~opskit.core.status.GroupWindow` per group; :func:`judge_groups` turns
+the windows into statuses with rates and catch-up ETA. The clock and sleep are
+parameters, so the loop is tested without waiting.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from opskit.adapters.kafka_admin import KafkaAdmin
+from opskit.adapters.lag_source import LagReport, collect_lag
+from opskit.adapters.record_times import Position, RecordTime, RecordTimeReader
+from opskit.core.connection import ConnectionConfig
+from opskit.core.models import GroupLag, LagThresholds, PartitionLag, TopicPartition
+from opskit.core.status import (
+    DEFAULT_MIN_SPAN_MS,
+    GroupStatus,
+    GroupWindow,
+    OffsetSample,
+    StatusPolicy,
+    evaluate_group,
+)
+from opskit.core.timing import (
+    CatchUp,
+    LagTime,
+    RetentionRisk,
+    catch_up_eta,
+    consume_rate,
+    partition_lag_time,
+    produce_rate,
+    retention_risk,
+)
+
+log = logging.getLogger(__name__)
+
+Clock = Callable[[], float]
+"""Epoch seconds (``time.time``)."""
+Sleep = Callable[[float], None]
+
+
+# --------------------------------------------------------------------------- lag with time
+
+
+@dataclass(frozen=True)
+class PartitionTime:
+    lag_time: LagTime
+    retention: RetentionRisk | None
+
+
+@dataclass
+class TimedLagReport:
+    """A lag report, the instant it describes, and per-partition lag in time."""
+
+    report: LagReport
+    now_ms: int
+    #: group -> partition -> times; empty when time was not read (--no-time)
+    times: dict[str, dict[TopicPartition, PartitionTime]] = field(default_factory=dict)
+    time_read: bool = False
+
+    @property
+    def groups(self) -> list[GroupLag]:
+        return self.report.groups
+
+    def partition_time(self, group_id: str, tp: TopicPartition) -> PartitionTime | None:
+        return self.times.get(group_id, {}).get(tp)
+
+    def lag_seconds(self, group_id: str) -> dict[TopicPartition, float | None]:
+        return {tp: pt.lag_time.seconds for tp, pt in self.times.get(group_id, {}).items()}
+
+    def max_lag_seconds(self, group_id: str) -> float | None:
+        known = [
+            s for s in self.lag_seconds(group_id).values() if s is not None and math.isfinite(s)
+        ]
+        return max(known) if known else None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The lag report's dict, each partition and group with time fields added."""
+        d = self.report.to_dict()
+        d["time_read"] = self.time_read
+        for g, gd in zip(self.report.groups, d["groups"], strict=True):
+            gd["max_lag_seconds"] = self.max_lag_seconds(g.group_id)
+            for p, pd in zip(g.partitions, gd["partitions"], strict=True):
+                pt = self.partition_time(g.group_id, p.tp)
+                lt = pt.lag_time if pt else None
+                rr = pt.retention if pt else None
+                pd["lag_seconds"] = lt.seconds if lt else None
+                pd["lag_time_basis"] = lt.basis.value if lt else None
+                pd["lag_time_confidence"] = lt.confidence.value if lt else None
+                pd["oldest_unconsumed_timestamp_ms"] = lt.record_timestamp_ms if lt else None
+                pd["retention_time_left_seconds"] = rr.time_left_seconds if rr else None
+                pd["retention_basis"] = rr.basis.value if rr else None
+                pd["retention_eligible_now"] = rr.eligible_now if rr else None
+        return d
+
+
+@dataclass(frozen=True)
+class RetentionConfig:
+    retention_ms: int = -1
+    retention_bytes: int = -1
+
+    @classmethod
+    def from_topic_config(cls, cfg: Mapping[str, tuple[str | None, bool]]) -> RetentionConfig:
+        policy = (cfg.get("cleanup.policy", ("delete", True))[0] or "delete").lower()
+        if "delete" not in policy:  # compact only: retention never deletes
+            return cls(-1, -1)
+        return cls(_int_cfg(cfg, "retention.ms"), _int_cfg(cfg, "retention.bytes"))
+
+
+def _int_cfg(cfg: Mapping[str, tuple[str | None, bool]], key: str) -> int:
+    raw = cfg.get(key, (None, True))[0]
+    try:
+        v = int(raw) if raw is not None else -1
+    except ValueError:
+        return -1
+    return max(v, -1)
+
+
+def _read_position(p: PartitionLag) -> Position | None:
+    """Where the oldest unconsumed record is: committed offset, or log start if deleted."""
+    if p.committed is None or p.log_start is None or p.log_end is None:
+        return None
+    if p.committed >= p.log_end:
+        return None
+    start = max(p.committed, p.log_start)
+    return (p.tp, start) if start < p.log_end else None
+
+
+def add_lag_times(
+    report: LagReport,
+    records: Mapping[Position, RecordTime | None],
+    retention: Mapping[str, RetentionConfig],
+    now_ms: int,
+) -> TimedLagReport:
+    """Lag in time and retention risk per partition from already-read records (no I/O)."""
+    times: dict[str, dict[TopicPartition, PartitionTime]] = {}
+    for g in report.groups:
+        per: dict[TopicPartition, PartitionTime] = {}
+        for p in g.partitions:
+            if p.log_start is None or p.log_end is None:
+                continue
+            pos = _read_position(p)
+            rt = records.get(pos) if pos is not None else None
+            ts = rt.timestamp_ms if rt is not None and rt.offset >= pos[1] else None  # type: ignore[index]
+            below = p.committed is not None and p.committed < p.log_start
+            lt = partition_lag_time(
+                now_ms,
+                committed=p.committed,
+                log_start=p.log_start,
+                log_end=p.log_end,
+                committed_record_ts_ms=None if below else ts,
+                log_start_record_ts_ms=ts if below else None,
+            )
+            rc = retention.get(p.tp.topic)
+            rr = None
+            if rc is not None:
+                rr = retention_risk(
+                    now_ms,
+                    retention_ms=rc.retention_ms,
+                    retention_bytes=rc.retention_bytes,
+                    committed=p.committed,
+                    log_start=p.log_start,
+                    log_end=p.log_end,
+                    oldest_unconsumed_ts_ms=lt.record_timestamp_ms,
+                    timestamp_confidence=lt.confidence,
+                )
+            per[p.tp] = PartitionTime(lt, rr)
+        times[g.group_id] = per
+    return TimedLagReport(report, now_ms, times, time_read=True)
+
+
+def collect_timed_lag(
+    admin: KafkaAdmin,
+    reader: RecordTimeReader | None,
+    groups: Iterable[str] | None,
+    topics: Iterable[str] | None = None,
+    thresholds: Callable[[str], LagThresholds] | None = None,
+    clock: Clock = time.time,
+    retention_cache: dict[str, RetentionConfig] | None = None,
+) -> TimedLagReport:
+    """Lag report, then (with a reader) the record timestamps and topic retention.
+
+    ``now_ms`` is taken after the records are read, so a lag in seconds is
+    never younger than the truth by the time the reads took.
+    ``retention_cache`` (topic -> config) saves the DescribeConfigs call in
+    repeated collections.
+    """
+    report = collect_lag(admin, groups, topics, thresholds)
+    if reader is None:
+        return TimedLagReport(report, int(clock() * 1000))
+    positions = {pos for g in report.groups for p in g.partitions if (pos := _read_position(p))}
+    records = reader.read(positions) if positions else {}
+    cache = retention_cache if retention_cache is not None else {}
+    wanted = {tp.topic for tp, _ in positions} - set(cache)
+    if wanted:
+        try:
+            for t, cfg in admin.topic_configs(wanted).items():
+                cache[t] = RetentionConfig.from_topic_config(cfg)
+        except Exception as e:  # noqa: BLE001 - retention is extra information
+            log.warning("could not read topic retention configs: %s", e)
+    return add_lag_times(report, records, cache, int(clock() * 1000))
+
+
+# --------------------------------------------------------------------------- sampling
+
+
+def samples_of(group: GroupLag, timestamp_ms: int) -> dict[TopicPartition, OffsetSample]:
+    """One :class:`OffsetSample` per partition whose log offsets were read."""
+    out: dict[TopicPartition, OffsetSample] = {}
+    for p in group.partitions:
+        if p.log_end is None:
+            continue
+        out[p.tp] = OffsetSample(timestamp_ms, p.committed, p.log_end, p.log_start)
+    return out
+
+
+@dataclass
+class Sampling:
+    """The state of a sampling run: one window per group, and the last round."""
+
+    policy: StatusPolicy
+    windows: dict[str, GroupWindow] = field(default_factory=dict)
+    last: TimedLagReport | None = None
+    rounds: int = 0
+    started_ms: int | None = None
+    last_ms: int | None = None
+
+    def observe(self, timestamp_ms: int, report: TimedLagReport) -> None:
+        if self.started_ms is None:
+            self.started_ms = timestamp_ms
+        for g in report.groups:
+            w = self.windows.get(g.group_id, GroupWindow(g.group_id))
+            self.windows[g.group_id] = w.observe(timestamp_ms, samples_of(g, timestamp_ms), self.policy)
+        self.last = report
+        self.last_ms = timestamp_ms
+        self.rounds += 1
+
+
+def policy_for_window(
+    window_ms: int, thresholds: LagThresholds | None = None, allowed_lag: int = 0
+) -> StatusPolicy:
+    """A status policy for a sampling window: trend rules need half the window
+    (at most the default 5 minutes) of history."""
+    return StatusPolicy(
+        window_ms=window_ms,
+        min_span_ms=min(DEFAULT_MIN_SPAN_MS, window_ms // 2),
+        allowed_lag=allowed_lag,
+        thresholds=thresholds or LagThresholds(),
+    )
+
+
+def sample_lag(
+    collect: Callable[[], TimedLagReport],
+    policy: StatusPolicy,
+    *,
+    interval_s: float,
+    window_s: float | None = None,
+    max_rounds: int | None = None,
+    clock: Clock = time.time,
+    sleep: Sleep = time.sleep,
+    on_round: Callable[[Sampling], None] | None = None,
+) -> Sampling:
+    """Collect every ``interval_s`` seconds, from now until ``window_s`` has passed
+    (rounds at 0, interval, 2*interval, ... <= window) or ``max_rounds`` rounds.
+
+    With neither limit it runs until interrupted (KeyboardInterrupt propagates;
+    the :class:`Sampling` so far is lost only then). Rounds keep their schedule:
+    a slow collection shortens the next sleep, never shifts later rounds.
+    """
+    if interval_s <= 0:
+        raise ValueError("interval must be positive")
+    st = Sampling(policy)
+    start = clock()
+    k = 0
+    while True:
+        ts_ms = int(clock() * 1000)
+        if st.last_ms is not None and ts_ms <= st.last_ms:
+            ts_ms = st.last_ms + 1  # a clock step back must not drop the round
+        st.observe(ts_ms, collect())
+        if on_round is not None:
+            on_round(st)
+        k += 1
+        if max_rounds is not None and k >= max_rounds:
+            break
+        next_at = start + k * interval_s
+        if window_s is not None and next_at > start + window_s + 1e-9:
+            break
+        delay = next_at - clock()
+        if delay > 0:
+            sleep(delay)
+    return st
+
+
+@dataclass(frozen=True)
+class GroupJudgement:
+    """Status of a group over the window, with its rates and catch-up ETA."""
+
+    status: GroupStatus
+    #: messages/s written to the group's partitions (sum of log end rates)
+    produce_rate: float | None
+    #: messages/s the group commits (sum of committed offset rates)
+    consume_rate: float | None
+    catch_up: CatchUp
+
+    def to_dict(self) -> dict[str, Any]:
+        d = self.status.to_dict()
+        d["produce_rate"] = self.produce_rate
+        d["consume_rate"] = self.consume_rate
+        d["catch_up"] = self.catch_up.to_dict()
+        return d
+
+
+def _sum_rates(values: Iterable[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return sum(known) if known else None
+
+
+def judge_groups(sampling: Sampling) -> list[GroupJudgement]:
+    """Evaluate every group's window at the last round."""
+    if sampling.last is None or sampling.last_ms is None:
+        return []
+    now = sampling.last_ms
+    last = {g.group_id: g for g in sampling.last.groups}
+    out: list[GroupJudgement] = []
+    for gid, w in sorted(sampling.windows.items()):
+        gl = last.get(gid)
+        status = evaluate_group(
+            w, sampling.policy, now, group_lag=gl, lag_seconds=sampling.last.lag_seconds(gid)
+        )
+        prod = _sum_rates(produce_rate(pw.samples).per_second for pw in w.partitions)
+        cons = _sum_rates(consume_rate(pw.samples).per_second for pw in w.partitions)
+        eta = catch_up_eta(status.total_lag, cons, prod)
+        out.append(GroupJudgement(status, prod, cons, eta))
+    return out
+
+
+# --------------------------------------------------------------------------- partition sizes
+
+# TODO(move): this belongs in its own adapter (opskit/adapters/log_dirs.py); it lives here
+# because this change could only touch a fixed set of files.
+
+
+@dataclass(frozen=True)
+class PartitionSizes:
+    """Bytes on disk per partition (the leader's replica when known, else the largest)."""
+
+    sizes: dict[TopicPartition, int]
+    #: why sizes are missing (None when they were read)
+    unavailable: str | None = None
+
+
+def read_partition_sizes(
+    conn: ConnectionConfig,
+    topics: Iterable[str],
+    leaders: Mapping[TopicPartition, int] | None = None,
+    timeout: float = 5.0,
+) -> PartitionSizes:
+    """Partition sizes from DescribeLogDirs (kafka-python: confluent-kafka lacks it).
+
+    Bounded by ``timeout`` whatever the client does; every failure is reported
+    as ``unavailable`` with the reason, never raised: sizes are extra data.
+    """
+    names = sorted(set(topics))
+    if not names:
+        return PartitionSizes({})
+    box: dict[str, Any] = {}
+
+    def work() -> None:
+        try:
+            from kafka.admin import KafkaAdminClient
+
+            kw: dict[str, Any] = {
+                "bootstrap_servers": conn.bootstrap.split(","),
+                "client_id": conn.client_id,
+                "security_protocol": conn.security_protocol.upper(),
+                "request_timeout_ms": int(timeout * 1000),
+            }
+            if conn.sasl_mechanism:
+                kw["sasl_mechanism"] = conn.sasl_mechanism.upper()
+                kw["sasl_plain_username"] = conn.username
+                kw["sasl_plain_password"] = conn.password
+            if conn.ca_file:
+                kw["ssl_cafile"] = conn.ca_file
+            if conn.cert_file:
+                kw["ssl_certfile"] = conn.cert_file
+                kw["ssl_keyfile"] = conn.key_file
+            client = KafkaAdminClient(**kw)
+            try:
+                box["result"] = client.describe_log_dirs(names)
+            finally:
+                client.close()
+        except Exception as e:  # noqa: BLE001 - translated into "unavailable" below
+            box["error"] = f"{type(e).__name__}: {e}"
+
+    th = threading.Thread(target=work, name="opskit-log-dirs", daemon=True)
+    th.start()
+    th.join(timeout + 2)
+    if th.is_alive():
+        return PartitionSizes({}, f"DescribeLogDirs did not answer within {timeout:g}s")
+    if "error" in box:
+        return PartitionSizes({}, f"DescribeLogDirs failed: {box['error']}")
+    per_replica: dict[TopicPartition, dict[int, int]] = {}
+    wanted = set(names)
+    for broker in box.get("result") or []:
+        node = int(broker.get("broker", -1))
+        for d in broker.get("log_dirs", []):
+            if d.get("error_code", 0) != 0:
+                continue
+            for t in d.get("topics", []):
+                if t.get("name") not in wanted:
+                    continue
+                for p in t.get("partitions", []):
+                    if p.get("is_future_key"):
+                        continue  # a replica being moved between dirs: not the live one
+                    tp = TopicPartition(t["name"], int(p["partition_index"]))
+                    per_replica.setdefault(tp, {})[node] = int(p["partition_size"])
+    sizes: dict[TopicPartition, int] = {}
+    for tp, by_node in per_replica.items():
+        leader = (leaders or {}).get(tp)
+        sizes[tp] = by_node[leader] if leader in by_node else max(by_node.values())
+    if not sizes:
+        return PartitionSizes({}, "DescribeLogDirs returned no partition sizes")
+    return PartitionSizes(sizes)

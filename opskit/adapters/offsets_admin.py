@@ -1,0 +1,444 @@
+"""Kafka I/O for ``opskit offsets`` (and ``opskit dr``): read what the reset
+planner needs, commit offsets for a group, peek at record timestamps.
+
+``OffsetsAdmin`` extends ``KafkaAdmin`` with the calls it lacks; every vendor
+error still goes through ``KafkaAdmin.translate``. The decisions are made in
+``opskit.core.offset_reset``; this module only gathers its inputs and acts.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import re
+import tempfile
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from enum import Enum
+from pathlib import Path
+from typing import Any, Self
+
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaError, KafkaException
+from confluent_kafka import TopicPartition as CkTopicPartition
+from confluent_kafka.admin import (  # type: ignore[attr-defined]
+    ConfigResource,
+    ConfigSource,
+    ResourceType,
+)
+
+from opskit.adapters.kafka_admin import KafkaAdmin, error_text
+from opskit.core.models import GroupDescription, GroupState, PartitionOffsets, TopicPartition
+from opskit.core.offset_reset import (
+    OffsetsBackup,
+    ResetPlan,
+    ResetRequest,
+    partitions_in_scope,
+    plan_offset_reset,
+    timestamp_lookups_needed,
+    topics_to_describe,
+)
+from opskit.errors import (
+    InvalidInputError,
+    KafkaOperationError,
+    KafkaUnavailableError,
+    NotFoundError,
+)
+from opskit.paths import state_dir
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class GroupOffsetsState:
+    """A group's description and committed offsets, read together."""
+
+    group: GroupDescription
+    committed: dict[TopicPartition, int]
+
+    @property
+    def exists(self) -> bool:
+        """False when the coordinator knows nothing of the group (no members, no offsets)."""
+        return bool(self.committed) or self.group.state is not GroupState.DEAD
+
+
+_COORDINATOR_LOADING = ("NOT_COORDINATOR", "COORDINATOR_NOT_AVAILABLE",
+                        "COORDINATOR_LOAD_IN_PROGRESS")
+
+
+class OffsetsAdmin(KafkaAdmin):
+    """``KafkaAdmin`` plus committing group offsets and reading record timestamps."""
+
+    def __enter__(self) -> Self:
+        return self
+
+    # ----- reads -----
+    def describe_groups_settled(
+        self, group_ids: Iterable[str], wait: float = 20.0
+    ) -> dict[str, GroupDescription]:
+        """``describe_groups``, retried while the group coordinator is still being
+        set up (a fresh cluster creates ``__consumer_offsets`` on first use)."""
+        deadline = time.monotonic() + wait
+        while True:
+            try:
+                return self.describe_groups(group_ids)
+            except KafkaUnavailableError as e:
+                transient = any(c in str(e) for c in _COORDINATOR_LOADING)
+                if not transient or time.monotonic() > deadline:
+                    raise
+                log.debug("group coordinator not ready, retrying: %s", e)
+                time.sleep(0.5)
+
+    def group_state(self, group_id: str) -> GroupOffsetsState:
+        group = self.describe_groups_settled([group_id])[group_id]
+        committed = self.committed_offsets([group_id])[group_id]
+        return GroupOffsetsState(group, committed)
+
+    def log_offsets_of_topics(
+        self, topics: Iterable[str]
+    ) -> tuple[dict[TopicPartition, PartitionOffsets], str | None]:
+        """Log start and end of every partition of ``topics`` (missing topics are
+        simply absent), and the cluster id."""
+        wanted = set(topics)
+        md = self.metadata()
+        tps = [
+            TopicPartition(t, p.partition)
+            for t, parts in md.topics.items()
+            if t in wanted
+            for p in parts
+        ]
+        res = self.log_offsets(tps)
+        if res.errors:
+            tp, msg = min(res.errors.items())
+            raise KafkaOperationError(
+                f"cannot read log offsets of {len(res.errors)} partitions (e.g. {tp}: {msg}); "
+                "is a partition offline?"
+            )
+        return res.offsets, md.cluster_id
+
+    def plan_reset(
+        self, request: ResetRequest, state: GroupOffsetsState, now_ms: int
+    ) -> tuple[ResetPlan, str | None]:
+        """Read the log offsets (and offsets by time) the request needs and plan it."""
+        log_offsets, cluster_id = self.log_offsets_of_topics(
+            topics_to_describe(request, state.committed)
+        )
+        by_time: dict[TopicPartition, int | None] = {}
+        ts = timestamp_lookups_needed(request, now_ms)
+        if ts is not None:
+            tps = partitions_in_scope(request, state.committed, log_offsets)
+            by_time = self.offsets_for_times(tps, ts) if tps else {}
+        plan = plan_offset_reset(request, state.group, state.committed, log_offsets, by_time,
+                                 now_ms)
+        return plan, cluster_id
+
+    # ----- writes -----
+    def alter_group_offsets(self, group_id: str, offsets: Mapping[TopicPartition, int]) -> None:
+        """AlterConsumerGroupOffsets (OffsetCommit without a member): all or an error."""
+        if not offsets:
+            return
+        what = f"committing offsets of group {group_id}"
+        request = ConsumerGroupTopicPartitions(
+            group_id,
+            [CkTopicPartition(tp.topic, tp.partition, off) for tp, off in sorted(offsets.items())],
+        )
+        try:
+            futs = self._admin.alter_consumer_group_offsets([request], **self._kw())
+        except BaseException as e:  # translated
+            raise self.translate(e, what) from e
+        for fut in futs.values():
+            res = self._result(fut, what)
+            failed = [tp for tp in res.topic_partitions or [] if tp.error is not None]
+            if failed:
+                first = failed[0]
+                raise KafkaOperationError(
+                    f"{what}: {len(failed)} partitions failed (e.g. {first.topic}:"
+                    f"{first.partition}: {first.error}); some offsets may have been committed"
+                )
+
+    # ----- topic overrides and ACLs (for dr snapshots) -----
+    def topic_overrides(self, topics: Iterable[str]) -> dict[str, dict[str, str]]:
+        """Per topic, the configs set on the topic itself (DYNAMIC_TOPIC_CONFIG)."""
+        res = [ConfigResource(ResourceType.TOPIC, t) for t in sorted(set(topics))]
+        if not res:
+            return {}
+        futs = self._admin.describe_configs(res, **self._kw())
+        out: dict[str, dict[str, str]] = {}
+        for r, fut in futs.items():
+            entries = self._result(fut, f"describing configs of topic {r.name}")
+            out[r.name] = {
+                k: v.value for k, v in entries.items()
+                if v.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value and v.value is not None
+                and not v.is_sensitive
+            }
+        return out
+
+    def describe_acls(self) -> tuple[list[dict[str, str]] | None, str | None]:
+        """All ACL bindings, or (None, why) when the broker cannot list them.
+
+        Through kafka-python: librdkafka drops DescribeAcls' top-level error, so a
+        broker without an authorizer (SECURITY_DISABLED) looks like one with no ACLs.
+        """
+        from kafka.admin import (  # type: ignore[import-untyped]
+            ACLFilter,
+            ACLOperation,
+            ACLPermissionType,
+            ACLResourcePatternType,
+            KafkaAdminClient,
+            ResourcePatternFilter,
+        )
+        from kafka.admin import ResourceType as KpResourceType
+        from kafka.errors import KafkaError as KpKafkaError  # type: ignore[import-untyped]
+        from kafka.errors import KafkaTimeoutError, SecurityDisabledError
+
+        c = self.conn
+        conf: dict[str, Any] = {
+            "bootstrap_servers": c.bootstrap.split(","),
+            "security_protocol": c.security_protocol.upper(),
+            "request_timeout_ms": int(self.timeout * 1000),
+            "client_id": c.client_id,
+        }
+        if c.sasl_mechanism:
+            conf["sasl_mechanism"] = c.sasl_mechanism.upper()
+            conf["sasl_plain_username"] = c.username
+            conf["sasl_plain_password"] = c.password
+        if c.ca_file:
+            conf["ssl_cafile"] = c.ca_file
+        if c.cert_file:
+            conf["ssl_certfile"] = c.cert_file
+        if c.key_file:
+            conf["ssl_keyfile"] = c.key_file
+        flt = ACLFilter(
+            principal=None, host=None, operation=ACLOperation.ANY,
+            permission_type=ACLPermissionType.ANY,
+            resource_pattern=ResourcePatternFilter(KpResourceType.ANY, None,
+                                                   ACLResourcePatternType.ANY),
+        )
+        client = None
+        try:
+            client = KafkaAdminClient(**conf)
+            acls, _err = client.describe_acls(flt)
+        except SecurityDisabledError as e:
+            return None, f"ACLs not recorded: the broker has no authorizer ({type(e).__name__})"
+        except KafkaTimeoutError as e:
+            raise KafkaUnavailableError(
+                f"cannot reach Kafka at {c.bootstrap} (describing ACLs): {e}") from e
+        except KpKafkaError as e:
+            if "Authorization" in type(e).__name__:
+                return None, f"ACLs not recorded: not authorised to describe them ({e})"
+            raise KafkaOperationError(f"describing ACLs failed: {e}") from e
+        finally:
+            if client is not None:
+                client.close()
+        return [
+            {"resource_type": a.resource_pattern.resource_type.name,
+             "name": str(a.resource_pattern.resource_name),
+             "pattern_type": a.resource_pattern.pattern_type.name,
+             "principal": str(a.principal), "host": str(a.host),
+             "operation": a.operation.name, "permission_type": a.permission_type.name}
+            for a in acls
+        ], None
+
+    # ----- record timestamps -----
+    def record_timestamps(
+        self, positions: Mapping[TopicPartition, int], timeout: float = 5.0
+    ) -> dict[TopicPartition, int | None]:
+        """Timestamp (ms) of the first record at or after each offset, reading one
+        record per partition with an assigned consumer (no group join, no commit).
+        None where nothing was read within ``timeout``."""
+        out: dict[TopicPartition, int | None] = {tp: None for tp in positions}
+        if not positions:
+            return out
+        conf = self.conn.to_librdkafka()
+        conf.update({
+            # never joins nor commits: assign() only; the id is required by the client
+            "group.id": f"opskit-peek-{os.getpid()}",
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+            "auto.offset.reset": "error",
+            "fetch.max.bytes": 1 << 20,
+            "max.partition.fetch.bytes": 64 << 10,
+            "logger": logging.getLogger("opskit.librdkafka"),
+        })
+        try:
+            consumer = Consumer(conf)
+        except KafkaException as e:
+            raise KafkaOperationError(f"cannot create a consumer: {error_text(e)}") from e
+        try:
+            consumer.assign([CkTopicPartition(tp.topic, tp.partition, off)
+                             for tp, off in positions.items()])
+            pending = set(positions)
+            deadline = time.monotonic() + timeout
+            while pending and time.monotonic() < deadline:
+                for msg in consumer.consume(num_messages=1000, timeout=0.2):
+                    err = msg.error()
+                    if err is not None:
+                        if err.code() != KafkaError._PARTITION_EOF:
+                            log.debug("peek %s:%s: %s", msg.topic(), msg.partition(), err)
+                        continue
+                    tp = TopicPartition(str(msg.topic()), int(msg.partition() or 0))
+                    if tp in pending:
+                        kind, ts = msg.timestamp()
+                        out[tp] = ts if kind != 0 and ts >= 0 else None
+                        pending.discard(tp)
+                        consumer.pause([CkTopicPartition(tp.topic, tp.partition)])
+        except KafkaException as e:
+            raise self.translate(e, "reading record timestamps") from e
+        finally:
+            consumer.close()
+        return out
+
+
+def ensure_group_exists(group_id: str, state: GroupOffsetsState) -> None:
+    if not state.exists:
+        raise NotFoundError(f"consumer group {group_id!r} does not exist (no members, no offsets)")
+
+
+# --------------------------------------------------------------------------- backup files
+
+BACKUP_FILE_FORMAT = "opskit/offsets-backup-file"
+BACKUP_FILE_VERSION = 1
+
+
+class BackupStatus(str, Enum):
+    """Where the reset that took a backup got to; written next to the offsets."""
+
+    #: written, the reset is about to be applied: it may or may not have been
+    PENDING = "pending"
+    #: AlterConsumerGroupOffsets succeeded
+    APPLIED = "applied"
+    #: refused by the compare-and-set check: nothing was changed
+    ABORTED = "aborted"
+    #: the commit failed: some offsets may have been changed
+    FAILED = "failed"
+
+
+@dataclass(frozen=True)
+class BackupFile:
+    path: Path
+    backup: OffsetsBackup
+    status: BackupStatus
+    detail: str | None = None
+    #: the offsets the reset commits (empty for a bare backup document)
+    target: Mapping[TopicPartition, int] | None = None
+
+
+def default_backup_dir() -> Path:
+    return state_dir() / "backups"
+
+
+def _safe_name(group_id: str) -> str:
+    safe = re.sub(r"[^A-Za-z0-9._-]", "_", group_id)
+    if safe != group_id or safe in (".", ".."):
+        safe = f"{safe}-{hashlib.sha256(group_id.encode()).hexdigest()[:8]}"
+    return safe
+
+
+def _stamp(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y%m%dT%H%M%S") + f".{ms % 1000:03d}Z"
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` so that a reader sees the old or the new file, whole."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def _document(b: BackupFile, now_ms: int) -> str:
+    doc = {
+        "format": BACKUP_FILE_FORMAT,
+        "version": BACKUP_FILE_VERSION,
+        "status": b.status.value,
+        "status_detail": b.detail,
+        "updated_at_ms": now_ms,
+        "target_offsets": [
+            {"topic": tp.topic, "partition": tp.partition, "offset": off}
+            for tp, off in sorted((b.target or {}).items())
+        ],
+        "backup": b.backup.to_dict(),
+    }
+    return json.dumps(doc, indent=2) + "\n"
+
+
+def save_backup(
+    backup: OffsetsBackup, target: Mapping[TopicPartition, int], directory: Path | None = None
+) -> BackupFile:
+    """Save a new backup (status pending) under ``directory/<group>/<time>.json``."""
+    base = (directory or default_backup_dir()) / _safe_name(backup.group_id)
+    path = base / f"{_stamp(backup.taken_at_ms)}.json"
+    n = 1
+    while path.exists():
+        n += 1
+        path = base / f"{_stamp(backup.taken_at_ms)}-{n}.json"
+    b = BackupFile(path, backup, BackupStatus.PENDING, None, dict(target))
+    try:
+        write_atomically(path, _document(b, backup.taken_at_ms))
+    except OSError as e:
+        raise InvalidInputError(f"cannot write the backup {path}: {e.strerror or e}") from e
+    return b
+
+
+def mark_backup(b: BackupFile, status: BackupStatus, detail: str | None, now_ms: int) -> BackupFile:
+    new = BackupFile(b.path, b.backup, status, detail, b.target)
+    try:
+        write_atomically(b.path, _document(new, now_ms))
+    except OSError as e:  # the offsets are what they are; say so, do not hide it
+        log.warning("could not mark backup %s as %s: %s", b.path, status.value, e)
+    return new
+
+
+def load_backup(path: Path) -> BackupFile:
+    """Read a backup file (or a bare ``OffsetsBackup`` JSON document), strictly."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise NotFoundError(f"backup file {path} does not exist") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise InvalidInputError(f"cannot read backup file {path}: {e}") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise InvalidInputError(f"backup file {path} is not valid JSON ({e})") from None
+    try:
+        if isinstance(data, dict) and data.get("format") == BACKUP_FILE_FORMAT:
+            if data.get("version") != BACKUP_FILE_VERSION:
+                raise InvalidInputError(f"unsupported version {data.get('version')!r}")
+            try:
+                status = BackupStatus(data.get("status"))
+            except ValueError:
+                raise InvalidInputError(f"unknown status {data.get('status')!r}") from None
+            detail = data.get("status_detail")
+            target: dict[TopicPartition, int] = {}
+            for item in data.get("target_offsets") or []:
+                if not isinstance(item, dict):
+                    raise InvalidInputError("target_offsets must be a list of mappings")
+                target[TopicPartition(str(item["topic"]), int(item["partition"]))] = int(
+                    item["offset"]
+                )
+            backup = OffsetsBackup.from_dict(data.get("backup"))
+            return BackupFile(path, backup, status, detail if isinstance(detail, str) else None,
+                              target)
+        return BackupFile(path, OffsetsBackup.from_dict(data), BackupStatus.APPLIED)
+    except InvalidInputError as e:
+        raise InvalidInputError(f"backup file {path}: {e}") from None
+    except (KeyError, TypeError, ValueError) as e:
+        raise InvalidInputError(f"backup file {path}: malformed ({e!r})") from None

@@ -1,0 +1,221 @@
+"""Read the timestamp of the record at an offset, cheaply, for lag in time.
+
+One assign-only consumer (never joins a group, never commits) is assigned to
+every partition asked for at once, each at its offset, with tiny fetch sizes;
+the first record returned per partition is kept and the partition paused. The
+whole read is bounded by one timeout: partitions that did not answer in time
+are reported as unknown, never waited on.
+
+Offsets may have gaps (compaction, transaction markers): the first record at
+or after the offset is returned with its real offset, and it *is* the oldest
+unconsumed record. An offset below log start (records deleted) is reset to the
+earliest record by the consumer; :attr:`RecordTime.offset` tells the caller.
+Records are read with ``isolation.level=read_uncommitted`` so a record inside
+an open transaction (below the high watermark) is still seen.
+
+Results are kept in an LRU cache keyed by ``(topic, partition, offset)``: a
+record's timestamp does not change, so watch mode and the exporter read each
+committed offset's record once. Misses (no record yet, timeout) are not cached.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any, Self
+
+from confluent_kafka import Consumer, KafkaError, KafkaException
+from confluent_kafka import TopicPartition as CkTopicPartition
+
+from opskit.core.connection import ConnectionConfig
+from opskit.core.models import TopicPartition
+from opskit.errors import KafkaOperationError
+
+log = logging.getLogger(__name__)
+rdlog = logging.getLogger("opskit.librdkafka")
+
+DEFAULT_CACHE_SIZE = 50_000
+PEEK_GROUP = "opskit-peek"
+
+Position = tuple[TopicPartition, int]
+
+
+@dataclass(frozen=True)
+class RecordTime:
+    """The first record at or after a requested offset."""
+
+    #: offset of the record actually read (>= the requested one, unless reset)
+    offset: int
+    #: epoch ms; -1 when the record carries no timestamp
+    timestamp_ms: int
+    #: "create", "log_append" or "none"
+    timestamp_type: str
+
+
+_TS_TYPES = {0: "none", 1: "create", 2: "log_append"}
+
+
+class RecordTimeReader:
+    """Reads record timestamps with one reusable consumer. Not for concurrent use
+    from several threads at once (calls are serialised by a lock)."""
+
+    def __init__(
+        self,
+        conn: ConnectionConfig,
+        timeout: float = 5.0,
+        cache_size: int = DEFAULT_CACHE_SIZE,
+    ) -> None:
+        self.conn = conn
+        self.timeout = timeout
+        self.cache_size = cache_size
+        self._cache: OrderedDict[Position, RecordTime] = OrderedDict()
+        self._lock = threading.Lock()
+        self._consumer: Any = None
+        #: records actually fetched from Kafka (cache misses that were answered)
+        self.reads = 0
+
+    # ----- lifecycle -----
+    def _client(self) -> Any:
+        if self._consumer is None:
+            conf = self.conn.to_librdkafka()
+            conf.update({
+                "group.id": PEEK_GROUP,
+                "enable.auto.commit": False,
+                "enable.auto.offset.store": False,
+                "enable.partition.eof": True,
+                "auto.offset.reset": "earliest",
+                "isolation.level": "read_uncommitted",
+                "message.max.bytes": 64 * 1024,
+                "fetch.max.bytes": 256 * 1024,
+                "max.partition.fetch.bytes": 1024,
+                "fetch.wait.max.ms": 50,
+                # no queued.min.messages=1: it starves partitions (25 of 50 unread after 5 s)
+                "socket.timeout.ms": int(max(self.timeout, 1) * 1000),
+                "logger": rdlog,
+            })
+            try:
+                self._consumer = Consumer(conf)
+            except KafkaException as e:
+                raise KafkaOperationError(f"cannot create a record reader: {e}") from e
+        return self._consumer
+
+    def close(self) -> None:
+        c, self._consumer = self._consumer, None
+        if c is not None:
+            try:
+                c.close()
+            except (KafkaException, RuntimeError):  # pragma: no cover - closing anyway
+                pass
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ----- cache -----
+    def cached(self, tp: TopicPartition, offset: int) -> RecordTime | None:
+        with self._lock:
+            return self._cache_get((tp, offset))
+
+    def _cache_get(self, key: Position) -> RecordTime | None:
+        hit = self._cache.get(key)
+        if hit is not None:
+            self._cache.move_to_end(key)
+        return hit
+
+    def _cache_put(self, key: Position, value: RecordTime) -> None:
+        self._cache[key] = value
+        self._cache.move_to_end(key)
+        while len(self._cache) > self.cache_size:
+            self._cache.popitem(last=False)
+
+    # ----- reads -----
+    def read(self, positions: Iterable[Position]) -> dict[Position, RecordTime | None]:
+        """The first record at or after each ``(partition, offset)``; None when unknown.
+
+        Unknown: no record at or after the offset (at the log end), the
+        partition's leader did not answer within the timeout, or a fetch error.
+        """
+        wanted = sorted(set(positions))
+        out: dict[Position, RecordTime | None] = {}
+        with self._lock:
+            todo: list[Position] = []
+            for pos in wanted:
+                hit = self._cache_get(pos)
+                out[pos] = hit
+                if hit is None:
+                    todo.append(pos)
+            if not todo:
+                return out
+            deadline = time.monotonic() + self.timeout
+            # one offset per partition per round: a partition is assigned once
+            rounds: list[list[Position]] = []
+            per_tp: dict[TopicPartition, int] = {}
+            for pos in todo:
+                k = per_tp.get(pos[0], 0)
+                per_tp[pos[0]] = k + 1
+                if k == len(rounds):
+                    rounds.append([])
+                rounds[k].append(pos)
+            for batch in rounds:
+                if time.monotonic() >= deadline:
+                    break
+                for pos, rt in self._read_round(batch, deadline).items():
+                    out[pos] = rt
+                    if rt is not None and rt.offset >= pos[1]:
+                        # a reset (offset out of range) is not the record at pos: not cached
+                        self._cache_put(pos, rt)
+        return out
+
+    def _read_round(self, batch: list[Position], deadline: float) -> dict[Position, RecordTime | None]:
+        c = self._client()
+        by_tp = {tp: off for tp, off in batch}
+        found: dict[Position, RecordTime | None] = {pos: None for pos in batch}
+        pending = set(by_tp)
+        try:
+            parts = [CkTopicPartition(tp.topic, tp.partition, off) for tp, off in batch]
+            c.assign(parts)
+            c.resume(parts)  # paused in an earlier round
+            while pending:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                msgs = c.consume(num_messages=max(1, len(pending)), timeout=min(left, 0.5))
+                done: list[TopicPartition] = []
+                for m in msgs:
+                    tp = TopicPartition(m.topic(), m.partition())
+                    if tp not in pending or tp in done:
+                        continue  # only the first record per partition counts
+                    err = m.error()
+                    if err is not None:
+                        if err.code() == KafkaError._PARTITION_EOF:
+                            done.append(tp)  # nothing at or after the offset
+                        else:
+                            log.debug("reading %s at %s: %s", tp, by_tp[tp], err)
+                            if err.fatal() or not err.retriable():
+                                done.append(tp)
+                        continue
+                    ts_type, ts = m.timestamp()
+                    found[(tp, by_tp[tp])] = RecordTime(
+                        int(m.offset()), int(ts), _TS_TYPES.get(ts_type, "none")
+                    )
+                    self.reads += 1
+                    done.append(tp)
+                if done:
+                    pending.difference_update(done)
+                    c.pause([CkTopicPartition(tp.topic, tp.partition) for tp in done])
+            if pending:
+                log.debug("no record read in time for %d partition(s)", len(pending))
+        except KafkaException as e:
+            log.warning("reading record timestamps failed: %s", e)
+        finally:
+            try:
+                c.unassign()
+            except KafkaException:  # pragma: no cover
+                pass
+        return found

@@ -1,0 +1,192 @@
+"""``opskit snapshot``: everything on-call needs for a hand-off or a post-mortem, in one file.
+
+Cluster (id, controller, brokers), every topic's partitions with leader,
+replicas and ISR (under-replicated and offline flagged), and every consumer
+group with members, assignments and lag in messages and in time.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from datetime import UTC, datetime
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from opskit.adapters.kafka_admin import ClusterMeta
+from opskit.adapters.lag_sampler import collect_timed_lag
+from opskit.adapters.record_times import RecordTimeReader
+from opskit.cli.common import BootstrapOpt, ContextOpt, TimeoutOpt, connect, load_config, stderr
+from opskit.cli.lag import fmt_seconds
+from opskit.core.models import GroupDescription
+
+
+class SnapshotFormat(str, Enum):
+    json = "json"
+    markdown = "markdown"
+
+
+def _cluster(md: ClusterMeta, bootstrap: str) -> dict[str, Any]:
+    return {
+        "bootstrap": bootstrap,
+        "cluster_id": md.cluster_id,
+        "controller_id": md.controller_id,
+        "brokers": [{"id": b.node_id, "host": b.host, "port": b.port} for b in md.brokers],
+    }
+
+
+def _topics(md: ClusterMeta) -> list[dict[str, Any]]:
+    out = []
+    for name in sorted(md.topics):
+        parts = []
+        for p in md.topics[name]:
+            parts.append({
+                "partition": p.partition, "leader": p.leader if p.leader >= 0 else None,
+                "replicas": list(p.replicas), "isr": list(p.isr),
+                "under_replicated": len(p.isr) < len(p.replicas),
+                "offline": p.leader < 0,
+                "leader_is_preferred": bool(p.replicas) and p.leader == p.replicas[0],
+            })
+        out.append({
+            "topic": name, "internal": name.startswith("__"), "partitions": parts,
+            "replication_factor": max((len(p.replicas) for p in md.topics[name]), default=0),
+            "under_replicated_partitions": sum(1 for p in parts if p["under_replicated"]),
+            "offline_partitions": sum(1 for p in parts if p["offline"]),
+        })
+    return out
+
+
+def _members(d: GroupDescription) -> list[dict[str, Any]]:
+    return [
+        {"member_id": m.member_id, "client_id": m.client_id, "host": m.host,
+         "assignment": [str(tp) for tp in m.assignment]}
+        for m in d.members
+    ]
+
+
+def snapshot(
+    output: Annotated[SnapshotFormat, typer.Option("--output", "-o", help="json or markdown")] = SnapshotFormat.markdown,
+    file: Annotated[Path | None, typer.Option("--file", "-f", help="write to this file instead of stdout", show_default=False)] = None,
+    no_time: Annotated[bool, typer.Option("--no-time", help="skip reading record timestamps (no lag in time)")] = False,
+    bootstrap_server: BootstrapOpt = None,
+    context: ContextOpt = None,
+    timeout: TimeoutOpt = 10.0,
+) -> int:
+    """One document of the cluster's state: brokers, controller, partitions, groups, lag."""
+    cfg = load_config()
+    taken = time.time()
+    with connect(bootstrap_server, context, timeout) as admin:
+        md = admin.metadata()
+        reader = None if no_time else RecordTimeReader(admin.conn, timeout=min(timeout, 5.0))
+        try:
+            timed = collect_timed_lag(admin, reader, None, None, cfg.lag_thresholds)
+        finally:
+            if reader is not None:
+                reader.close()
+        descs = admin.describe_groups(g.group_id for g in timed.groups)
+        bootstrap = admin.conn.bootstrap
+    lag = timed.to_dict()
+    for gd in lag["groups"]:
+        d = descs.get(gd["group"])
+        gd["members_detail"] = _members(d) if d is not None else []
+        gd["coordinator"] = d.coordinator if d is not None else None
+    data = {
+        "taken_at": datetime.fromtimestamp(taken, UTC).isoformat(timespec="seconds"),
+        "cluster": _cluster(md, bootstrap),
+        "topics": _topics(md),
+        "groups": lag["groups"],
+        "lag_severity": lag["severity"],
+        "offset_errors": lag["offset_errors"],
+    }
+    text = (json.dumps(data, indent=2, default=str) + "\n" if output is SnapshotFormat.json
+            else markdown(data))
+    if file is not None:
+        file.write_text(text)
+        stderr().print(f"snapshot written to {file}")
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def _cell(v: Any) -> str:
+    return "-" if v is None else str(v).replace("|", "\\|")
+
+
+def markdown(data: dict[str, Any]) -> str:
+    c = data["cluster"]
+    lines = [
+        f"# Kafka snapshot {data['taken_at']}",
+        "",
+        f"- bootstrap: `{c['bootstrap']}`",
+        f"- cluster id: `{c['cluster_id']}`",
+        f"- controller: {c['controller_id']}",
+        f"- brokers: {len(c['brokers'])}",
+        f"- lag severity: **{data['lag_severity']}**",
+        "",
+        "## Brokers",
+        "",
+        "| id | host | port | controller |",
+        "|---:|---|---:|---|",
+    ]
+    for b in c["brokers"]:
+        ctl = "yes" if b["id"] == c["controller_id"] else ""
+        lines.append(f"| {b['id']} | {b['host']} | {b['port']} | {ctl} |")
+    lines += ["", "## Topics", "",
+              "| topic | partitions | RF | under-replicated | offline |",
+              "|---|---:|---:|---:|---:|"]
+    for t in data["topics"]:
+        lines.append(f"| {t['topic']} | {len(t['partitions'])} | {t['replication_factor']} | "
+                     f"{t['under_replicated_partitions']} | {t['offline_partitions']} |")
+    bad = [(t["topic"], p) for t in data["topics"] for p in t["partitions"]
+           if p["under_replicated"] or p["offline"] or not p["leader_is_preferred"]]
+    lines += ["", "## Partitions needing attention", ""]
+    if not bad:
+        lines.append("None: every partition has a leader, a full ISR and its preferred leader.")
+    else:
+        lines += ["| partition | leader | replicas | ISR | problem |", "|---|---:|---|---|---|"]
+        for name, p in bad:
+            probs = [k for k in ("offline", "under_replicated") if p[k]]
+            if not p["leader_is_preferred"] and not p["offline"]:
+                probs.append("leader not preferred")
+            lines.append(f"| {name}:{p['partition']} | {_cell(p['leader'])} | {p['replicas']} | "
+                         f"{p['isr']} | {', '.join(probs)} |")
+    lines += ["", "## Consumer groups", ""]
+    if not data["groups"]:
+        lines.append("No consumer groups.")
+    for g in data["groups"]:
+        summary = (
+            f"state {g['state']}, {g['members']} member(s), coordinator {_cell(g['coordinator'])}, "
+            f"total lag {g['total_lag']:,}, max lag time {fmt_seconds(g.get('max_lag_seconds'))}, "
+            f"severity **{g['severity']}**"
+        )
+        lines += [f"### {g['group']}", "", summary, ""]
+        if g["members_detail"]:
+            lines += ["| member | client | host | assignment |", "|---|---|---|---|"]
+            for m in g["members_detail"]:
+                lines.append(f"| {_cell(m['member_id'])} | {_cell(m['client_id'])} | "
+                             f"{_cell(m['host'])} | {', '.join(m['assignment']) or '-'} |")
+            lines.append("")
+        header = "| partition | committed | log start | log end | lag | lag time | retention left |"
+        lines += [header + " notes |", "|---|---:|---:|---:|---:|---:|---:|---|"]
+        for p in g["partitions"]:
+            notes = ", ".join(p["anomalies"])
+            if p["records_lost"]:
+                notes += f" ({p['records_lost']:,} records lost)"
+            lt = fmt_seconds(p.get("lag_seconds"))
+            if p.get("lag_time_confidence") == "lower_bound":
+                lt = ">=" + lt
+            lines.append(
+                f"| {p['topic']}:{p['partition']} | {_cell(p['committed_offset'])} | "
+                f"{_cell(p['log_start_offset'])} | {_cell(p['log_end_offset'])} | "
+                f"{_cell(p['lag'])} | {lt} | {fmt_seconds(p.get('retention_time_left_seconds'))} | "
+                f"{notes} |"
+            )
+        lines.append("")
+    if data["offset_errors"]:
+        lines += ["## Offset errors", ""]
+        lines += [f"- {tp}: {e}" for tp, e in data["offset_errors"].items()]
+    return "\n".join(lines) + "\n"

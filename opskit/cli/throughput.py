@@ -1,0 +1,158 @@
+"""``opskit throughput``: messages/s and bytes/s in per topic, messages/s consumed per group.
+
+Two readings ``--interval`` apart: log end offsets (messages in), committed
+offsets (messages consumed), and partition sizes from DescribeLogDirs (bytes
+in; reported as unavailable when the broker or client cannot answer). Rates
+are deltas over the measured time between the two readings.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from opskit.adapters.kafka_admin import ClusterMeta, KafkaAdmin
+from opskit.adapters.lag_sampler import PartitionSizes, read_partition_sizes
+from opskit.cli.common import (
+    BootstrapOpt,
+    ContextOpt,
+    Output,
+    OutputOpt,
+    TimeoutOpt,
+    connect,
+    emit,
+    fmt_int,
+)
+from opskit.cli.lag import parse_interval
+from opskit.core.models import TopicPartition
+from opskit.errors import NotFoundError
+
+#: replaced in tests to act between the two readings
+_sleep = time.sleep
+
+
+@dataclass
+class Reading:
+    at: float  # epoch seconds, when the log end offsets were read
+    log_end: dict[TopicPartition, int]
+    committed: dict[str, dict[TopicPartition, int]]
+    sizes: PartitionSizes
+
+
+def _read(admin: KafkaAdmin, tps: list[TopicPartition], groups: list[str],
+          topics: list[str], leaders: dict[TopicPartition, int], timeout: float) -> Reading:
+    committed = admin.committed_offsets(groups) if groups else {}
+    at = time.time()
+    offs = admin.log_offsets(tps)
+    sizes = read_partition_sizes(admin.conn, topics, leaders, timeout=min(timeout, 5.0))
+    return Reading(at, {tp: o.log_end for tp, o in offs.offsets.items()}, committed, sizes)
+
+
+def measure(first: Reading, second: Reading, topics: list[str]) -> dict[str, Any]:
+    """Rates between two readings (no I/O)."""
+    dt = second.at - first.at
+    topic_rows = []
+    for t in topics:
+        tps = [tp for tp in second.log_end if tp.topic == t and tp in first.log_end]
+        msgs = sum(max(0, second.log_end[tp] - first.log_end[tp]) for tp in tps)
+        row: dict[str, Any] = {
+            "topic": t, "partitions": len(tps), "messages": msgs,
+            "messages_per_second": msgs / dt if dt > 0 else None,
+            "bytes": None, "bytes_per_second": None, "bytes_note": None,
+        }
+        s1, s2 = first.sizes, second.sizes
+        if s1.unavailable or s2.unavailable:
+            row["bytes_note"] = s2.unavailable or s1.unavailable
+        elif not all(tp in s1.sizes and tp in s2.sizes for tp in tps):
+            row["bytes_note"] = "no size for some partitions"
+        else:
+            deltas = [s2.sizes[tp] - s1.sizes[tp] for tp in tps]
+            if any(d < 0 for d in deltas):
+                row["bytes_note"] = "a partition shrank (retention deleted segments): no byte rate"
+            else:
+                row["bytes"] = sum(deltas)
+                row["bytes_per_second"] = sum(deltas) / dt if dt > 0 else None
+        topic_rows.append(row)
+    group_rows = []
+    for g in sorted(second.committed):
+        per_topic: dict[str, int] = {}
+        rewound = False
+        c1, c2 = first.committed.get(g, {}), second.committed[g]
+        for tp, off in c2.items():
+            if tp.topic not in topics or tp not in c1:
+                continue
+            d = off - c1[tp]
+            if d < 0:
+                rewound = True
+            per_topic[tp.topic] = per_topic.get(tp.topic, 0) + max(0, d)
+        if not per_topic:
+            continue
+        for t, n in sorted(per_topic.items()):
+            group_rows.append({
+                "group": g, "topic": t, "messages": n,
+                "messages_per_second": n / dt if dt > 0 else None,
+                "rewound": rewound,
+            })
+    return {"interval_seconds": dt, "topics": topic_rows, "groups": group_rows}
+
+
+def throughput(
+    interval: Annotated[str, typer.Option("--interval", help="time between the two readings, e.g. 10s")] = "10s",
+    topic: Annotated[list[str] | None, typer.Option("--topic", "-t", help="only these topics (repeatable; default all but internal)")] = None,
+    group: Annotated[list[str] | None, typer.Option("--group", "-g", help="only these groups (repeatable; default all)")] = None,
+    output: OutputOpt = Output.table,
+    bootstrap_server: BootstrapOpt = None,
+    context: ContextOpt = None,
+    timeout: TimeoutOpt = 10.0,
+) -> int:
+    """Messages/s and bytes/s written per topic, messages/s consumed per group and topic."""
+    interval_s = parse_interval(interval, "--interval")
+    with connect(bootstrap_server, context, timeout) as admin:
+        md: ClusterMeta = admin.metadata()
+        if topic:
+            for t in topic:
+                if t not in md.topics:
+                    raise NotFoundError(f"unknown topic {t!r}")
+            topics = sorted(set(topic))
+        else:
+            topics = sorted(t for t in md.topics if not t.startswith("__"))
+        groups = sorted(set(group)) if group else sorted(admin.list_groups())
+        tps = [TopicPartition(t, p.partition) for t in topics for p in md.topics[t]]
+        leaders = {TopicPartition(t, p.partition): p.leader for t in topics for p in md.topics[t]}
+        first = _read(admin, tps, groups, topics, leaders, timeout)
+        _sleep(max(0.0, interval_s - (time.time() - first.at)))
+        second = _read(admin, tps, groups, topics, leaders, timeout)
+    data = measure(first, second, topics)
+    emit(data, output, lambda c: render(c, data))
+    return 0
+
+
+def _rate(v: float | None, unit: str) -> str:
+    return "-" if v is None else f"{v:,.1f} {unit}"
+
+
+def render(console: Console, data: dict[str, Any]) -> None:
+    console.print(f"over {data['interval_seconds']:.1f}s")
+    t = Table(box=None, pad_edge=False, header_style="bold")
+    for col in ("TOPIC", "PARTITIONS", "MESSAGES", "MSG/S IN", "BYTES/S IN", "NOTE"):
+        t.add_column(col, justify="left" if col in ("TOPIC", "NOTE") else "right")
+    for r in data["topics"]:
+        t.add_row(r["topic"], str(r["partitions"]), fmt_int(r["messages"]),
+                  _rate(r["messages_per_second"], "msg/s"), _rate(r["bytes_per_second"], "B/s"),
+                  r["bytes_note"] or "")
+    console.print(t if data["topics"] else "no topics")
+    if data["groups"]:
+        console.print()
+        g = Table(box=None, pad_edge=False, header_style="bold")
+        for col in ("GROUP", "TOPIC", "CONSUMED", "MSG/S OUT", "NOTE"):
+            g.add_column(col, justify="right" if col in ("CONSUMED", "MSG/S OUT") else "left")
+        for r in data["groups"]:
+            g.add_row(r["group"], r["topic"], fmt_int(r["messages"]),
+                      _rate(r["messages_per_second"], "msg/s"),
+                      "offset went back" if r["rewound"] else "")
+        console.print(g)

@@ -1,0 +1,217 @@
+"""Disaster-recovery snapshots: what a cluster's topics and groups look like, and
+the plan to recreate them on another cluster. Pure: no client, no clock.
+
+A snapshot records, per group partition, the committed offset **and the
+timestamp of the record at that offset** (the next record the group would read).
+Offsets differ between clusters (mirroring, retention); timestamps do not. On
+the target, the group resumes at the first record whose timestamp is >= that
+timestamp (ListOffsets by time); with no such record, or when the group was at
+the log end, at the target's log end. Records sharing the timestamp may be
+read again: at-least-once, never skipped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from opskit.core.models import GroupState, TopicPartition
+from opskit.errors import InvalidInputError
+
+SNAPSHOT_FORMAT = "opskit/dr-snapshot"
+SNAPSHOT_VERSION = 1
+
+
+def is_internal_topic(name: str) -> bool:
+    return name.startswith(("__", "_confluent"))
+
+
+@dataclass(frozen=True)
+class TopicSnapshot:
+    name: str
+    partitions: int
+    replication_factor: int
+    #: topic-level overrides only (not broker or built-in defaults)
+    configs: Mapping[str, str] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "partitions": self.partitions,
+                "replication_factor": self.replication_factor, "configs": dict(self.configs)}
+
+
+@dataclass(frozen=True)
+class GroupPosition:
+    tp: TopicPartition
+    offset: int
+    #: timestamp of the record at ``offset``; None when the group was at the log end
+    record_timestamp_ms: int | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"topic": self.tp.topic, "partition": self.tp.partition, "offset": self.offset,
+                "record_timestamp_ms": self.record_timestamp_ms}
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    taken_at_ms: int
+    cluster_id: str | None
+    topics: tuple[TopicSnapshot, ...]
+    groups: Mapping[str, tuple[GroupPosition, ...]]
+    #: ACL bindings as dicts; None when they could not be read (see ``acls_note``)
+    acls: tuple[Mapping[str, Any], ...] | None = None
+    acls_note: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "format": SNAPSHOT_FORMAT,
+            "version": SNAPSHOT_VERSION,
+            "taken_at_ms": self.taken_at_ms,
+            "cluster_id": self.cluster_id,
+            "topics": [t.to_dict() for t in self.topics],
+            "acls": None if self.acls is None else [dict(a) for a in self.acls],
+            "acls_note": self.acls_note,
+            "groups": {g: [p.to_dict() for p in ps] for g, ps in sorted(self.groups.items())},
+        }
+
+    @classmethod
+    def from_dict(cls, data: Any) -> Snapshot:
+        """Strict: raises ``InvalidInputError`` naming what is wrong."""
+        try:
+            if not isinstance(data, dict) or data.get("format") != SNAPSHOT_FORMAT:
+                raise InvalidInputError("not an opskit DR snapshot (format field)")
+            if data.get("version") != SNAPSHOT_VERSION:
+                raise InvalidInputError(f"unsupported snapshot version {data.get('version')!r}")
+            topics = tuple(
+                TopicSnapshot(str(t["name"]), int(t["partitions"]), int(t["replication_factor"]),
+                              {str(k): str(v) for k, v in dict(t["configs"]).items()})
+                for t in data["topics"]
+            )
+            groups = {
+                str(g): tuple(
+                    GroupPosition(TopicPartition(str(p["topic"]), int(p["partition"])),
+                                  int(p["offset"]),
+                                  None if p["record_timestamp_ms"] is None
+                                  else int(p["record_timestamp_ms"]))
+                    for p in ps
+                )
+                for g, ps in dict(data["groups"]).items()
+            }
+            acls = data.get("acls")
+            return cls(int(data["taken_at_ms"]), data.get("cluster_id"), topics, groups,
+                       None if acls is None else tuple(dict(a) for a in acls),
+                       data.get("acls_note"))
+        except InvalidInputError:
+            raise
+        except (KeyError, TypeError, ValueError) as e:
+            raise InvalidInputError(f"malformed DR snapshot ({e!r})") from None
+
+
+@dataclass(frozen=True)
+class TargetTopic:
+    partitions: int
+    configs: Mapping[str, str]
+
+
+@dataclass(frozen=True)
+class GroupChange:
+    group: str
+    #: new offsets; None for partitions whose topic does not exist yet on the target
+    offsets: Mapping[TopicPartition, int | None]
+    refusal: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"group": self.group, "refusal": self.refusal,
+                "offsets": [{"topic": tp.topic, "partition": tp.partition, "offset": off}
+                            for tp, off in sorted(self.offsets.items())]}
+
+
+@dataclass(frozen=True)
+class DrPlan:
+    create: tuple[TopicSnapshot, ...]
+    add_partitions: Mapping[str, int]
+    set_configs: Mapping[str, Mapping[str, str]]
+    groups: tuple[GroupChange, ...]
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def refused(self) -> tuple[GroupChange, ...]:
+        return tuple(g for g in self.groups if g.refusal)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "create_topics": [t.to_dict() for t in self.create],
+            "add_partitions": dict(self.add_partitions),
+            "set_configs": {t: dict(c) for t, c in self.set_configs.items()},
+            "groups": [g.to_dict() for g in self.groups],
+            "warnings": list(self.warnings),
+        }
+
+
+def timestamp_lookups(snapshot: Snapshot) -> dict[int, tuple[TopicPartition, ...]]:
+    """The ListOffsets-by-time lookups the target needs: timestamp -> partitions."""
+    out: dict[int, set[TopicPartition]] = {}
+    for positions in snapshot.groups.values():
+        for p in positions:
+            if p.record_timestamp_ms is not None:
+                out.setdefault(p.record_timestamp_ms, set()).add(p.tp)
+    return {ts: tuple(sorted(tps)) for ts, tps in sorted(out.items())}
+
+
+def group_partitions(snapshot: Snapshot) -> tuple[TopicPartition, ...]:
+    return tuple(sorted({p.tp for ps in snapshot.groups.values() for p in ps}))
+
+
+def plan_dr_restore(
+    snapshot: Snapshot,
+    target_topics: Mapping[str, TargetTopic],
+    target_brokers: int,
+    target_groups: Mapping[str, GroupState],
+    offsets_by_time: Mapping[tuple[TopicPartition, int], int | None],
+    log_ends: Mapping[TopicPartition, int],
+) -> DrPlan:
+    """Decide what to create on the target and where each group resumes.
+
+    ``offsets_by_time[(tp, ts)]`` is the target's first offset with timestamp >=
+    ts (None: no such record); ``log_ends`` the target's log end offsets. Both
+    only for topics that already exist on the target.
+    """
+    warnings: list[str] = []
+    create: list[TopicSnapshot] = []
+    add: dict[str, int] = {}
+    configs: dict[str, dict[str, str]] = {}
+    for t in snapshot.topics:
+        have = target_topics.get(t.name)
+        if have is None:
+            rf = min(t.replication_factor, max(target_brokers, 1))
+            if rf < t.replication_factor:
+                warnings.append(f"{t.name}: replication factor {t.replication_factor} lowered "
+                                f"to {rf} (the target has {target_brokers} brokers)")
+            create.append(TopicSnapshot(t.name, t.partitions, rf, t.configs))
+            continue
+        if have.partitions < t.partitions:
+            add[t.name] = t.partitions
+        elif have.partitions > t.partitions:
+            warnings.append(f"{t.name}: the target has more partitions ({have.partitions}) than "
+                            f"the snapshot ({t.partitions}); left as is")
+        diff = {k: v for k, v in t.configs.items() if have.configs.get(k) != v}
+        if diff:
+            configs[t.name] = diff
+    groups: list[GroupChange] = []
+    for gid, positions in sorted(snapshot.groups.items()):
+        state = target_groups.get(gid, GroupState.DEAD)
+        refusal = None
+        if not state.is_inactive:
+            refusal = (f"group {gid!r} is {state.value} on the target; its offsets can only be "
+                       "set while it is Empty or Dead")
+        offsets: dict[TopicPartition, int | None] = {}
+        for p in positions:
+            if p.tp not in log_ends:
+                offsets[p.tp] = None
+                continue
+            found = None
+            if p.record_timestamp_ms is not None:
+                found = offsets_by_time.get((p.tp, p.record_timestamp_ms))
+            offsets[p.tp] = log_ends[p.tp] if found is None else found
+        groups.append(GroupChange(gid, offsets, refusal))
+    return DrPlan(tuple(create), add, configs, tuple(groups), tuple(warnings))

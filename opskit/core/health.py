@@ -1,0 +1,462 @@
+"""Cluster health: evaluate a plain snapshot of a cluster into Nagios-style findings (pure).
+
+Input is plain data gathered by ``opskit.adapters.cluster_health``: registered
+brokers, the expected broker count, every partition's leader / replicas / ISR,
+each topic's ``min.insync.replicas``, the KRaft quorum (or why it is unknown)
+and the reassignments in progress (or why they are unknown). Output is a
+:class:`HealthReport`: one :class:`Finding` per check, counts, and the overall
+severity (Nagios order CRITICAL > WARNING > UNKNOWN > OK).
+
+Rules, one check each:
+
+- ``brokers``: fewer registered brokers than expected is CRITICAL.
+- ``controller``: no active controller (metadata controller id < 0, or a quorum
+  without a leader) is CRITICAL.
+- ``quorum``: a voter or observer whose log end offset trails the leader's by
+  more than ``HealthPolicy.quorum_lag_warn`` records is WARNING; a single voter
+  is OK but said (the controller is a single point of failure). UNKNOWN when
+  the quorum could not be described.
+- ``offline_partitions``: a partition without a leader (leader -1) is CRITICAL.
+- ``under_min_isr``: ISR smaller than the topic's ``min.insync.replicas`` is
+  CRITICAL (acks=all producers are rejected).
+- ``under_replicated``: ISR smaller than the replica set is WARNING.
+- ``at_min_isr``: ISR exactly at ``min.insync.replicas`` is WARNING, but only
+  when RF > min.insync.replicas (when RF == min ISR a full ISR is "at min").
+- ``preferred_leader_imbalance``: the share of online partitions whose leader
+  is not the preferred replica (``replicas[0]``) above
+  ``HealthPolicy.imbalance_warn_pct`` is WARNING.
+- ``reassignments``: any reassignment in progress is WARNING (which ones are
+  listed). UNKNOWN when they could not be listed.
+
+Every affected partition is linked to its leader broker and whether that broker
+is registered (down brokers explain URP and offline partitions).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from opskit.core.models import Severity
+from opskit.core.status import worst_severity
+
+#: Kafka's own default (leader.imbalance.per.broker.percentage)
+DEFAULT_IMBALANCE_WARN_PCT = 10.0
+#: metadata log records a quorum replica may trail the leader by before WARNING
+DEFAULT_QUORUM_LAG_WARN = 1000
+
+CHECKS = (
+    "brokers",
+    "controller",
+    "quorum",
+    "offline_partitions",
+    "under_min_isr",
+    "under_replicated",
+    "at_min_isr",
+    "preferred_leader_imbalance",
+    "reassignments",
+)
+
+
+# --------------------------------------------------------------------------- inputs
+
+
+@dataclass(frozen=True)
+class PartitionState:
+    topic: str
+    partition: int
+    leader: int  # -1: no leader (offline)
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+
+    @property
+    def name(self) -> str:
+        return f"{self.topic}:{self.partition}"
+
+
+@dataclass(frozen=True)
+class QuorumReplica:
+    replica_id: int
+    log_end_offset: int
+    last_fetch_timestamp: int | None = None  # epoch ms, None when unknown (-1 on the wire)
+    last_caught_up_timestamp: int | None = None
+
+
+@dataclass(frozen=True)
+class QuorumInfo:
+    leader_id: int  # -1: no leader
+    leader_epoch: int
+    high_watermark: int
+    voters: tuple[QuorumReplica, ...]
+    observers: tuple[QuorumReplica, ...] = ()
+
+
+@dataclass(frozen=True)
+class Reassignment:
+    topic: str
+    partition: int
+    replicas: tuple[int, ...]
+    adding: tuple[int, ...] = ()
+    removing: tuple[int, ...] = ()
+
+    @property
+    def name(self) -> str:
+        return f"{self.topic}:{self.partition}"
+
+
+@dataclass(frozen=True)
+class ClusterHealthInput:
+    """Everything the checks look at, as plain data."""
+
+    brokers: tuple[int, ...]
+    controller_id: int  # -1: none
+    partitions: tuple[PartitionState, ...]
+    min_isr: Mapping[str, int] = field(default_factory=dict)
+    expected_brokers: int | None = None
+    quorum: QuorumInfo | None = None
+    #: why ``quorum`` is None (unsupported API, not KRaft, error); None when it was not asked
+    quorum_error: str | None = None
+    reassignments: tuple[Reassignment, ...] | None = None
+    reassignments_error: str | None = None
+
+
+@dataclass(frozen=True)
+class HealthPolicy:
+    imbalance_warn_pct: float = DEFAULT_IMBALANCE_WARN_PCT
+    quorum_lag_warn: int = DEFAULT_QUORUM_LAG_WARN
+    #: min.insync.replicas for a topic whose config is unknown (Kafka's default)
+    default_min_isr: int = 1
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.imbalance_warn_pct <= 100:
+            raise ValueError(f"imbalance warning percentage {self.imbalance_warn_pct} is not in 0..100")
+        if self.quorum_lag_warn < 0:
+            raise ValueError("quorum lag threshold must be non-negative")
+        if self.default_min_isr < 1:
+            raise ValueError("default min.insync.replicas must be at least 1")
+
+
+# --------------------------------------------------------------------------- outputs
+
+
+@dataclass(frozen=True)
+class AffectedPartition:
+    """A partition a finding is about, linked to its leader broker."""
+
+    topic: str
+    partition: int
+    leader: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    #: the leader broker (or, offline, the preferred replica) is not registered
+    leader_down: bool
+    #: replicas whose broker is not registered
+    down_replicas: tuple[int, ...] = ()
+    min_isr: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "topic": self.topic,
+            "partition": self.partition,
+            "leader": self.leader,
+            "replicas": list(self.replicas),
+            "isr": list(self.isr),
+            "min_isr": self.min_isr,
+            "leader_down": self.leader_down,
+            "down_replicas": list(self.down_replicas),
+        }
+
+
+@dataclass(frozen=True)
+class Finding:
+    check: str
+    severity: Severity
+    message: str
+    partitions: tuple[AffectedPartition, ...] = ()
+    brokers: tuple[int, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "check": self.check,
+            "severity": self.severity.value,
+            "message": self.message,
+            "brokers": list(self.brokers),
+            "partitions": [p.to_dict() for p in self.partitions],
+        }
+
+
+@dataclass(frozen=True)
+class HealthCounts:
+    brokers_registered: int = 0
+    brokers_expected: int = 0
+    partitions: int = 0
+    urp: int = 0
+    under_min_isr: int = 0
+    at_min_isr: int = 0
+    offline: int = 0
+    preferred_leader_imbalance: int = 0
+    reassignments: int | None = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "brokers_registered": self.brokers_registered,
+            "brokers_expected": self.brokers_expected,
+            "partitions": self.partitions,
+            "urp": self.urp,
+            "under_min_isr": self.under_min_isr,
+            "at_min_isr": self.at_min_isr,
+            "offline": self.offline,
+            "preferred_leader_imbalance": self.preferred_leader_imbalance,
+            "reassignments": self.reassignments,
+        }
+
+
+@dataclass(frozen=True)
+class QuorumSummary:
+    leader_id: int
+    leader_epoch: int
+    high_watermark: int
+    voters: tuple[int, ...]
+    observers: tuple[int, ...]
+    #: replica id -> records behind the leader's log end offset
+    lag: Mapping[int, int]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "leader": self.leader_id,
+            "leader_epoch": self.leader_epoch,
+            "high_watermark": self.high_watermark,
+            "voters": list(self.voters),
+            "observers": list(self.observers),
+            "lag": {str(k): v for k, v in sorted(self.lag.items())},
+        }
+
+
+@dataclass(frozen=True)
+class HealthReport:
+    findings: tuple[Finding, ...]
+    counts: HealthCounts
+    quorum: QuorumSummary | None = None
+    brokers: tuple[int, ...] = ()
+    controller_id: int = -1
+
+    @property
+    def severity(self) -> Severity:
+        return worst_severity(f.severity for f in self.findings)
+
+    def finding(self, check: str) -> Finding:
+        return next(f for f in self.findings if f.check == check)
+
+    @property
+    def summary(self) -> str:
+        """One line, Nagios style: ``CRITICAL: 1 offline, ...``."""
+        bad = [f for f in self.findings if f.severity is not Severity.OK]
+        if not bad:
+            c = self.counts
+            return (f"{self.severity.value}: {c.brokers_registered}/{c.brokers_expected} brokers, "
+                    f"{c.partitions} partitions healthy")
+        worst_first = sorted(bad, key=lambda f: -_rank(f.severity))
+        return f"{self.severity.value}: " + "; ".join(f.message for f in worst_first)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "severity": self.severity.value,
+            "summary": self.summary,
+            "brokers": list(self.brokers),
+            "controller_id": self.controller_id,
+            "quorum": self.quorum.to_dict() if self.quorum is not None else None,
+            "counts": self.counts.to_dict(),
+            "findings": [f.to_dict() for f in self.findings],
+        }
+
+
+def _rank(s: Severity) -> int:
+    return {Severity.OK: 0, Severity.UNKNOWN: 1, Severity.WARNING: 2, Severity.CRITICAL: 3}[s]
+
+
+# --------------------------------------------------------------------------- evaluation
+
+
+def expected_broker_count(flag: int | None, partitions: Iterable[PartitionState],
+                          brokers: Iterable[int]) -> int:
+    """--expected-brokers, else distinct replica ids seen in partitions, else registered brokers."""
+    if flag is not None:
+        return flag
+    seen = {r for p in partitions for r in p.replicas}
+    return len(seen) if seen else len(set(brokers))
+
+
+def _affected(p: PartitionState, alive: frozenset[int], min_isr: int | None = None) -> AffectedPartition:
+    leader_ref = p.leader if p.leader >= 0 else (p.replicas[0] if p.replicas else -1)
+    return AffectedPartition(
+        topic=p.topic, partition=p.partition, leader=p.leader, replicas=p.replicas, isr=p.isr,
+        leader_down=leader_ref >= 0 and leader_ref not in alive,
+        down_replicas=tuple(r for r in p.replicas if r not in alive),
+        min_isr=min_isr,
+    )
+
+
+def _names(items: Iterable[str], limit: int = 5) -> str:
+    lst = list(items)
+    shown = ", ".join(lst[:limit])
+    return shown + (f" and {len(lst) - limit} more" if len(lst) > limit else "")
+
+
+def _on_down(aff: Iterable[AffectedPartition]) -> str:
+    down = sorted({r for a in aff for r in a.down_replicas})
+    return f" (replicas on down broker(s) {', '.join(map(str, down))})" if down else ""
+
+
+def check_brokers(inp: ClusterHealthInput, expected: int) -> Finding:
+    registered = sorted(set(inp.brokers))
+    missing: tuple[int, ...] = ()
+    seen = sorted({r for p in inp.partitions for r in p.replicas})
+    if seen:
+        missing = tuple(r for r in seen if r not in registered)
+    if len(registered) < expected:
+        extra = f"; hosting replicas but not registered: {', '.join(map(str, missing))}" if missing else ""
+        return Finding("brokers", Severity.CRITICAL,
+                       f"brokers registered {len(registered)} < expected {expected}{extra}",
+                       brokers=missing)
+    msg = f"brokers registered {len(registered)} (expected {expected})"
+    if missing:  # enough brokers, but some replica host is gone (e.g. replaced broker ids)
+        return Finding("brokers", Severity.WARNING,
+                       f"{msg}, but replicas are assigned to unregistered broker(s) "
+                       f"{', '.join(map(str, missing))}", brokers=missing)
+    return Finding("brokers", Severity.OK, msg, brokers=tuple(registered))
+
+
+def check_controller(inp: ClusterHealthInput) -> Finding:
+    q = inp.quorum
+    if q is not None and q.leader_id < 0:
+        return Finding("controller", Severity.CRITICAL, "no active controller: the KRaft quorum has no leader")
+    if inp.controller_id < 0 and q is None:
+        return Finding("controller", Severity.CRITICAL, "no active controller")
+    if q is not None:
+        return Finding("controller", Severity.OK, f"active controller {q.leader_id} (quorum leader)",
+                       brokers=(q.leader_id,))
+    return Finding("controller", Severity.OK, f"active controller {inp.controller_id}",
+                   brokers=(inp.controller_id,))
+
+
+def summarize_quorum(q: QuorumInfo) -> QuorumSummary:
+    leader = next((v for v in q.voters if v.replica_id == q.leader_id), None)
+    head = leader.log_end_offset if leader is not None else q.high_watermark
+    lag = {r.replica_id: max(0, head - r.log_end_offset) for r in (*q.voters, *q.observers)
+           if r.replica_id != q.leader_id}
+    return QuorumSummary(
+        leader_id=q.leader_id, leader_epoch=q.leader_epoch, high_watermark=q.high_watermark,
+        voters=tuple(sorted(v.replica_id for v in q.voters)),
+        observers=tuple(sorted(o.replica_id for o in q.observers)),
+        lag=lag,
+    )
+
+
+def check_quorum(inp: ClusterHealthInput, policy: HealthPolicy) -> Finding:
+    if inp.quorum is None:
+        return Finding("quorum", Severity.UNKNOWN,
+                       inp.quorum_error or "KRaft quorum not described")
+    s = summarize_quorum(inp.quorum)
+    if s.leader_id < 0:
+        return Finding("quorum", Severity.CRITICAL,
+                       f"KRaft quorum has no leader (voters {list(s.voters)})", brokers=s.voters)
+    lagging = sorted(r for r, lag in s.lag.items() if lag > policy.quorum_lag_warn)
+    base = (f"quorum leader {s.leader_id} (epoch {s.leader_epoch}), voters {list(s.voters)}, "
+            f"observers {list(s.observers)}")
+    if lagging:
+        detail = ", ".join(f"{r} by {s.lag[r]}" for r in lagging)
+        return Finding("quorum", Severity.WARNING,
+                       f"quorum replicas behind the leader by more than {policy.quorum_lag_warn} "
+                       f"records: {detail}", brokers=tuple(lagging))
+    if len(s.voters) == 1:
+        base += "; single voter: the controller is a single point of failure"
+    return Finding("quorum", Severity.OK, base, brokers=s.voters)
+
+
+def _per_partition(inp: ClusterHealthInput, policy: HealthPolicy, alive: frozenset[int]
+                   ) -> tuple[list[AffectedPartition], list[AffectedPartition], list[AffectedPartition],
+                              list[AffectedPartition], list[AffectedPartition]]:
+    offline, under_min, urp, at_min, not_preferred = [], [], [], [], []
+    for p in sorted(inp.partitions, key=lambda x: (x.topic, x.partition)):
+        mi = inp.min_isr.get(p.topic, policy.default_min_isr)
+        rf = len(p.replicas)
+        aff = _affected(p, alive, mi)
+        if p.leader < 0:
+            offline.append(aff)
+        if len(p.isr) < mi:
+            under_min.append(aff)
+        if len(p.isr) < rf:
+            urp.append(aff)
+        if len(p.isr) == mi and rf > mi:
+            at_min.append(aff)
+        if p.leader >= 0 and p.replicas and p.leader != p.replicas[0]:
+            not_preferred.append(aff)
+    return offline, under_min, urp, at_min, not_preferred
+
+
+def evaluate_health(inp: ClusterHealthInput, policy: HealthPolicy | None = None) -> HealthReport:
+    """Run every check over ``inp``; never raises for odd data, never mutates it."""
+    policy = policy or HealthPolicy()
+    alive = frozenset(inp.brokers)
+    expected = expected_broker_count(inp.expected_brokers, inp.partitions, inp.brokers)
+    offline, under_min, urp, at_min, not_preferred = _per_partition(inp, policy, alive)
+    online = len(inp.partitions) - len(offline)
+    findings = [check_brokers(inp, expected), check_controller(inp), check_quorum(inp, policy)]
+
+    def part_finding(check: str, bad: list[AffectedPartition], sev: Severity, what: str,
+                     ok: str) -> Finding:
+        if not bad:
+            return Finding(check, Severity.OK, ok)
+        names = _names(f"{a.topic}:{a.partition}" for a in bad)
+        return Finding(check, sev, f"{len(bad)} {what}: {names}{_on_down(bad)}", partitions=tuple(bad),
+                       brokers=tuple(sorted({r for a in bad for r in a.down_replicas})))
+
+    findings.append(part_finding("offline_partitions", offline, Severity.CRITICAL,
+                                 "offline partition(s) (no leader)", "no offline partitions"))
+    findings.append(part_finding("under_min_isr", under_min, Severity.CRITICAL,
+                                 "partition(s) under min.insync.replicas (acks=all writes fail)",
+                                 "no partitions under min.insync.replicas"))
+    findings.append(part_finding("under_replicated", urp, Severity.WARNING,
+                                 "under-replicated partition(s)", "no under-replicated partitions"))
+    findings.append(part_finding("at_min_isr", at_min, Severity.WARNING,
+                                 "partition(s) at min.insync.replicas (one more replica lost blocks "
+                                 "acks=all writes)", "no partitions at min.insync.replicas"))
+
+    pct = 100.0 * len(not_preferred) / online if online else 0.0
+    if pct > policy.imbalance_warn_pct:
+        findings.append(Finding(
+            "preferred_leader_imbalance", Severity.WARNING,
+            f"{len(not_preferred)} of {online} partitions ({pct:.1f}%) not led by their preferred "
+            f"replica (warn above {policy.imbalance_warn_pct:g}%): run a preferred leader election",
+            partitions=tuple(not_preferred)))
+    else:
+        findings.append(Finding(
+            "preferred_leader_imbalance", Severity.OK,
+            f"{len(not_preferred)} of {online} partitions ({pct:.1f}%) not led by their preferred "
+            f"replica", partitions=tuple(not_preferred)))
+
+    if inp.reassignments is None:
+        findings.append(Finding("reassignments", Severity.UNKNOWN,
+                                inp.reassignments_error or "reassignments not listed"))
+    elif inp.reassignments:
+        rs = sorted(inp.reassignments, key=lambda r: (r.topic, r.partition))
+        detail = _names(
+            f"{r.name} (adding {list(r.adding)}, removing {list(r.removing)})" for r in rs)
+        findings.append(Finding(
+            "reassignments", Severity.WARNING, f"{len(rs)} reassignment(s) in progress: {detail}",
+            brokers=tuple(sorted({b for r in rs for b in (*r.adding, *r.removing)}))))
+    else:
+        findings.append(Finding("reassignments", Severity.OK, "no reassignments in progress"))
+
+    counts = HealthCounts(
+        brokers_registered=len(alive), brokers_expected=expected, partitions=len(inp.partitions),
+        urp=len(urp), under_min_isr=len(under_min), at_min_isr=len(at_min), offline=len(offline),
+        preferred_leader_imbalance=len(not_preferred),
+        reassignments=None if inp.reassignments is None else len(inp.reassignments),
+    )
+    return HealthReport(
+        findings=tuple(findings), counts=counts,
+        quorum=summarize_quorum(inp.quorum) if inp.quorum is not None else None,
+        brokers=tuple(sorted(alive)), controller_id=inp.controller_id,
+    )

@@ -1,0 +1,139 @@
+"""The sampling loop and group judgement with an injected clock: no Kafka, no waiting."""
+
+from __future__ import annotations
+
+from opskit.adapters.lag_sampler import (
+    RetentionConfig,
+    Sampling,
+    TimedLagReport,
+    add_lag_times,
+    judge_groups,
+    policy_for_window,
+    sample_lag,
+)
+from opskit.adapters.lag_source import LagReport
+from opskit.adapters.record_times import RecordTime
+from opskit.core.lag import compute_group_lag
+from opskit.core.models import GroupDescription, GroupState, PartitionOffsets, TopicPartition
+from opskit.core.status import Status
+
+TP = TopicPartition("orders", 0)
+
+
+class FakeClock:
+    def __init__(self, start: float = 1_700_000_000.0, cost: float = 0.0) -> None:
+        self.t = start
+        self.cost = cost
+        self.sleeps: list[float] = []
+
+    def __call__(self) -> float:
+        return self.t
+
+    def sleep(self, s: float) -> None:
+        self.sleeps.append(s)
+        self.t += s
+
+
+def report(committed: int | None, log_end: int, log_start: int = 0, gid: str = "g") -> TimedLagReport:
+    desc = GroupDescription(gid, GroupState.EMPTY)
+    offs = {TP: PartitionOffsets(TP, log_start, log_end)}
+    commits = {TP: committed} if committed is not None else {}
+    gl = compute_group_lag(desc, commits, offs, {"orders": 1})
+    return TimedLagReport(LagReport("b:9092", None, [gl]), 0)
+
+
+def scripted(clock: FakeClock, rounds: list[tuple[int | None, int]]):  # type: ignore[no-untyped-def]
+    it = iter(rounds)
+
+    def collect() -> TimedLagReport:
+        clock.t += clock.cost  # collection takes time
+        c, e = next(it)
+        return report(c, e)
+
+    return collect
+
+
+def test_rounds_follow_the_schedule_within_the_window():
+    clock = FakeClock(cost=0.3)
+    collect = scripted(clock, [(0, 10 * i + 10) for i in range(20)])
+    st = sample_lag(collect, policy_for_window(10_000), interval_s=2, window_s=10,
+                    clock=clock, sleep=clock.sleep)
+    assert st.rounds == 6  # at 0, 2, 4, 6, 8, 10 s
+    assert all(abs(s - 1.7) < 1e-6 for s in clock.sleeps)  # slow collection shortens sleeps
+    w = st.windows["g"].partitions[0]
+    assert [s.timestamp_ms - w.samples[0].timestamp_ms for s in w.samples] == [
+        0, 2000, 4000, 6000, 8000, 10000]
+
+
+def test_max_rounds_and_callback():
+    clock = FakeClock()
+    seen: list[int] = []
+    st = sample_lag(scripted(clock, [(0, 5)] * 3), policy_for_window(60_000), interval_s=1,
+                    max_rounds=3, clock=clock, sleep=clock.sleep,
+                    on_round=lambda s: seen.append(s.rounds))
+    assert seen == [1, 2, 3] and st.rounds == 3 and len(clock.sleeps) == 2
+
+
+def test_clock_step_back_keeps_rounds():
+    clock = FakeClock()
+    calls = iter([0.0, 0.0, -5.0, -5.0, 0.0])
+
+    def collect() -> TimedLagReport:
+        clock.t += next(calls)
+        return report(0, 10)
+
+    st = sample_lag(collect, policy_for_window(60_000), interval_s=1, max_rounds=3,
+                    clock=clock, sleep=clock.sleep)
+    ts = [s.timestamp_ms for s in st.windows["g"].partitions[0].samples]
+    assert len(ts) == 3 and ts == sorted(set(ts))
+
+
+def test_stopped_group_with_growing_log_is_stall():
+    clock = FakeClock()
+    collect = scripted(clock, [(100, 100 + 50 * i) for i in range(1, 8)])
+    st = sample_lag(collect, policy_for_window(6_000), interval_s=1, window_s=6,
+                    clock=clock, sleep=clock.sleep)
+    [j] = judge_groups(st)
+    assert j.status.status is Status.STALL
+    assert j.produce_rate == 50.0 and j.consume_rate == 0.0
+    assert j.catch_up.state.value == "falling_behind"
+    assert "stuck at 100" in j.status.partitions[0].explanation
+
+
+def test_consumer_that_keeps_up_is_ok_and_catching_up_has_eta():
+    clock = FakeClock()
+    # 100 behind, consuming 30/s while producers write 20/s: 10/s net
+    collect = scripted(clock, [(30 * i, 20 * i + 100) for i in range(7)])
+    st = sample_lag(collect, policy_for_window(6_000), interval_s=1, window_s=6,
+                    clock=clock, sleep=clock.sleep)
+    [j] = judge_groups(st)
+    assert j.status.status is Status.OK
+    assert j.catch_up.state.value == "catching_up"
+    assert j.produce_rate == 20.0 and j.consume_rate == 30.0
+    assert j.status.total_lag == 40 and j.catch_up.eta_seconds == 4.0
+
+
+def test_add_lag_times_lower_bound_and_retention():
+    r = report(10, 100, log_start=40).report
+    now = 1_700_000_000_000
+    recs = {(TP, 40): RecordTime(40, now - 90_000, "create")}
+    timed = add_lag_times(r, recs, {"orders": RetentionConfig(3_600_000, -1)}, now)
+    pt = timed.partition_time("g", TP)
+    assert pt is not None
+    assert pt.lag_time.seconds == 90.0 and pt.lag_time.confidence.value == "lower_bound"
+    assert pt.retention is not None and pt.retention.records_lost == 30
+    assert pt.retention.time_left_seconds == 3600 - 90
+    d = timed.to_dict()["groups"][0]
+    assert d["max_lag_seconds"] == 90.0 and d["partitions"][0]["lag_time_basis"] == "log_start_record"
+
+
+def test_compacted_topic_has_unlimited_retention():
+    cfg = {"cleanup.policy": ("compact", False), "retention.ms": ("1000", False),
+           "retention.bytes": ("-1", True)}
+    assert RetentionConfig.from_topic_config(cfg) == RetentionConfig(-1, -1)
+    cfg2 = {"cleanup.policy": ("compact,delete", False), "retention.ms": ("1000", False)}
+    assert RetentionConfig.from_topic_config(cfg2).retention_ms == 1000
+
+
+def test_empty_sampling_judges_nothing():
+    assert judge_groups(Sampling(policy_for_window(1000))) == []
