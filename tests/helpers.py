@@ -77,6 +77,20 @@ def commit(bootstrap: str, group: str, offsets: dict[tuple[str, int], int]) -> N
         c.close()
 
 
+def commit_retrying(bootstrap: str, group: str, offsets: dict[tuple[str, int], int]) -> None:
+    """commit(), retried while a new broker's group coordinator is still loading."""
+    from confluent_kafka import KafkaException
+
+    for attempt in range(60):
+        try:
+            commit(bootstrap, group, offsets)
+            return
+        except KafkaException as e:
+            if attempt == 59 or "COORDINATOR" not in str(e):
+                raise
+            time.sleep(0.5)
+
+
 class ActiveMember:
     """A consumer that joins a group, commits chosen offsets, and stays until stopped."""
 

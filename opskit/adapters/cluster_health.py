@@ -47,26 +47,8 @@ def quiet_kafka_python(debug: bool) -> None:
 
 def kafka_python_config(conn: ConnectionConfig, timeout: float) -> dict[str, Any]:
     ms = int(max(timeout, 0.5) * 1000)
-    cfg: dict[str, Any] = {
-        "bootstrap_servers": [h.strip() for h in conn.bootstrap.split(",") if h.strip()],
-        "client_id": conn.client_id,
-        "security_protocol": conn.security_protocol.upper(),
-        "request_timeout_ms": ms,
-        "bootstrap_timeout_ms": ms,
-        "reconnect_backoff_max_ms": 1000,
-    }
-    if conn.sasl_mechanism:
-        cfg["sasl_mechanism"] = conn.sasl_mechanism.upper()
-    if conn.username is not None:
-        cfg["sasl_plain_username"] = conn.username
-    if conn.password is not None:
-        cfg["sasl_plain_password"] = conn.password
-    if conn.ca_file:
-        cfg["ssl_cafile"] = conn.ca_file
-    if conn.cert_file:
-        cfg["ssl_certfile"] = conn.cert_file
-    if conn.key_file:
-        cfg["ssl_keyfile"] = conn.key_file
+    cfg = conn.to_kafka_python(ms)
+    cfg.update({"bootstrap_timeout_ms": ms, "reconnect_backoff_max_ms": 1000})
     return cfg
 
 

@@ -385,21 +385,7 @@ def read_partition_sizes(
         try:
             from kafka.admin import KafkaAdminClient
 
-            kw: dict[str, Any] = {
-                "bootstrap_servers": conn.bootstrap.split(","),
-                "client_id": conn.client_id,
-                "security_protocol": conn.security_protocol.upper(),
-                "request_timeout_ms": int(timeout * 1000),
-            }
-            if conn.sasl_mechanism:
-                kw["sasl_mechanism"] = conn.sasl_mechanism.upper()
-                kw["sasl_plain_username"] = conn.username
-                kw["sasl_plain_password"] = conn.password
-            if conn.ca_file:
-                kw["ssl_cafile"] = conn.ca_file
-            if conn.cert_file:
-                kw["ssl_certfile"] = conn.cert_file
-                kw["ssl_keyfile"] = conn.key_file
+            kw = conn.to_kafka_python(int(timeout * 1000))
             client = KafkaAdminClient(**kw)
             try:
                 box["result"] = client.describe_log_dirs(names)

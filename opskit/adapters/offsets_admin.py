@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import Enum
 from pathlib import Path
-from typing import Any, Self
+from typing import Self
 
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as CkTopicPartition
@@ -195,23 +195,7 @@ class OffsetsAdmin(KafkaAdmin):
         from kafka.errors import KafkaError as KpKafkaError  # type: ignore[import-untyped]
         from kafka.errors import KafkaTimeoutError, SecurityDisabledError
 
-        c = self.conn
-        conf: dict[str, Any] = {
-            "bootstrap_servers": c.bootstrap.split(","),
-            "security_protocol": c.security_protocol.upper(),
-            "request_timeout_ms": int(self.timeout * 1000),
-            "client_id": c.client_id,
-        }
-        if c.sasl_mechanism:
-            conf["sasl_mechanism"] = c.sasl_mechanism.upper()
-            conf["sasl_plain_username"] = c.username
-            conf["sasl_plain_password"] = c.password
-        if c.ca_file:
-            conf["ssl_cafile"] = c.ca_file
-        if c.cert_file:
-            conf["ssl_certfile"] = c.cert_file
-        if c.key_file:
-            conf["ssl_keyfile"] = c.key_file
+        conf = self.conn.to_kafka_python(int(self.timeout * 1000))
         flt = ACLFilter(
             principal=None, host=None, operation=ACLOperation.ANY,
             permission_type=ACLPermissionType.ANY,
@@ -226,7 +210,7 @@ class OffsetsAdmin(KafkaAdmin):
             return None, f"ACLs not recorded: the broker has no authorizer ({type(e).__name__})"
         except KafkaTimeoutError as e:
             raise KafkaUnavailableError(
-                f"cannot reach Kafka at {c.bootstrap} (describing ACLs): {e}") from e
+                f"cannot reach Kafka at {self.conn.bootstrap} (describing ACLs): {e}") from e
         except KpKafkaError as e:
             if "Authorization" in type(e).__name__:
                 return None, f"ACLs not recorded: not authorised to describe them ({e})"

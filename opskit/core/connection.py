@@ -64,6 +64,28 @@ class ConnectionConfig:
             conf["ssl.key.location"] = self.key_file
         return conf
 
+    def to_kafka_python(self, timeout_ms: int) -> dict[str, Any]:
+        """The same settings for kafka-python (used only for APIs confluent-kafka lacks)."""
+        conf: dict[str, Any] = {
+            "bootstrap_servers": [h.strip() for h in self.bootstrap.split(",") if h.strip()],
+            "client_id": self.client_id,
+            "security_protocol": self.security_protocol.upper(),
+            "request_timeout_ms": timeout_ms,
+        }
+        if self.sasl_mechanism:
+            conf["sasl_mechanism"] = self.sasl_mechanism.upper()
+        if self.username is not None:
+            conf["sasl_plain_username"] = self.username
+        if self.password is not None:
+            conf["sasl_plain_password"] = self.password
+        if self.ca_file:
+            conf["ssl_cafile"] = self.ca_file
+        if self.cert_file:
+            conf["ssl_certfile"] = self.cert_file
+        if self.key_file:
+            conf["ssl_keyfile"] = self.key_file
+        return conf
+
     def masked(self) -> dict[str, Any]:
         """For display: every field, the password replaced by asterisks."""
         out = {f.name: getattr(self, f.name) for f in fields(self)}

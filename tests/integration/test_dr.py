@@ -9,11 +9,11 @@ from __future__ import annotations
 import json
 import time
 
-from confluent_kafka import KafkaException, Producer
+from confluent_kafka import Producer
 from confluent_kafka import TopicPartition as CkTP
 from confluent_kafka.admin import AdminClient
 
-from tests.helpers import commit, create_topic, run_cli
+from tests.helpers import commit_retrying, create_topic, run_cli
 
 BASE = 1_714_557_600_000  # 2024-05-01T10:00:00Z; record i has timestamp BASE + i s
 
@@ -24,17 +24,6 @@ def produce_numbered(bs: str, topic: str, partition: int, numbers: range) -> Non
         p.produce(topic, key=str(i).encode(), value=b"v", partition=partition,
                   timestamp=BASE + i * 1000)
     assert p.flush(60) == 0
-
-
-def commit_retrying(bs: str, group: str, offsets: dict[tuple[str, int], int]) -> None:
-    for attempt in range(60):
-        try:
-            commit(bs, group, offsets)
-            return
-        except KafkaException as e:
-            if attempt == 59 or "COORDINATOR" not in str(e):
-                raise
-            time.sleep(0.5)
 
 
 def test_snapshot_37_restore_into_4x(kafka, kafka4, uniq, tmp_path):

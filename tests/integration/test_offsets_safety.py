@@ -15,23 +15,11 @@ import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import KafkaException
 
-from tests.helpers import ActiveMember, commit, create_topic, produce, run_cli
+from tests.helpers import ActiveMember, commit, commit_retrying, create_topic, produce, run_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 BEFORE = {0: 5, 1: 7}
-
-
-def commit_retrying(bs: str, group: str, offsets: dict[tuple[str, int], int]) -> None:
-    for attempt in range(60):
-        try:
-            commit(bs, group, offsets)
-            return
-        except KafkaException as e:
-            if attempt == 59 or "COORDINATOR" not in str(e):
-                raise
-            time.sleep(0.5)
 
 
 def setup(cluster, uniq: str) -> tuple[str, str]:  # type: ignore[no-untyped-def]
