@@ -8,14 +8,27 @@ log end first).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from opskit.adapters.kafka_admin import ClusterMeta, KafkaAdmin
+from opskit.adapters import offsets_wire
+from opskit.adapters.group_wire import GroupWire
+from opskit.adapters.kafka_admin import ClusterMeta, KafkaAdmin, OffsetsResult
+from opskit.adapters.wire import Node, WireClient, WireUnsupported, usable
 from opskit.core.lag import compute_group_lag, partitions_of_interest, worst
-from opskit.core.models import GroupLag, GroupState, LagThresholds, Severity, TopicPartition
+from opskit.core.models import (
+    GroupDescription,
+    GroupLag,
+    GroupState,
+    LagThresholds,
+    Severity,
+    TopicPartition,
+)
 from opskit.errors import NotFoundError, UsageError
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -59,19 +72,25 @@ def collect_lag(
         ids = sorted(set(groups))
         if not ids:
             raise UsageError("no group given: use --group NAME (repeatable) or --all-groups")
-    descs = admin.describe_groups(ids)
-    committed = admin.committed_offsets(ids)
-    if explicit:
+    client = wire_client(admin, md)
+    try:
+        descs, committed = read_groups(admin, ids, client)
+        if explicit:
+            for gid in ids:
+                d = descs[gid]
+                if (d.state in (GroupState.DEAD, GroupState.UNKNOWN) and not d.members
+                        and not committed.get(gid)):
+                    raise NotFoundError(f"consumer group {gid!r} does not exist")
+        counts = md.partition_counts
+        wanted: set[TopicPartition] = set()
         for gid in ids:
-            d = descs[gid]
-            if d.state in (GroupState.DEAD, GroupState.UNKNOWN) and not d.members and not committed.get(gid):
-                raise NotFoundError(f"consumer group {gid!r} does not exist")
-    counts = md.partition_counts
-    wanted: set[TopicPartition] = set()
-    for gid in ids:
-        wanted.update(partitions_of_interest(descs[gid], committed.get(gid, {}), counts, topic_list))
-    existing = {tp for tp in wanted if tp.partition < counts.get(tp.topic, 0)}
-    offs = admin.log_offsets(existing)
+            wanted.update(partitions_of_interest(descs[gid], committed.get(gid, {}), counts, topic_list))
+        existing = {tp for tp in wanted if tp.partition < counts.get(tp.topic, 0)}
+        offs = read_log_offsets(admin, md, existing, client)
+    finally:
+        trips = client.round_trips if client is not None else 0
+        if client is not None:
+            client.close()
     th = thresholds or (lambda _g: LagThresholds())
     lags = [
         compute_group_lag(descs[gid], committed.get(gid, {}), offs.offsets, counts, th(gid), topic_list)
@@ -79,4 +98,54 @@ def collect_lag(
     ]
     if topic_list is not None and explicit:
         lags = [g for g in lags if g.partitions] or lags
-    return LagReport(admin.conn.bootstrap, md.cluster_id, lags, offs.errors, admin.round_trips)
+    return LagReport(admin.conn.bootstrap, md.cluster_id, lags, offs.errors, admin.round_trips + trips)
+
+
+def wire_client(admin: KafkaAdmin, md: ClusterMeta) -> WireClient | None:
+    """A protocol-level client for batched reads, when the connection allows one."""
+    if not usable(admin.conn) or not md.brokers:
+        return None
+    return WireClient(admin.conn, [Node(b.node_id, b.host, b.port) for b in md.brokers], admin.timeout)
+
+
+def read_groups(
+    admin: KafkaAdmin, ids: list[str], client: WireClient | None
+) -> tuple[dict[str, GroupDescription], dict[str, dict[TopicPartition, int]]]:
+    """Descriptions and committed offsets of the groups.
+
+    Batched at the protocol level (one FindCoordinator, one DescribeGroups and
+    one OffsetFetch per coordinator for all groups) when ``client`` is given;
+    otherwise, and for the groups the batched path cannot describe, through
+    librdkafka (several requests per group).
+    """
+    rest = ids
+    descs: dict[str, GroupDescription] = {}
+    committed: dict[str, dict[TopicPartition, int]] = {}
+    if client is not None and ids:
+        try:
+            descs, committed, rest = GroupWire(admin.conn, (), admin.timeout, client).read_groups(ids)
+        except WireUnsupported as e:
+            log.debug("batched group read not available (%s); using per-group requests", e)
+            descs, committed, rest = {}, {}, ids
+    if rest:
+        descs.update(admin.describe_groups(rest))
+        committed.update(admin.committed_offsets(rest))
+    return descs, committed
+
+
+def read_log_offsets(admin: KafkaAdmin, md: ClusterMeta, tps: Iterable[TopicPartition],
+                     client: WireClient | None) -> OffsetsResult:
+    """Log start and end offsets: one ListOffsets pair per leader when ``client`` is
+    given, librdkafka for the rest (and for every partition without ``client``)."""
+    wanted = sorted(set(tps))
+    if client is None or not wanted:
+        return admin.log_offsets(wanted)
+    leaders = {TopicPartition(t, p.partition): p.leader for t, ps in md.topics.items() for p in ps}
+    try:
+        got, rest = offsets_wire.log_offsets(client, wanted, leaders)
+    except WireUnsupported as e:
+        log.debug("batched ListOffsets not available (%s); using librdkafka", e)
+        got, rest = {}, wanted
+    res = admin.log_offsets(rest) if rest else OffsetsResult()
+    res.offsets.update(got)
+    return res

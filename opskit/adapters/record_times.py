@@ -1,5 +1,10 @@
 """Read the timestamp of the record at an offset, cheaply, for lag in time.
 
+First at the protocol level: one Fetch per leader for every partition asked
+for, at its offset, answered at once (``max_wait_ms`` 0); see
+:mod:`opskit.adapters.offsets_wire`. What that cannot answer (SASL, a codec we
+lack, an offset below log start, a leader change) is read as before:
+
 One assign-only consumer (never joins a group, never commits) is assigned to
 every partition asked for at once, each at its offset, with tiny fetch sizes;
 the first record returned per partition is kept and the partition paused. The
@@ -31,9 +36,11 @@ from typing import Any, Self
 from confluent_kafka import Consumer, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as CkTopicPartition
 
+from opskit.adapters import offsets_wire
+from opskit.adapters.wire import WireClient, WireUnsupported, usable
 from opskit.core.connection import ConnectionConfig
 from opskit.core.models import TopicPartition
-from opskit.errors import KafkaOperationError
+from opskit.errors import KafkaOperationError, OpskitError
 
 log = logging.getLogger(__name__)
 rdlog = logging.getLogger("opskit.librdkafka")
@@ -75,6 +82,7 @@ class RecordTimeReader:
         self._cache: OrderedDict[Position, RecordTime] = OrderedDict()
         self._lock = threading.Lock()
         self._consumer: Any = None
+        self._wire: WireClient | None = None
         #: records actually fetched from Kafka (cache misses that were answered)
         self.reads = 0
 
@@ -104,6 +112,9 @@ class RecordTimeReader:
         return self._consumer
 
     def close(self) -> None:
+        if self._wire is not None:
+            self._wire.close()
+            self._wire = None
         c, self._consumer = self._consumer, None
         if c is not None:
             try:
@@ -153,6 +164,7 @@ class RecordTimeReader:
             if not todo:
                 return out
             deadline = time.monotonic() + self.timeout
+            todo = self._read_wire(todo, out)
             # one offset per partition per round: a partition is assigned once
             rounds: list[list[Position]] = []
             per_tp: dict[TopicPartition, int] = {}
@@ -171,6 +183,31 @@ class RecordTimeReader:
                         # a reset (offset out of range) is not the record at pos: not cached
                         self._cache_put(pos, rt)
         return out
+
+    def _read_wire(self, todo: list[Position], out: dict[Position, RecordTime | None]) -> list[Position]:
+        """Fetch at the protocol level (one Fetch per leader for all partitions); returns
+        the positions left for the consumer (errors, codecs we lack, SASL, ...)."""
+        if not usable(self.conn):
+            return todo
+        try:
+            if self._wire is None:
+                self._wire = offsets_wire.bootstrap_client(self.conn, self.timeout)
+            lead = offsets_wire.leaders(self._wire, {tp.topic for tp, _ in todo})
+            found, rest = offsets_wire.record_times(self._wire, todo, lead)
+        except (WireUnsupported, OpskitError) as e:
+            log.debug("batched record read not available (%s); using the consumer", e)
+            if self._wire is not None:
+                self._wire.close()
+                self._wire = None
+            return todo
+        for pos in todo:
+            if pos in found:
+                off, ts, ts_type = found[pos]
+                rt = RecordTime(off, ts, ts_type)
+                out[pos] = rt
+                self._cache_put(pos, rt)
+                self.reads += 1
+        return rest
 
     def _read_round(self, batch: list[Position], deadline: float) -> dict[Position, RecordTime | None]:
         c = self._client()

@@ -67,7 +67,13 @@ def load_config() -> OpskitConfig:
 def emit(data: Any, output: Output, table: Callable[[Console], None]) -> None:
     """Data on stdout in the requested format; tables only for ``-o table``."""
     if output is Output.json:
-        sys.stdout.write(json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
+        # indented for a person at a terminal; compact when piped (jq, scripts), which
+        # also lets the json module use its C encoder (several times faster on big reports)
+        if sys.stdout.isatty():
+            text = json.dumps(data, indent=2, default=str)
+        else:
+            text = json.dumps(data, separators=(",", ":"), default=str)
+        sys.stdout.write(text + "\n")
     elif output is Output.yaml:
         sys.stdout.write(yaml.safe_dump(data, sort_keys=False, default_flow_style=False))
     else:

@@ -93,7 +93,12 @@ def partitions_of_interest(
             tps.add(TopicPartition(topic, p))
     if wanted is not None:
         tps = {tp for tp in tps if tp.topic in wanted}
-    return sorted(tps)
+    return sorted(tps, key=_tp_key)
+
+
+def _tp_key(tp: TopicPartition) -> tuple[str, int]:
+    # a key tuple: several times faster than the dataclass's generated __lt__
+    return (tp.topic, tp.partition)
 
 
 def compute_group_lag(
@@ -106,9 +111,13 @@ def compute_group_lag(
 ) -> GroupLag:
     """Lag of a whole group: per partition, per topic, total, and its severity."""
     th = thresholds or LagThresholds()
+    owner: dict[TopicPartition, Member] = {}
+    for m in group.members:  # the first member owning a partition, as member_for
+        for tp in m.assignment:
+            owner.setdefault(tp, m)
     rows = [
         partition_lag(
-            tp, committed.get(tp), log_offsets.get(tp), group.member_for(tp),
+            tp, committed.get(tp), log_offsets.get(tp), owner.get(tp),
             exists=tp.partition < partition_counts.get(tp.topic, 0),
         )
         for tp in partitions_of_interest(group, committed, partition_counts, topics)

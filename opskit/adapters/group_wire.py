@@ -1,0 +1,238 @@
+"""Batched group reads at the protocol level: few round trips for many groups.
+
+librdkafka's admin API sends one FindCoordinator, one DescribeGroups and one
+OffsetFetch per group (about 4 requests per group). Kafka 3.0+ accepts many
+groups in each of those requests:
+
+* FindCoordinator v4 takes a list of keys (all groups, one request);
+* DescribeGroups takes a list of groups (one request per coordinator);
+* OffsetFetch v8 takes a list of groups (one request per coordinator).
+
+So reading the descriptions and committed offsets of N groups takes
+1 + 2 x (number of coordinators) requests, in flight together. The request
+and response classes are kafka-python's (``kafka.protocol``, encoding only);
+the transport is a plain blocking socket per broker with one deadline, so
+nothing waits longer than the caller's timeout.
+
+Used only where it is safe: PLAINTEXT or SSL (SASL needs a handshake this
+client does not do), and a broker that advertises FindCoordinator v4 and
+OffsetFetch v8. Otherwise :class:`WireUnsupported` tells the caller to use the
+librdkafka path, which gives the same answers with more requests.
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+import time
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from opskit.adapters.wire import (
+    API_DESCRIBE_GROUPS,
+    API_FIND_COORDINATOR,
+    API_OFFSET_FETCH,
+    Call,
+    Node,
+    WireClient,
+    WireUnsupported,
+    usable,
+)
+from opskit.core.connection import ConnectionConfig
+from opskit.core.models import GroupDescription, GroupState, Member, TopicPartition
+from opskit.errors import KafkaUnavailableError
+
+__all__ = ["GroupWire", "Node", "WireUnsupported", "decode_assignment", "usable"]
+
+log = logging.getLogger(__name__)
+
+#: group-level errors worth asking again for (the coordinator moved or is loading)
+_RETRY = {14: "COORDINATOR_LOAD_IN_PROGRESS", 15: "COORDINATOR_NOT_AVAILABLE", 16: "NOT_COORDINATOR"}
+_GROUP_ID_NOT_FOUND = 69
+#: groups per DescribeGroups / OffsetFetch request (keeps requests and answers modest)
+CHUNK = 500
+
+_STATES = {s.value: s for s in GroupState}
+
+
+def decode_assignment(data: bytes | None) -> tuple[TopicPartition, ...]:
+    """A consumer-protocol member assignment (version, [topic, [partition]], user data)."""
+    if not data or len(data) < 6:
+        return ()
+    pos = 2  # int16 version: every version starts with the same partition list
+    (n_topics,) = struct.unpack_from(">i", data, pos)
+    pos += 4
+    out: list[TopicPartition] = []
+    for _ in range(max(n_topics, 0)):
+        (tlen,) = struct.unpack_from(">h", data, pos)
+        pos += 2
+        topic = data[pos:pos + tlen].decode("utf-8")
+        pos += tlen
+        (n_parts,) = struct.unpack_from(">i", data, pos)
+        pos += 4
+        parts = struct.unpack_from(f">{max(n_parts, 0)}i", data, pos)
+        pos += 4 * max(n_parts, 0)
+        out.extend(TopicPartition(topic, p) for p in parts)
+    return tuple(sorted(out))
+
+
+class GroupWire:
+    """Reads group descriptions and committed offsets for many groups at once."""
+
+    def __init__(self, conn: ConnectionConfig, nodes: Sequence[Node], timeout: float,
+                 client: WireClient | None = None) -> None:
+        self.client = client or WireClient(conn, nodes, timeout)
+        self.conn = conn
+        self.timeout = timeout
+
+    @property
+    def round_trips(self) -> int:
+        return self.client.round_trips
+
+    def close(self) -> None:
+        self.client.close()
+
+    def __enter__(self) -> GroupWire:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ----- the reads -----
+    def coordinators(self, group_ids: Iterable[str], deadline: float) -> dict[str, int]:
+        from kafka.protocol.metadata.find_coordinator import (  # type: ignore[import-untyped]
+            FindCoordinatorRequest,
+            FindCoordinatorResponse,
+        )
+
+        todo = sorted(set(group_ids))
+        out: dict[str, int] = {}
+        first = self.client.first_node
+        v = self.client.version(API_FIND_COORDINATOR, 4, 4, deadline)
+        last_err = ""
+        while todo:
+            batch = [(first, FindCoordinatorRequest(key_type=0, coordinator_keys=todo[i:i + CHUNK]),
+                      v, FindCoordinatorResponse) for i in range(0, len(todo), CHUNK)]
+            retry: list[str] = []
+            for resp in self.client.exchange(batch, deadline):
+                for c in resp.coordinators:
+                    if c.error_code == 0:
+                        out[c.key] = c.node_id
+                        if c.node_id not in self.client.nodes:
+                            self.client.nodes[c.node_id] = Node(c.node_id, c.host, c.port)
+                    elif c.error_code in _RETRY:
+                        retry.append(c.key)
+                        last_err = _RETRY[c.error_code]
+                    else:
+                        raise WireUnsupported(f"FindCoordinator error {c.error_code} for {c.key}")
+            todo = retry
+            if todo:
+                if time.monotonic() + 0.2 > deadline:
+                    raise KafkaUnavailableError(
+                        f"no group coordinator at {self.conn.bootstrap} within {self.timeout:g}s "
+                        f"({last_err})")
+                time.sleep(0.1)
+        return out
+
+    def read_groups(
+        self, group_ids: Iterable[str]
+    ) -> tuple[dict[str, GroupDescription], dict[str, dict[TopicPartition, int]], list[str]]:
+        """(descriptions, committed offsets, groups to read another way).
+
+        The last list holds groups DescribeGroups cannot describe (Kafka 4's
+        new-protocol consumer groups answer GROUP_ID_NOT_FOUND there).
+        """
+        from kafka.protocol.admin.groups import (  # type: ignore[import-untyped]
+            DescribeGroupsRequest,
+            DescribeGroupsResponse,
+        )
+        from kafka.protocol.consumer.group import (  # type: ignore[import-untyped]
+            OffsetFetchRequest,
+            OffsetFetchResponse,
+        )
+
+        deadline = time.monotonic() + self.timeout
+        ids = sorted(set(group_ids))
+        descs: dict[str, GroupDescription] = {}
+        committed: dict[str, dict[TopicPartition, int]] = {}
+        other: list[str] = []
+        todo = ids
+        while todo:
+            coord = self.coordinators(todo, deadline)
+            by_node: dict[int, list[str]] = {}
+            for gid in todo:
+                by_node.setdefault(coord[gid], []).append(gid)
+            v_dg = self.client.version(API_DESCRIBE_GROUPS, 0, 5, deadline)
+            v_of = self.client.version(API_OFFSET_FETCH, 8, 8, deadline)
+            batch: list[Call] = []
+            for node_id, gids in sorted(by_node.items()):
+                for i in range(0, len(gids), CHUNK):
+                    chunk = gids[i:i + CHUNK]
+                    batch.append((node_id, DescribeGroupsRequest(
+                        groups=chunk, include_authorized_operations=False), v_dg, DescribeGroupsResponse))
+                    batch.append((node_id, OffsetFetchRequest(groups=[
+                        OffsetFetchRequest.OffsetFetchRequestGroup(group_id=g, topics=None)
+                        for g in chunk], require_stable=False), v_of, OffsetFetchResponse))
+            retry: set[str] = set()
+            for (node_id, *_), resp in zip(batch, self.client.exchange(batch, deadline)):
+                if isinstance(resp, DescribeGroupsResponse):
+                    for g in resp.groups:
+                        if g.error_code in _RETRY:
+                            retry.add(g.group_id)
+                        elif g.error_code == _GROUP_ID_NOT_FOUND:
+                            other.append(g.group_id)
+                        elif g.error_code:
+                            raise WireUnsupported(f"DescribeGroups error {g.error_code} for {g.group_id}")
+                        else:
+                            descs[g.group_id] = _description(g, node_id)
+                else:
+                    for g in resp.groups:
+                        if g.error_code in _RETRY:
+                            retry.add(g.group_id)
+                        elif g.error_code and g.error_code != _GROUP_ID_NOT_FOUND:
+                            raise WireUnsupported(f"OffsetFetch error {g.error_code} for {g.group_id}")
+                        else:
+                            committed[g.group_id] = _offsets(g)
+            todo = sorted(retry)
+            if todo:
+                if time.monotonic() + 0.2 > deadline:
+                    raise KafkaUnavailableError(
+                        f"group coordinator not ready at {self.conn.bootstrap} within {self.timeout:g}s")
+                time.sleep(0.1)
+        for gid in other:
+            descs.pop(gid, None)
+            committed.pop(gid, None)
+        return descs, committed, sorted(set(other))
+
+
+def _description(g: Any, node_id: int) -> GroupDescription:
+    consumer = g.protocol_type == "consumer"
+    members = tuple(
+        Member(
+            member_id=m.member_id,
+            client_id=m.client_id,
+            host=(m.client_host or "").lstrip("/"),
+            assignment=decode_assignment(m.member_assignment) if consumer else (),
+        )
+        for m in g.members or []
+    )
+    return GroupDescription(
+        group_id=g.group_id,
+        state=_STATES.get(g.group_state, GroupState.UNKNOWN),
+        members=members,
+        protocol_type=g.protocol_type or "simple",
+        coordinator=node_id,
+    )
+
+
+def _offsets(g: Any) -> dict[TopicPartition, int]:
+    out: dict[TopicPartition, int] = {}
+    for t in g.topics or []:
+        for p in t.partitions or []:
+            if p.error_code:
+                log.warning("group %s %s:%s offset error code %s", g.group_id, t.name,
+                            p.partition_index, p.error_code)
+                continue
+            if p.committed_offset >= 0:
+                out[TopicPartition(t.name, p.partition_index)] = p.committed_offset
+    return out

@@ -1,0 +1,194 @@
+"""A small protocol-level Kafka client for batched reads, with one deadline.
+
+librdkafka's admin API answers per group and per partition, which costs
+requests (about four per group) and Python-side futures (one per partition).
+For the reads a lag report needs, Kafka accepts whole batches in one request:
+many groups per FindCoordinator (v4), DescribeGroups and OffsetFetch (v8), all
+partitions of a leader per ListOffsets and Fetch. This module sends such
+requests over plain blocking sockets, one per broker, pipelined: every request
+of a round is sent before any answer is read, so a round costs one network
+round trip whatever the number of brokers.
+
+Request and response classes are kafka-python's (``kafka.protocol``), used
+only to encode and decode. The transport is ours so every wait is bounded by
+the caller's deadline.
+
+Only PLAINTEXT and SSL: SASL needs a handshake this client does not do, so
+with SASL :class:`WireUnsupported` sends the caller to the librdkafka path,
+which gives the same answers with more requests. A broker that lacks a needed
+API version, drops the connection or sends what we cannot decode also raises
+:class:`WireUnsupported`; an unreachable or silent broker raises
+:class:`~opskit.errors.KafkaUnavailableError`.
+"""
+
+from __future__ import annotations
+
+import socket
+import ssl
+import struct
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from opskit.core.connection import ConnectionConfig
+from opskit.errors import KafkaUnavailableError
+
+API_LIST_OFFSETS, API_FETCH, API_METADATA = 2, 1, 3
+API_OFFSET_FETCH, API_FIND_COORDINATOR, API_DESCRIBE_GROUPS, API_API_VERSIONS = 9, 10, 15, 18
+
+
+class WireUnsupported(Exception):
+    """The batched path cannot be used here; use the librdkafka path instead."""
+
+
+@dataclass(frozen=True)
+class Node:
+    node_id: int
+    host: str
+    port: int
+
+
+#: one request of a round: (broker id, request, version, response class)
+Call = tuple[int, Any, int, Any]
+
+
+def usable(conn: ConnectionConfig) -> bool:
+    return conn.security_protocol.upper() in ("PLAINTEXT", "SSL")
+
+
+class _Conn:
+    """One blocking socket to one broker; requests pipelined, answers read in order."""
+
+    def __init__(self, node: Node, conn: ConnectionConfig, deadline: float) -> None:
+        self.node = node
+        self._next_cid = 1
+        self._pending: list[tuple[int, Any, int]] = []
+        left = max(deadline - time.monotonic(), 0.01)
+        try:
+            sock = socket.create_connection((node.host, node.port), timeout=left)
+        except OSError as e:
+            raise KafkaUnavailableError(
+                f"cannot reach broker {node.node_id} at {node.host}:{node.port}: {e}") from e
+        if conn.security_protocol.upper() == "SSL":
+            ctx = ssl.create_default_context(cafile=conn.ca_file)
+            if conn.cert_file and conn.key_file:
+                ctx.load_cert_chain(conn.cert_file, conn.key_file)
+            sock = ctx.wrap_socket(sock, server_hostname=node.host)
+        self.sock = sock
+        self.client_id = conn.client_id
+
+    def send(self, req: Any, version: int, resp_cls: Any) -> None:
+        cid = self._next_cid
+        self._next_cid += 1
+        req.with_header(correlation_id=cid, client_id=self.client_id)
+        self.sock.sendall(req.encode(version=version, header=True, framed=True))
+        self._pending.append((cid, resp_cls, version))
+
+    def _read_exact(self, n: int, deadline: float) -> bytearray:
+        buf = bytearray(n)
+        view = memoryview(buf)
+        got = 0
+        while got < n:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError
+            self.sock.settimeout(left)
+            k = self.sock.recv_into(view[got:], n - got)
+            if not k:
+                raise ConnectionError("connection closed by the broker")
+            got += k
+        return buf
+
+    def receive(self, deadline: float) -> Any:
+        cid, resp_cls, version = self._pending.pop(0)
+        (size,) = struct.unpack(">i", self._read_exact(4, deadline))
+        data = self._read_exact(size, deadline)
+        resp = resp_cls.decode(memoryview(data), version=version, header=True)
+        got = resp.header.correlation_id if resp.header is not None else cid
+        if got != cid:
+            raise ConnectionError(f"answer out of order (correlation id {got}, expected {cid})")
+        return resp
+
+    def close(self) -> None:
+        try:
+            self.sock.close()
+        except OSError:  # pragma: no cover
+            pass
+
+
+class WireClient:
+    """Connections to the brokers of one cluster, and rounds of pipelined requests."""
+
+    def __init__(self, conn: ConnectionConfig, nodes: Sequence[Node], timeout: float) -> None:
+        if not usable(conn):
+            raise WireUnsupported(f"{conn.security_protocol} needs the librdkafka path")
+        if not nodes:
+            raise WireUnsupported("no broker in the metadata")
+        self.conn = conn
+        self.nodes = {n.node_id: n for n in nodes}
+        self.timeout = timeout
+        self._conns: dict[int, _Conn] = {}
+        self._versions: dict[int, tuple[int, int]] | None = None
+        self.round_trips = 0
+
+    def close(self) -> None:
+        for c in self._conns.values():
+            c.close()
+        self._conns.clear()
+
+    def __enter__(self) -> WireClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def first_node(self) -> int:
+        """A broker to ask cluster-wide questions (a bootstrap server counts as -1)."""
+        return min(self.nodes)
+
+    def _conn(self, node_id: int, deadline: float) -> _Conn:
+        c = self._conns.get(node_id)
+        if c is None:
+            node = self.nodes.get(node_id)
+            if node is None:
+                raise WireUnsupported(f"broker {node_id} is not in the metadata")
+            c = self._conns[node_id] = _Conn(node, self.conn, deadline)
+        return c
+
+    def exchange(self, calls: list[Call], deadline: float) -> list[Any]:
+        """Send every request, then read every answer (in the same order)."""
+        try:
+            for node_id, req, version, resp_cls in calls:
+                self._conn(node_id, deadline).send(req, version, resp_cls)
+                self.round_trips += 1
+            return [self._conns[node_id].receive(deadline) for node_id, *_ in calls]
+        except KafkaUnavailableError:
+            self.close()
+            raise
+        except (OSError, ConnectionError, TimeoutError, ValueError, struct.error) as e:
+            self.close()
+            if isinstance(e, TimeoutError | socket.timeout):
+                raise KafkaUnavailableError(
+                    f"cannot reach Kafka at {self.conn.bootstrap} (no answer within "
+                    f"timeout {self.timeout:g}s)") from e
+            # a dropped connection or an answer we cannot decode: the caller falls back
+            raise WireUnsupported(f"batched read failed: {e}") from e
+
+    def version(self, api: int, lowest: int, highest: int, deadline: float) -> int:
+        """The highest version <= ``highest`` the broker speaks, at least ``lowest``."""
+        if self._versions is None:
+            from kafka.protocol.metadata.api_versions import (  # type: ignore[import-untyped]
+                ApiVersionsRequest,
+                ApiVersionsResponse,
+            )
+
+            (resp,) = self.exchange(
+                [(self.first_node, ApiVersionsRequest(), 0, ApiVersionsResponse)], deadline)
+            self._versions = {a.api_key: (a.min_version, a.max_version) for a in resp.api_keys or []}
+        lo, hi = self._versions.get(api, (0, -1))
+        v = min(hi, highest)
+        if v < lowest or v < lo:
+            raise WireUnsupported(f"broker lacks API {api} v{lowest}+ (speaks v{lo}-v{hi})")
+        return v
