@@ -31,8 +31,12 @@ API_NAMES = {0: "Produce", 1: "Fetch", 2: "ListOffsets", 3: "Metadata", 8: "Offs
              9: "OffsetFetch", 10: "FindCoordinator", 15: "DescribeGroups", 16: "ListGroups",
              18: "ApiVersions", 32: "DescribeConfigs", 60: "DescribeCluster", 71: "ConsumerGroupDescribe"}
 #: what a lag report of all groups needs at least, on one broker: Metadata, ListGroups,
-#: DescribeGroups (batched), OffsetFetch (v8 takes many groups), ListOffsets x2 (earliest, latest)
-MINIMUM = {"Metadata": 1, "ListGroups": 1, "DescribeGroups": 1, "OffsetFetch": 1, "ListOffsets": 2}
+#: FindCoordinator (v4 takes many groups), DescribeGroups (batched), OffsetFetch (v8 takes
+#: many groups), ListOffsets x2 (earliest, latest). Lag in time adds one Fetch per leader
+#: (record timestamps) and one DescribeConfigs (retention).
+MINIMUM = {"Metadata": 1, "ListGroups": 1, "FindCoordinator": 1, "DescribeGroups": 1,
+           "OffsetFetch": 1, "ListOffsets": 2}
+MINIMUM_TIME = {"Fetch": 1, "DescribeConfigs": 1}
 
 
 def count_requests(log: Path) -> dict[str, Counter[str]]:
@@ -106,6 +110,7 @@ def main() -> int:
         times: dict[str, list[float]] = {"opskit": [], "kafka-consumer-groups": []}
         requests: dict[str, Counter[str]] = {}
         outputs: dict[str, str] = {}
+        incomplete = 0
         for i in range(args.runs + 1):  # first round is a warm-up
             for name, cmd in (("opskit", opskit_cmd), ("kafka-consumer-groups", tool_cmd)):
                 os.truncate(reqlog, 0) if reqlog.exists() else None
@@ -119,6 +124,13 @@ def main() -> int:
                 counts = count_requests(reqlog)
                 client = "opskit" if name == "opskit" else next(
                     (c for c in counts if c.startswith("adminclient")), "")
+                if name == "kafka-consumer-groups":
+                    seen = {k[0] for k in parse_describe(proc.stdout)}
+                    if len(seen) != args.groups:
+                        print(f"warning: run {i}: kafka-consumer-groups described {len(seen)} of "
+                              f"{args.groups} groups (rc {proc.returncode}): "
+                              f"{proc.stderr.strip().splitlines()[-1:] }", flush=True)
+                        incomplete += 1
                 if i == 0:
                     outputs[name] = proc.stdout
                     continue
@@ -146,7 +158,11 @@ def main() -> int:
             total = sum(c for api, c in req.items() if api != "ApiVersions")
             detail = ", ".join(f"{api} {c}" for api, c in sorted(req.items()))
             print(f"{name:<24}{med[name]:>10.2f}{min(v):>10.2f}{max(v):>10.2f}   {total} ({detail})")
-        print(f"minimum needed: {sum(MINIMUM.values())} ({', '.join(f'{k} {v}' for k, v in MINIMUM.items())})")
+        print(f"minimum needed: {sum(MINIMUM.values())} ({', '.join(f'{k} {v}' for k, v in MINIMUM.items())})"
+              f", plus {sum(MINIMUM_TIME.values())} for lag in time "
+              f"({', '.join(f'{k} {v}' for k, v in MINIMUM_TIME.items())}); ApiVersions not counted")
+        if incomplete:
+            print(f"kafka-consumer-groups runs with missing groups: {incomplete}")
         ratio = med["kafka-consumer-groups"] / med["opskit"]
         print(f"ratio kafka-consumer-groups / opskit (wall clock, median of {args.runs}): {ratio:.1f}x")
         return 0 if mismatches == 0 else 1

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any
+from typing import Any, NamedTuple
 
 
-@dataclass(frozen=True, order=True)
-class TopicPartition:
+class TopicPartition(NamedTuple):
+    """A partition of a topic. A named tuple, not a dataclass: reports key dicts and
+    sets by it hundreds of thousands of times, and a tuple hashes and compares in C
+    (about ten times faster). Ordered by topic, then partition."""
+
     topic: str
     partition: int
 
