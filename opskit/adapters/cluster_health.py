@@ -173,7 +173,7 @@ def list_reassignments(client: Any, timeout: float
         if _unsupported(e):
             return None, NO_REASSIGN_API
         return None, f"could not list partition reassignments: {_why(e)}"
-    out = tuple(
+    found = [
         Reassignment(
             topic=tp.topic, partition=tp.partition,
             replicas=tuple(d.get("replicas", ())),
@@ -181,7 +181,14 @@ def list_reassignments(client: Any, timeout: float
             removing=tuple(d.get("removing_replicas", ())),
         )
         for tp, d in sorted(res.items(), key=lambda kv: (kv[0].topic, kv[0].partition))
-    )
+    ]
+    # A reassignment in progress always adds or removes a replica (KIP-455). Some
+    # Kafka-compatible brokers (Tansu 0.6) list every partition with neither: that is
+    # not a reassignment, and must not raise a WARNING.
+    out = tuple(r for r in found if r.adding or r.removing)
+    if len(out) < len(found):
+        log.debug("ignored %d listed reassignments that add and remove no replica",
+                  len(found) - len(out))
     return out, None
 
 

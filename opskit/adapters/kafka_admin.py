@@ -4,6 +4,16 @@ This is the one module that talks the admin protocol for reads and topic
 changes. Every vendor exception is translated into opskit's error tree here,
 and every wait is bounded by the configured timeout: nothing hangs.
 
+Before an operation that needs an API beyond Metadata, the broker's
+ApiVersions (probed once per bootstrap, see :mod:`opskit.adapters.capabilities`)
+are checked: an API the broker does not advertise gives ``UnsupportedError``
+naming the API and the broker at once, instead of a request that some
+Kafka-compatible brokers answer by dropping the connection. When a request to
+an advertised API times out but the broker still answers ApiVersions, the API
+is reported as unsupported by that broker rather than the cluster as
+unreachable (the Hanzo Stream gateway, for one, never answers librdkafka's
+CreateTopics and DescribeConfigs requests).
+
 Requests are batched and issued concurrently: one ListOffsets request per spec
 (earliest, latest) for all partitions (librdkafka groups them by leader), one
 DescribeGroups for all groups, and one OffsetFetch per group, all in flight at
@@ -19,7 +29,12 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions, KafkaError, KafkaException
+from confluent_kafka import (
+    ConsumerGroupState,
+    ConsumerGroupTopicPartitions,
+    KafkaError,
+    KafkaException,
+)
 from confluent_kafka import TopicPartition as CkTopicPartition
 from confluent_kafka.admin import (
     AdminClient,
@@ -32,8 +47,16 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
+from opskit.adapters import capabilities as caps_mod
+from opskit.adapters.capabilities import Capabilities
 from opskit.core.connection import ConnectionConfig
-from opskit.core.models import GroupDescription, GroupState, Member, PartitionOffsets, TopicPartition
+from opskit.core.models import (
+    GroupDescription,
+    GroupState,
+    Member,
+    PartitionOffsets,
+    TopicPartition,
+)
 from opskit.errors import (
     KafkaOperationError,
     KafkaUnavailableError,
@@ -60,6 +83,8 @@ _STATE_MAP = {
 _UNREACHABLE = {"_TRANSPORT", "_ALL_BROKERS_DOWN", "_TIMED_OUT", "_RESOLVE", "_WAIT_COORD",
                 "REQUEST_TIMED_OUT", "_TIMED_OUT_QUEUE", "COORDINATOR_NOT_AVAILABLE",
                 "NOT_COORDINATOR", "COORDINATOR_LOAD_IN_PROGRESS", "_DESTROY"}
+#: the request got no answer at all (as opposed to a coordinator that is busy)
+_NO_ANSWER = {"_TRANSPORT", "_TIMED_OUT", "REQUEST_TIMED_OUT", "_TIMED_OUT_QUEUE"}
 _UNSUPPORTED = {"UNSUPPORTED_VERSION", "_UNSUPPORTED_FEATURE", "INVALID_REQUEST"}
 _AUTH = {"SASL_AUTHENTICATION_FAILED", "_AUTHENTICATION", "_SSL", "TOPIC_AUTHORIZATION_FAILED",
          "GROUP_AUTHORIZATION_FAILED", "CLUSTER_AUTHORIZATION_FAILED"}
@@ -131,6 +156,19 @@ class KafkaAdmin:
         except KafkaException as e:
             raise KafkaOperationError(f"invalid client configuration: {error_text(e)}") from e
         self.round_trips = 0
+        self._caps: Capabilities | None = None
+
+    # ----- capabilities -----
+    @property
+    def capabilities(self) -> Capabilities:
+        """ApiVersions of the cluster (probed on first use, cached per bootstrap)."""
+        if self._caps is None:
+            self._caps = caps_mod.probe(self.conn, timeout=min(self.timeout, 5.0))
+        return self._caps
+
+    def require(self, operation: str, what: str | None = None) -> None:
+        """Raise UnsupportedError when the broker lacks an API ``operation`` needs."""
+        caps_mod.require(self.capabilities, operation, what)
 
     def _on_error(self, err: KafkaError) -> None:
         with self._lock:
@@ -147,12 +185,21 @@ class KafkaAdmin:
         self.close()
 
     # ----- error translation: the one place -----
-    def translate(self, exc: BaseException, what: str) -> OpskitError:
+    def translate(self, exc: BaseException, what: str, operation: str | None = None) -> OpskitError:
         if isinstance(exc, OpskitError):
             return exc
         name = error_name(exc)
         if isinstance(exc, TimeoutError) or name in _UNREACHABLE:
             detail = self._last_error or error_text(exc)
+            if (operation is not None and (isinstance(exc, TimeoutError) or name in _NO_ANSWER)
+                    and self._broker_still_answers()):
+                apis = " / ".join(n for n, _v in caps_mod.OPERATION_APIS[operation])
+                where = self.capabilities.broker or self.conn.bootstrap
+                return UnsupportedError(
+                    f"the broker at {where} answers ApiVersions but not {apis}, needed for "
+                    f"{what} (no usable answer within {self.timeout:g}s: {detail}); "
+                    "treating it as unsupported by this broker"
+                )
             return KafkaUnavailableError(
                 f"cannot reach Kafka at {self.conn.bootstrap} ({what}, timeout {self.timeout:g}s): {detail}"
             )
@@ -166,12 +213,16 @@ class KafkaAdmin:
             return NotFoundError(f"{what}: consumer group does not exist")
         return KafkaOperationError(f"{what} failed: {error_text(exc)}")
 
-    def _result(self, fut: Future[T], what: str) -> T:
+    def _broker_still_answers(self) -> bool:
+        """After a timeout: does the broker answer a fresh ApiVersions (so it is up)?"""
+        return caps_mod.answers_api_versions(self.conn, timeout=min(self.timeout, 3.0))
+
+    def _result(self, fut: Future[T], what: str, operation: str | None = None) -> T:
         self.round_trips += 1
         try:
-            return fut.result(timeout=self.timeout + 5)
-        except BaseException as e:  # noqa: BLE001 - translated
-            raise self.translate(e, what) from e
+            return fut.result(timeout=self.timeout + 2)
+        except BaseException as e:
+            raise self.translate(e, what, operation) from e
 
     def _kw(self) -> dict[str, Any]:
         return {"request_timeout": self.timeout}
@@ -181,7 +232,7 @@ class KafkaAdmin:
         self.round_trips += 1
         try:
             md = self._admin.list_topics(topic=topic, timeout=self.timeout)
-        except BaseException as e:  # noqa: BLE001
+        except BaseException as e:
             raise self.translate(e, "reading cluster metadata") from e
         topics: dict[str, tuple[PartitionMeta, ...]] = {}
         for name, t in md.topics.items():
@@ -199,7 +250,9 @@ class KafkaAdmin:
 
     # ----- groups -----
     def list_groups(self) -> dict[str, GroupState]:
-        res = self._result(self._admin.list_consumer_groups(**self._kw()), "listing consumer groups")
+        self.require("list_groups", "listing consumer groups")
+        res = self._result(self._admin.list_consumer_groups(**self._kw()), "listing consumer groups",
+                           "list_groups")
         if res.errors:
             log.warning("some brokers failed to list groups: %s", [str(e) for e in res.errors])
         return {g.group_id: _STATE_MAP.get(g.state.name, GroupState.UNKNOWN) for g in res.valid}
@@ -208,10 +261,11 @@ class KafkaAdmin:
         ids = sorted(set(group_ids))
         if not ids:
             return {}
+        self.require("describe_groups", "describing consumer groups")
         futs = self._admin.describe_consumer_groups(ids, **self._kw())
         out: dict[str, GroupDescription] = {}
         for gid, fut in futs.items():
-            d = self._result(fut, f"describing group {gid}")
+            d = self._result(fut, f"describing group {gid}", "describe_groups")
             members = tuple(
                 Member(
                     member_id=m.member_id,
@@ -234,16 +288,26 @@ class KafkaAdmin:
             )
         return out
 
-    def committed_offsets(self, group_ids: Iterable[str]) -> dict[str, dict[TopicPartition, int]]:
-        """Committed offsets per group (all partitions the group committed on)."""
+    def committed_offsets(self, group_ids: Iterable[str],
+                          partitions: Iterable[TopicPartition] | None = None,
+                          ) -> dict[str, dict[TopicPartition, int]]:
+        """Committed offsets per group: on all partitions the group committed on, or
+        only on ``partitions`` (an explicit list, which some Kafka-compatible brokers
+        answer where they return nothing for "all partitions of the group")."""
         ids = sorted(set(group_ids))
+        if ids:
+            self.require("committed_offsets", "reading committed offsets")
+        explicit = (None if partitions is None else
+                    [CkTopicPartition(tp.topic, tp.partition) for tp in sorted(set(partitions))])
         futs: dict[str, Future[Any]] = {}
         for gid in ids:  # one group per request; all in flight at once
+            if explicit is not None and not explicit:
+                continue
             futs.update(self._admin.list_consumer_group_offsets(
-                [ConsumerGroupTopicPartitions(gid)], **self._kw()))
+                [ConsumerGroupTopicPartitions(gid, explicit)], **self._kw()))
         out: dict[str, dict[TopicPartition, int]] = {}
         for gid, fut in futs.items():
-            res = self._result(fut, f"reading committed offsets of group {gid}")
+            res = self._result(fut, f"reading committed offsets of group {gid}", "committed_offsets")
             offs: dict[TopicPartition, int] = {}
             for tp in res.topic_partitions or []:
                 if tp.error is not None:
@@ -259,11 +323,12 @@ class KafkaAdmin:
                         what: str) -> dict[Any, Future[Any]]:
         if not tps:
             return {}
+        self.require("log_offsets", what)
         req = {CkTopicPartition(tp.topic, tp.partition): spec for tp in tps}
         self.round_trips += 1
         try:
             return self._admin.list_offsets(req, **self._kw())  # type: ignore[no-any-return]
-        except BaseException as e:  # noqa: BLE001
+        except BaseException as e:
             raise self.translate(e, what) from e
 
     def _collect_offsets(self, futs: dict[Any, Future[Any]], what: str
@@ -274,7 +339,7 @@ class KafkaAdmin:
         for ck, fut in futs.items():
             tp = TopicPartition(ck.topic, ck.partition)
             try:
-                r = fut.result(timeout=self.timeout + 5)
+                r = fut.result(timeout=self.timeout + 2)
                 ok[tp] = (r.offset, r.timestamp)
             except BaseException as e:  # noqa: BLE001 - per-partition failures are data
                 translated = self.translate(e, what)
@@ -316,10 +381,11 @@ class KafkaAdmin:
         res = [ConfigResource(ResourceType.TOPIC, t) for t in sorted(set(topics))]
         if not res:
             return {}
+        self.require("topic_configs", "reading topic configs")
         futs = self._admin.describe_configs(res, **self._kw())
         out: dict[str, dict[str, tuple[str | None, bool]]] = {}
         for r, fut in futs.items():
-            entries = self._result(fut, f"describing configs of topic {r.name}")
+            entries = self._result(fut, f"describing configs of topic {r.name}", "topic_configs")
             out[r.name] = {
                 k: (v.value, bool(v.is_default) or v.source == 5)  # 5 = DEFAULT_CONFIG
                 for k, v in entries.items()
@@ -330,9 +396,10 @@ class KafkaAdmin:
         new = [NewTopic(n, num_partitions=p, replication_factor=rf, config=cfg) for n, p, rf, cfg in topics]
         if not new:
             return
+        self.require("create_topics", "creating topics")
         futs = self._admin.create_topics(new, operation_timeout=self.timeout, **self._kw())
         for name, fut in futs.items():
-            self._result(fut, f"creating topic {name}")
+            self._result(fut, f"creating topic {name}", "create_topics")
 
     def alter_topic_configs(self, changes: Mapping[str, Mapping[str, str]]) -> None:
         res = []
@@ -343,22 +410,25 @@ class KafkaAdmin:
             res.append(r)
         if not res:
             return
+        self.require("alter_topic_configs", "altering topic configs")
         futs = self._admin.incremental_alter_configs(res, **self._kw())
         for r, fut in futs.items():
-            self._result(fut, f"altering configs of topic {r.name}")
+            self._result(fut, f"altering configs of topic {r.name}", "alter_topic_configs")
 
     def create_partitions(self, increases: Mapping[str, int]) -> None:
         new = [NewPartitions(t, n) for t, n in increases.items()]
         if not new:
             return
+        self.require("create_partitions", "adding partitions")
         futs = self._admin.create_partitions(new, operation_timeout=self.timeout, **self._kw())
         for t, fut in futs.items():
-            self._result(fut, f"adding partitions to topic {t}")
+            self._result(fut, f"adding partitions to topic {t}", "create_partitions")
 
     def delete_topics(self, topics: Iterable[str]) -> None:
         names = sorted(set(topics))
         if not names:
             return
+        self.require("delete_topics", "deleting topics")
         futs = self._admin.delete_topics(names, operation_timeout=self.timeout, **self._kw())
         for t, fut in futs.items():
-            self._result(fut, f"deleting topic {t}")
+            self._result(fut, f"deleting topic {t}", "delete_topics")

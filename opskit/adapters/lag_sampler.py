@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import logging
 import math
-import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -26,8 +25,8 @@ from typing import Any
 
 from opskit.adapters.kafka_admin import KafkaAdmin
 from opskit.adapters.lag_source import LagReport, collect_lag
+from opskit.adapters.log_dirs import read_partition_sizes
 from opskit.adapters.record_times import Position, RecordTime, RecordTimeReader
-from opskit.core.connection import ConnectionConfig
 from opskit.core.models import GroupLag, LagThresholds, PartitionLag, TopicPartition
 from opskit.core.status import (
     DEFAULT_MIN_SPAN_MS,
@@ -73,6 +72,10 @@ class TimedLagReport:
     #: group -> partition -> times; empty when time was not read (--no-time)
     times: dict[str, dict[TopicPartition, PartitionTime]] = field(default_factory=dict)
     time_read: bool = False
+    #: partition sizes (DescribeLogDirs), read only for topics with retention.bytes set
+    sizes: dict[TopicPartition, int] = field(default_factory=dict)
+    #: why sizes were needed but could not be read (None: read, or not needed)
+    sizes_unavailable: str | None = None
 
     @property
     def groups(self) -> list[GroupLag]:
@@ -94,6 +97,7 @@ class TimedLagReport:
         """The lag report's dict, each partition and group with time fields added."""
         d = self.report.to_dict()
         d["time_read"] = self.time_read
+        d["sizes_unavailable"] = self.sizes_unavailable
         for g, gd in zip(self.report.groups, d["groups"], strict=True):
             gd["max_lag_seconds"] = self.max_lag_seconds(g.group_id)
             for p, pd in zip(g.partitions, gd["partitions"], strict=True):
@@ -107,6 +111,11 @@ class TimedLagReport:
                 pd["retention_time_left_seconds"] = rr.time_left_seconds if rr else None
                 pd["retention_basis"] = rr.basis.value if rr else None
                 pd["retention_eligible_now"] = rr.eligible_now if rr else None
+                pd["partition_size_bytes"] = self.sizes.get(p.tp)
+                # retention.bytes minus the (estimated) unconsumed bytes: how much newer data
+                # can still arrive before the oldest unconsumed record's segment may be deleted
+                pd["retention_bytes_headroom"] = rr.bytes_headroom if rr else None
+                pd["retention_notes"] = list(rr.notes) if rr else []
         return d
 
 
@@ -147,8 +156,11 @@ def add_lag_times(
     records: Mapping[Position, RecordTime | None],
     retention: Mapping[str, RetentionConfig],
     now_ms: int,
+    sizes: Mapping[TopicPartition, int] | None = None,
 ) -> TimedLagReport:
-    """Lag in time and retention risk per partition from already-read records (no I/O)."""
+    """Lag in time and retention risk per partition from already-read records and
+    partition sizes (no I/O). ``sizes`` feeds the retention.bytes headroom."""
+    sizes = sizes or {}
     times: dict[str, dict[TopicPartition, PartitionTime]] = {}
     for g in report.groups:
         per: dict[TopicPartition, PartitionTime] = {}
@@ -179,10 +191,11 @@ def add_lag_times(
                     log_end=p.log_end,
                     oldest_unconsumed_ts_ms=lt.record_timestamp_ms,
                     timestamp_confidence=lt.confidence,
+                    partition_size_bytes=sizes.get(p.tp),
                 )
             per[p.tp] = PartitionTime(lt, rr)
         times[g.group_id] = per
-    return TimedLagReport(report, now_ms, times, time_read=True)
+    return TimedLagReport(report, now_ms, times, time_read=True, sizes=dict(sizes))
 
 
 def collect_timed_lag(
@@ -214,7 +227,19 @@ def collect_timed_lag(
                 cache[t] = RetentionConfig.from_topic_config(cfg)
         except Exception as e:  # noqa: BLE001 - retention is extra information
             log.warning("could not read topic retention configs: %s", e)
-    return add_lag_times(report, records, cache, int(clock() * 1000))
+    # sizes only where retention.bytes applies (default -1: no DescribeLogDirs call at all)
+    by_bytes = sorted({tp.topic for tp, _ in positions
+                       if (rc := cache.get(tp.topic)) is not None and rc.retention_bytes >= 0})
+    sizes: dict[TopicPartition, int] = {}
+    unavailable: str | None = None
+    if by_bytes:
+        ps = read_partition_sizes(admin.conn, by_bytes, timeout=min(admin.timeout, 5.0))
+        sizes, unavailable = ps.sizes, ps.unavailable
+        if unavailable:
+            log.warning("retention.bytes headroom unknown: %s", unavailable)
+    timed = add_lag_times(report, records, cache, int(clock() * 1000), sizes)
+    timed.sizes_unavailable = unavailable
+    return timed
 
 
 # --------------------------------------------------------------------------- sampling
@@ -348,78 +373,3 @@ def judge_groups(sampling: Sampling) -> list[GroupJudgement]:
         eta = catch_up_eta(status.total_lag, cons, prod)
         out.append(GroupJudgement(status, prod, cons, eta))
     return out
-
-
-# --------------------------------------------------------------------------- partition sizes
-
-# TODO(move): this belongs in its own adapter (opskit/adapters/log_dirs.py); it lives here
-# because this change could only touch a fixed set of files.
-
-
-@dataclass(frozen=True)
-class PartitionSizes:
-    """Bytes on disk per partition (the leader's replica when known, else the largest)."""
-
-    sizes: dict[TopicPartition, int]
-    #: why sizes are missing (None when they were read)
-    unavailable: str | None = None
-
-
-def read_partition_sizes(
-    conn: ConnectionConfig,
-    topics: Iterable[str],
-    leaders: Mapping[TopicPartition, int] | None = None,
-    timeout: float = 5.0,
-) -> PartitionSizes:
-    """Partition sizes from DescribeLogDirs (kafka-python: confluent-kafka lacks it).
-
-    Bounded by ``timeout`` whatever the client does; every failure is reported
-    as ``unavailable`` with the reason, never raised: sizes are extra data.
-    """
-    names = sorted(set(topics))
-    if not names:
-        return PartitionSizes({})
-    box: dict[str, Any] = {}
-
-    def work() -> None:
-        try:
-            from kafka.admin import KafkaAdminClient
-
-            kw = conn.to_kafka_python(int(timeout * 1000))
-            client = KafkaAdminClient(**kw)
-            try:
-                box["result"] = client.describe_log_dirs(names)
-            finally:
-                client.close()
-        except Exception as e:  # noqa: BLE001 - translated into "unavailable" below
-            box["error"] = f"{type(e).__name__}: {e}"
-
-    th = threading.Thread(target=work, name="opskit-log-dirs", daemon=True)
-    th.start()
-    th.join(timeout + 2)
-    if th.is_alive():
-        return PartitionSizes({}, f"DescribeLogDirs did not answer within {timeout:g}s")
-    if "error" in box:
-        return PartitionSizes({}, f"DescribeLogDirs failed: {box['error']}")
-    per_replica: dict[TopicPartition, dict[int, int]] = {}
-    wanted = set(names)
-    for broker in box.get("result") or []:
-        node = int(broker.get("broker", -1))
-        for d in broker.get("log_dirs", []):
-            if d.get("error_code", 0) != 0:
-                continue
-            for t in d.get("topics", []):
-                if t.get("name") not in wanted:
-                    continue
-                for p in t.get("partitions", []):
-                    if p.get("is_future_key"):
-                        continue  # a replica being moved between dirs: not the live one
-                    tp = TopicPartition(t["name"], int(p["partition_index"]))
-                    per_replica.setdefault(tp, {})[node] = int(p["partition_size"])
-    sizes: dict[TopicPartition, int] = {}
-    for tp, by_node in per_replica.items():
-        leader = (leaders or {}).get(tp)
-        sizes[tp] = by_node[leader] if leader in by_node else max(by_node.values())
-    if not sizes:
-        return PartitionSizes({}, "DescribeLogDirs returned no partition sizes")
-    return PartitionSizes(sizes)

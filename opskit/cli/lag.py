@@ -72,6 +72,25 @@ def parse_interval(text: str, what: str = "duration") -> float:
     return value
 
 
+BYTES_HEADROOM_MEANING = (
+    "bytes of newer data that can still arrive before retention.bytes lets Kafka delete the "
+    "segment holding the oldest unconsumed record (estimated from the partition size; Kafka "
+    "deletes whole segments, so it is approximate: the true headroom is up to one segment larger)"
+)
+
+
+def fmt_bytes(n: int | None) -> str:
+    """1,536 -> '1.5KiB'; negative values (already over the limit) keep their sign; None '-'."""
+    if n is None:
+        return "-"
+    sign, v = ("-" if n < 0 else ""), float(abs(n))
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if v < 1024 or unit == "TiB":
+            return f"{sign}{v:.0f}{unit}" if unit == "B" else f"{sign}{v:.1f}{unit}"
+        v /= 1024
+    return f"{sign}{v:.1f}TiB"  # pragma: no cover - loop always returns
+
+
 def fmt_seconds(s: float | None) -> str:
     """Human duration: 0.4s, 45s, 3m12s, 1h05m, 2d03h; '-' for None."""
     if s is None or not math.isfinite(s):
@@ -111,7 +130,9 @@ def lag(
 
     LAG-TIME is the age of the oldest unconsumed record (read from Kafka; '>=' marks a
     lower bound when records were deleted unread). RETENTION-LEFT is the time before
-    retention.ms may delete it.
+    retention.ms may delete it. BYTES-HEADROOM (topics with retention.bytes) is how many
+    bytes of newer data can still arrive before retention.bytes may delete it
+    (approximate: Kafka deletes whole segments).
 
     Exit code: 0 OK, 1 a group is above --warn, 2 above --crit (HIP-30: 100K / 1M).
     With --window: the worst group status severity (STALL/ERR 2, WARN/STOP/REWIND 1).
@@ -278,11 +299,16 @@ def _renderables(timed: TimedLagReport, verdicts: list[GroupJudgement] | None = 
         out.append(Text.from_markup(head))
         t = Table(box=None, pad_edge=False, header_style="bold")
         cols = ["TOPIC", "PARTITION", "COMMITTED", "LOG-START", "LOG-END", "LAG"]
+        show_bytes = timed.time_read and any(
+            pt.retention is not None and pt.retention.bytes_headroom is not None
+            for pt in timed.times.get(g.group_id, {}).values())
         if timed.time_read:
             cols += ["LAG-TIME", "RETENTION-LEFT"]
+        if show_bytes:
+            cols += ["BYTES-HEADROOM"]
         cols += ["CONSUMER-ID", "HOST", "CLIENT-ID", "NOTE"]
         right = {"PARTITION", "COMMITTED", "LOG-START", "LOG-END", "LAG", "LAG-TIME",
-                 "RETENTION-LEFT"}
+                 "RETENTION-LEFT", "BYTES-HEADROOM"}
         for col in cols:
             t.add_column(col, justify="right" if col in right else "left")
         for p in g.partitions:
@@ -294,7 +320,7 @@ def _renderables(timed: TimedLagReport, verdicts: list[GroupJudgement] | None = 
             if timed.time_read:
                 pt = timed.partition_time(g.group_id, p.tp)
                 if pt is None:
-                    row += ["-", "-"]
+                    row += ["-", "-"] + (["-"] if show_bytes else [])
                 else:
                     lt = pt.lag_time
                     row.append(_lag_time_cell(lt.basis, lt.confidence, lt.seconds))
@@ -305,6 +331,8 @@ def _renderables(timed: TimedLagReport, verdicts: list[GroupJudgement] | None = 
                     else:
                         cell = fmt_seconds(rr.time_left_seconds)
                         row.append(f"[red]{cell}[/red]" if rr.eligible_now else cell)
+                    if show_bytes:
+                        row.append(fmt_bytes(rr.bytes_headroom if rr else None))
             row += [p.member.member_id if p.member else "-", p.member.host if p.member else "-",
                     p.member.client_id if p.member else "-", notes]
             t.add_row(*row)
@@ -312,10 +340,15 @@ def _renderables(timed: TimedLagReport, verdicts: list[GroupJudgement] | None = 
         for tl in g.topics:
             extra = f", {tl.partitions_without_commit} without commit" if tl.partitions_without_commit else ""
             out.append(Text(f"  total {tl.topic}: lag {fmt_int(tl.lag)} over {tl.partitions} partitions{extra}"))
+        if show_bytes:
+            out.append(Text(f"  BYTES-HEADROOM: {BYTES_HEADROOM_MEANING}"))
         seen = {a for _tp, a in g.anomalies}
         for a in sorted(seen, key=lambda x: x.value):
             out.append(Text.from_markup(f"  [yellow]{a.value}[/yellow]: {ANOMALY_MEANING[a]}"))
         out.append(Text(""))
+    if timed.sizes_unavailable:
+        out.append(Text.from_markup(
+            f"[yellow]retention.bytes headroom unknown: {timed.sizes_unavailable}[/yellow]"))
     for tp, err in sorted(report.offset_errors.items()):
         out.append(Text.from_markup(f"[yellow]could not read offsets of {tp}: {err}[/yellow]"))
     return out

@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.table import Table
 
 from opskit.adapters.kafka_admin import ClusterMeta, KafkaAdmin
-from opskit.adapters.lag_sampler import PartitionSizes, read_partition_sizes
+from opskit.adapters.log_dirs import PartitionSizes, read_partition_sizes
 from opskit.cli.common import (
     BootstrapOpt,
     ContextOpt,
@@ -30,7 +30,7 @@ from opskit.cli.common import (
 )
 from opskit.cli.lag import parse_interval
 from opskit.core.models import TopicPartition
-from opskit.errors import NotFoundError
+from opskit.errors import NotFoundError, UnsupportedError
 
 #: replaced in tests to act between the two readings
 _sleep = time.sleep
@@ -46,7 +46,7 @@ class Reading:
 
 def _read(admin: KafkaAdmin, tps: list[TopicPartition], groups: list[str],
           topics: list[str], leaders: dict[TopicPartition, int], timeout: float) -> Reading:
-    committed = admin.committed_offsets(groups) if groups else {}
+    committed = admin.committed_offsets(groups, tps) if groups else {}
     at = time.time()
     offs = admin.log_offsets(tps)
     sizes = read_partition_sizes(admin.conn, topics, leaders, timeout=min(timeout, 5.0))
@@ -121,13 +121,21 @@ def throughput(
             topics = sorted(set(topic))
         else:
             topics = sorted(t for t in md.topics if not t.startswith("__"))
-        groups = sorted(set(group)) if group else sorted(admin.list_groups())
+        groups_note: str | None = None
+        if group:
+            groups = sorted(set(group))
+        else:
+            try:
+                groups = sorted(admin.list_groups())
+            except UnsupportedError as e:  # e.g. a gateway without ListGroups: topics still count
+                groups, groups_note = [], f"consumed rates unavailable: {e}"
         tps = [TopicPartition(t, p.partition) for t in topics for p in md.topics[t]]
         leaders = {TopicPartition(t, p.partition): p.leader for t in topics for p in md.topics[t]}
         first = _read(admin, tps, groups, topics, leaders, timeout)
         _sleep(max(0.0, interval_s - (time.time() - first.at)))
         second = _read(admin, tps, groups, topics, leaders, timeout)
     data = measure(first, second, topics)
+    data["groups_note"] = groups_note
     emit(data, output, lambda c: render(c, data))
     return 0
 
@@ -156,3 +164,5 @@ def render(console: Console, data: dict[str, Any]) -> None:
                       _rate(r["messages_per_second"], "msg/s"),
                       "offset went back" if r["rewound"] else "")
         console.print(g)
+    if data.get("groups_note"):
+        console.print(f"note: {data['groups_note']}")

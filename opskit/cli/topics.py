@@ -13,9 +13,17 @@ from opskit.adapters.kafka_admin import KafkaAdmin
 from opskit.adapters.registry_file import load_registry
 from opskit.cli import exits
 from opskit.cli.common import (
-    BootstrapOpt, ContextOpt, Output, OutputOpt, TimeoutOpt, connect, emit, stderr,
+    BootstrapOpt,
+    ContextOpt,
+    Output,
+    OutputOpt,
+    TimeoutOpt,
+    connect,
+    emit,
+    stderr,
 )
 from opskit.core.registry import ActualTopic, ChangeKind, Registry, TopicPlan, plan_topic_changes
+from opskit.errors import UnsupportedError
 
 app = typer.Typer(help="Compare and reconcile topics with a registry (HIP-30 by default).",
                   no_args_is_help=True)
@@ -30,6 +38,14 @@ def read_actual(admin: KafkaAdmin, registry: Registry) -> dict[str, ActualTopic]
     md = admin.metadata()
     wanted = [t.name for t in registry.topics if t.name in md.topics]
     configs = admin.topic_configs(wanted)
+    silent = sorted(t for t in wanted if not configs.get(t))
+    if silent:
+        # Apache Kafka reports every config (defaults included); an empty answer means the
+        # broker does not report topic configs (Tansu 0.6): drift cannot be judged
+        where = admin.capabilities.broker or admin.conn.bootstrap
+        raise UnsupportedError(
+            f"the broker at {where} answered DescribeConfigs for topic {silent[0]!r} without any "
+            "config entries: it does not report topic configs, so config drift cannot be judged")
     out = {}
     for name, parts in md.topics.items():
         rf = len(parts[0].replicas) if parts else 0

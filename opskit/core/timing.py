@@ -501,6 +501,13 @@ _SEGMENT_NOTE = (
 )
 
 
+_BYTES_NOTE = (
+    "retention.bytes headroom {headroom:,} bytes: newer data that can still arrive before the "
+    "segment holding the oldest unconsumed record may be deleted (estimated from the partition "
+    "size; whole segments are deleted, so the true headroom is up to one segment.bytes more)"
+)
+
+
 def retention_risk(
     now_ms: int,
     *,
@@ -526,11 +533,19 @@ def retention_risk(
     true time left is this or more: confidence LOWER_BOUND for an exact
     timestamp, ESTIMATE otherwise.
 
-    Bytes rule (``retention.bytes`` >= 0, per partition): unconsumed bytes are
-    estimated as ``size * unconsumed records / records in the log`` (uniform
-    record size, hence ESTIMATE); ``bytes_headroom = retention.bytes -
-    unconsumed bytes``; at or below 0 the record is eligible now, else the time
-    left is headroom / ``produce_bytes_per_second`` when that rate is > 0.
+    Bytes rule (``retention.bytes`` >= 0, per partition): Kafka deletes the
+    oldest segment while the log without it still holds at least
+    ``retention.bytes``. So the segment holding the oldest unconsumed record
+    becomes deletable once the bytes *newer* than that segment reach
+    ``retention.bytes``. The byte headroom is how many bytes of new data can
+    still arrive before that happens. Unconsumed bytes are estimated as
+    ``size * unconsumed records / records in the log`` (uniform record size,
+    hence ESTIMATE) and ``bytes_headroom = retention.bytes - unconsumed bytes``.
+    Segment granularity makes it approximate: the rest of the oldest
+    unconsumed record's segment does not count against the limit, so the true
+    headroom is this or up to one ``segment.bytes`` more (and the active
+    segment is never deleted). At or below 0 the record is eligible now, else
+    the time left is headroom / ``produce_bytes_per_second`` when that rate is > 0.
 
     The smaller time left wins and names the basis. -1 disables a limit.
     """
@@ -582,6 +597,7 @@ def retention_risk(
         else:
             unconsumed = partition_size_bytes * (log_end - first_unconsumed) // records
             headroom = retention_bytes - unconsumed
+            notes.append(_BYTES_NOTE.format(headroom=headroom))
             if headroom <= 0:
                 candidates.append((0.0, RetentionBasis.BYTES, Confidence.ESTIMATE, True))
             elif (
@@ -592,10 +608,7 @@ def retention_risk(
                 left = headroom / produce_bytes_per_second
                 candidates.append((left, RetentionBasis.BYTES, Confidence.ESTIMATE, False))
             else:
-                notes.append(
-                    f"{headroom:,} bytes of headroom under retention.bytes; no byte rate to "
-                    "turn it into time"
-                )
+                notes.append("no byte rate to turn the byte headroom into time")
 
     notes.extend(missing)
     if not candidates:

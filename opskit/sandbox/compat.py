@@ -18,7 +18,8 @@ Two brokers are supported (installed by ``scripts/install-compat.sh`` under
 
 Every process started here is a child of the caller, logs to a file in the
 given work directory, and is stopped by :meth:`CompatBroker.stop` (also at
-interpreter exit, as a safety net). Only the standard library is used.
+interpreter exit, as a safety net). Only the standard library (and opskit's own
+ApiVersions probe) is used.
 """
 
 from __future__ import annotations
@@ -30,7 +31,6 @@ import re
 import shutil
 import signal
 import socket
-import struct
 import subprocess
 import sys
 import threading
@@ -41,6 +41,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Self
 
+from opskit.adapters import capabilities
 from opskit.errors import SandboxError
 
 __all__ = [
@@ -198,46 +199,14 @@ def _tail(path: Path, lines: int = 12) -> str:
     return " | ".join(kept) if kept else "<empty log>"
 
 
-def _encode_api_versions_v0(correlation_id: int, client_id: bytes = b"opskit-compat") -> bytes:
-    # request header v1: api_key, api_version, correlation_id, client_id; empty v0 body
-    header = struct.pack(">hhih", 18, 0, correlation_id, len(client_id)) + client_id
-    return struct.pack(">i", len(header)) + header
-
-
-def _recv_exact(sock: socket.socket, n: int) -> bytes:
-    buf = bytearray()
-    while len(buf) < n:
-        chunk = sock.recv(n - len(buf))
-        if not chunk:
-            raise ConnectionError("connection closed by broker")
-        buf += chunk
-    return bytes(buf)
-
-
 def api_versions(host: str, port: int, timeout: float = 5.0) -> dict[int, tuple[int, int]]:
     """Ask the broker for its ApiVersions (request v0); returns ``{api_key: (min, max)}``.
 
+    The same probe opskit uses before commands (:mod:`opskit.adapters.capabilities`).
     Raises ``OSError``/``ConnectionError``/``ValueError`` when the broker does not answer
     with a well-formed, error-free v0 response.
     """
-    corr = 0x0C0FFEE
-    with socket.create_connection((host, port), timeout=timeout) as s:
-        s.settimeout(timeout)
-        s.sendall(_encode_api_versions_v0(corr))
-        (size,) = struct.unpack(">i", _recv_exact(s, 4))
-        if size < 10 or size > 1 << 20:
-            raise ValueError(f"implausible ApiVersions response size {size}")
-        body = _recv_exact(s, size)
-    got_corr, err, count = struct.unpack_from(">ihi", body, 0)
-    if got_corr != corr:
-        raise ValueError(f"ApiVersions correlation id mismatch ({got_corr} != {corr})")
-    if err != 0:
-        raise ValueError(f"ApiVersions error code {err}")
-    out: dict[int, tuple[int, int]] = {}
-    for i in range(count):
-        key, lo, hi = struct.unpack_from(">hhh", body, 10 + 6 * i)
-        out[key] = (lo, hi)
-    return out
+    return capabilities.api_versions(host, port, timeout)
 
 
 def _api_versions_ok(port: int, timeout: float) -> bool:

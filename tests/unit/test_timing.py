@@ -346,6 +346,48 @@ def test_unknown_inputs_are_reported() -> None:
         )
 
 
+def test_byte_headroom_note_says_what_it_means() -> None:
+    # 100 records in 10,000 bytes, 30 unconsumed: 3,000 bytes; retention.bytes 5,000
+    r = retention_risk(
+        NOW, retention_ms=-1, retention_bytes=5_000, committed=70, log_start=0, log_end=100,
+        partition_size_bytes=10_000,
+    )  # fmt: skip
+    assert r.bytes_headroom == 2_000
+    note = next(n for n in r.notes if n.startswith("retention.bytes headroom"))
+    assert "2,000 bytes" in note and "segment" in note and "newer data" in note
+    assert any("no byte rate" in n for n in r.notes)
+
+
+def test_byte_headroom_without_size_is_unknown() -> None:
+    r = retention_risk(
+        NOW, retention_ms=-1, retention_bytes=5_000, committed=70, log_start=0, log_end=100,
+    )  # fmt: skip
+    assert r.bytes_headroom is None and r.basis is RetentionBasis.UNKNOWN
+    assert any("partition size is unknown" in n for n in r.notes)
+
+
+@given(
+    size=st.integers(0, 10**9),
+    records=st.integers(1, 10**6),
+    consumed_fraction=st.floats(0, 1),
+    retention=st.integers(0, 10**9),
+)
+def test_byte_headroom_never_exceeds_retention_bytes(
+    size: int, records: int, consumed_fraction: float, retention: int
+) -> None:
+    committed = int(records * consumed_fraction)
+    r = retention_risk(
+        NOW, retention_ms=-1, retention_bytes=retention, committed=committed, log_start=0,
+        log_end=records, partition_size_bytes=size,
+    )  # fmt: skip
+    if committed >= records:
+        assert r.bytes_headroom is None  # nothing unconsumed
+    else:
+        assert r.bytes_headroom is not None and r.bytes_headroom <= retention
+        assert r.bytes_headroom >= retention - size
+        assert r.eligible_now == (r.bytes_headroom <= 0)
+
+
 # ------------------------------------------------------------------ properties
 
 times = st.integers(min_value=0, max_value=4_000_000_000_000)

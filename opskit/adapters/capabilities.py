@@ -1,0 +1,334 @@
+"""What a broker can answer: an ApiVersions probe, and the APIs each operation needs.
+
+Kafka-compatible brokers (Tansu, gateways such as Hanzo Stream) advertise only
+part of the Kafka protocol, and some of them close the connection (or never
+answer) when they get a request for an API they did not advertise. Clients that
+trust the broker then wait for their whole timeout and report "cannot reach
+Kafka", which is wrong and slow.
+
+So before an operation opskit asks the broker once for its ApiVersions
+(request v0 on a plain socket, hard timeout, cached per bootstrap and security
+settings) and refuses an operation whose API is not advertised with
+:class:`~opskit.errors.UnsupportedError` naming the API and the broker (exit 3).
+
+The probe never raises: a broker that cannot be reached, or a TLS or SASL
+set-up the probe cannot reproduce, gives ``Capabilities(known=False)``, for
+which every API counts as supported (the real request then fails with the
+usual, translated error). A dropped connection is treated as "unsupported"
+only by :func:`answers_api_versions`, which callers use after a request timed
+out to tell "this API does not work on this broker" from "the broker is gone".
+
+Usage::
+
+    caps = probe(conn, timeout=5.0)
+    caps.supports(API_KEYS["DescribeGroups"], 0)
+    require(caps, "describe_groups")   # raises UnsupportedError
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import ssl
+import struct
+import threading
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from opskit.core.connection import ConnectionConfig
+from opskit.errors import UnsupportedError
+
+log = logging.getLogger(__name__)
+
+__all__ = [
+    "API_KEYS",
+    "API_NAMES",
+    "COMMAND_OPERATIONS",
+    "OPERATION_APIS",
+    "Capabilities",
+    "answers_api_versions",
+    "clear_cache",
+    "missing_for",
+    "probe",
+    "require",
+]
+
+#: Kafka API key -> name (the ones opskit or its clients may send).
+API_NAMES: Mapping[int, str] = MappingProxyType({
+    0: "Produce", 1: "Fetch", 2: "ListOffsets", 3: "Metadata", 8: "OffsetCommit",
+    9: "OffsetFetch", 10: "FindCoordinator", 11: "JoinGroup", 12: "Heartbeat",
+    13: "LeaveGroup", 14: "SyncGroup", 15: "DescribeGroups", 16: "ListGroups",
+    17: "SaslHandshake", 18: "ApiVersions", 19: "CreateTopics", 20: "DeleteTopics",
+    21: "DeleteRecords", 22: "InitProducerId", 29: "DescribeAcls", 32: "DescribeConfigs",
+    33: "AlterConfigs", 35: "DescribeLogDirs", 36: "SaslAuthenticate", 37: "CreatePartitions",
+    42: "DeleteGroups", 43: "ElectLeaders", 44: "IncrementalAlterConfigs",
+    45: "AlterPartitionReassignments", 46: "ListPartitionReassignments", 47: "OffsetDelete",
+    55: "DescribeQuorum", 60: "DescribeCluster", 68: "ConsumerGroupHeartbeat",
+    69: "ConsumerGroupDescribe", 75: "DescribeTopicPartitions",
+})
+API_KEYS: Mapping[str, int] = MappingProxyType({v: k for k, v in API_NAMES.items()})
+
+#: operation (a KafkaAdmin / adapter call) -> (API name, minimum version) it needs.
+#: ListOffsets v1 is the first with a timestamp per partition (librdkafka needs it);
+#: OffsetFetch v2 is the first where "all partitions of the group" exists.
+OPERATION_APIS: Mapping[str, tuple[tuple[str, int], ...]] = MappingProxyType({
+    "metadata": (("Metadata", 0),),
+    "list_groups": (("ListGroups", 0),),
+    "describe_groups": (("FindCoordinator", 0), ("DescribeGroups", 0)),
+    "committed_offsets": (("FindCoordinator", 0), ("OffsetFetch", 2)),
+    "log_offsets": (("ListOffsets", 1),),
+    "offsets_for_times": (("ListOffsets", 1),),
+    "topic_configs": (("DescribeConfigs", 0),),
+    "create_topics": (("CreateTopics", 0),),
+    "alter_topic_configs": (("IncrementalAlterConfigs", 0),),
+    "create_partitions": (("CreatePartitions", 0),),
+    "delete_topics": (("DeleteTopics", 0),),
+    "log_dirs": (("DescribeLogDirs", 0),),
+    "describe_quorum": (("DescribeQuorum", 0),),
+    "list_reassignments": (("ListPartitionReassignments", 0),),
+    "alter_group_offsets": (("FindCoordinator", 0), ("OffsetCommit", 2)),
+    "read_records": (("Fetch", 4),),
+})
+
+#: command (as the README names it) -> the operations it performs. A command
+#: whose *required* operation is missing fails with UnsupportedError; optional
+#: extras (sizes, quorum, reassignments, retention configs) degrade to "unknown".
+COMMAND_OPERATIONS: Mapping[str, tuple[str, ...]] = MappingProxyType({
+    "lag": ("metadata", "describe_groups", "committed_offsets", "log_offsets"),
+    "lag --all-groups": ("metadata", "list_groups", "describe_groups", "committed_offsets",
+                         "log_offsets"),
+    "health": ("metadata", "topic_configs"),
+    "throughput": ("metadata", "log_offsets"),
+    "snapshot": ("metadata", "list_groups", "describe_groups", "committed_offsets",
+                 "log_offsets", "topic_configs"),
+    "topics diff": ("metadata", "topic_configs"),
+    "topics apply": ("metadata", "topic_configs", "create_topics"),
+    "offsets reset": ("metadata", "describe_groups", "committed_offsets", "log_offsets"),
+    "offsets export": ("metadata", "describe_groups", "committed_offsets"),
+})
+
+_CACHE_TTL_S = 300.0
+_MAX_FRAME = 1 << 20
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What one broker of a cluster advertised in ApiVersions."""
+
+    bootstrap: str
+    #: host:port that answered; None when nobody did
+    broker: str | None = None
+    #: api key -> (min version, max version)
+    apis: Mapping[int, tuple[int, int]] = field(default_factory=dict)
+    #: False when the probe got no usable answer: everything then counts as supported
+    known: bool = False
+    #: why the probe has no answer (known=False)
+    reason: str | None = None
+
+    def supports(self, api_key: int, min_version: int = 0) -> bool:
+        """True when the API is advertised at ``min_version`` or above (or nothing is known)."""
+        if not self.known:
+            return True
+        rng = self.apis.get(api_key)
+        return rng is not None and rng[1] >= min_version
+
+    def max_version(self, api_key: int) -> int | None:
+        rng = self.apis.get(api_key)
+        return rng[1] if rng is not None else None
+
+    def describe(self) -> str:
+        where = self.broker or self.bootstrap
+        if not self.known:
+            return f"{where}: capabilities unknown ({self.reason or 'no answer'})"
+        return f"{where}: {len(self.apis)} APIs advertised"
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "bootstrap": self.bootstrap,
+            "broker": self.broker,
+            "known": self.known,
+            "reason": self.reason,
+            "apis": {API_NAMES.get(k, str(k)): {"key": k, "min": lo, "max": hi}
+                     for k, (lo, hi) in sorted(self.apis.items())},
+        }
+
+
+def missing_for(caps: Capabilities, operation: str) -> list[str]:
+    """The APIs of ``operation`` the broker does not advertise, as 'Name (key K, vN+)'."""
+    try:
+        needs = OPERATION_APIS[operation]
+    except KeyError:
+        raise ValueError(f"unknown operation {operation!r}") from None
+    out: list[str] = []
+    for name, min_v in needs:
+        key = API_KEYS[name]
+        if not caps.supports(key, min_v):
+            have = caps.max_version(key)
+            why = "not advertised" if have is None else f"only up to v{have}"
+            out.append(f"{name} (API key {key}{f', v{min_v}+' if min_v else ''}; {why})")
+    return out
+
+
+def require(caps: Capabilities, operation: str, what: str | None = None) -> None:
+    """Raise UnsupportedError when the broker lacks an API ``operation`` needs."""
+    missing = missing_for(caps, operation)
+    if missing:
+        action = what or operation.replace("_", " ")
+        raise UnsupportedError(
+            f"the broker at {caps.broker or caps.bootstrap} does not support "
+            f"{' and '.join(missing)}, needed for {action}"
+        )
+
+
+# --------------------------------------------------------------------------- probe
+
+_cache: dict[tuple[object, ...], tuple[float, Capabilities]] = {}
+_cache_lock = threading.Lock()
+
+
+def clear_cache() -> None:
+    with _cache_lock:
+        _cache.clear()
+
+
+def _cache_key(conn: ConnectionConfig) -> tuple[object, ...]:
+    return (conn.bootstrap, conn.security_protocol.upper(), conn.ca_file, conn.cert_file)
+
+
+def probe(conn: ConnectionConfig, timeout: float = 5.0, *, refresh: bool = False) -> Capabilities:
+    """ApiVersions of the first bootstrap broker that answers; cached for 5 minutes.
+
+    Never raises and never waits longer than ``timeout`` per bootstrap address.
+    Only answers are cached: an unknown result is retried on the next call.
+    """
+    key = _cache_key(conn)
+    now = time.monotonic()
+    if not refresh:
+        with _cache_lock:
+            hit = _cache.get(key)
+        if hit is not None and now - hit[0] < _CACHE_TTL_S:
+            return hit[1]
+    caps = _probe_uncached(conn, timeout)
+    if caps.known:
+        with _cache_lock:
+            _cache[key] = (now, caps)
+    return caps
+
+
+def answers_api_versions(conn: ConnectionConfig, timeout: float = 3.0) -> bool:
+    """A fresh ApiVersions round trip: is the broker itself still there?
+
+    After a request timed out or its connection dropped, True means the broker
+    is up and it is the request's API that does not work (treat as unsupported).
+    """
+    return _probe_uncached(conn, timeout).known
+
+
+def _addresses(bootstrap: str) -> list[tuple[str, int]]:
+    out: list[tuple[str, int]] = []
+    for hp in bootstrap.split(","):
+        host, _, port = hp.strip().rpartition(":")
+        if host and port.isdigit():
+            out.append((host.strip("[]"), int(port)))
+    return out
+
+
+def _probe_uncached(conn: ConnectionConfig, timeout: float) -> Capabilities:
+    addrs = _addresses(conn.bootstrap)
+    if not addrs:
+        return Capabilities(conn.bootstrap, reason="no host:port in the bootstrap list")
+    reasons: list[str] = []
+    deadline = time.monotonic() + max(timeout, 0.5)
+    for host, port in addrs:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            reasons.append(f"{host}:{port}: no time left")
+            break
+        try:
+            apis = api_versions(host, port, left, conn)
+        except (OSError, ValueError, ssl.SSLError) as e:
+            reasons.append(f"{host}:{port}: {type(e).__name__}: {e}")
+            continue
+        return Capabilities(conn.bootstrap, f"{host}:{port}", MappingProxyType(apis), known=True)
+    reason = "; ".join(reasons) or "no answer"
+    log.debug("ApiVersions probe of %s failed: %s", conn.bootstrap, reason)
+    return Capabilities(conn.bootstrap, reason=reason)
+
+
+def encode_api_versions_v0(correlation_id: int, client_id: str) -> bytes:
+    """An ApiVersions v0 request frame (size, key 18, version 0, correlation, client id)."""
+    cid = client_id.encode()[:200]
+    body = struct.pack(">hhih", 18, 0, correlation_id, len(cid)) + cid
+    return struct.pack(">i", len(body)) + body
+
+
+def decode_api_versions_v0(body: bytes, correlation_id: int) -> dict[int, tuple[int, int]]:
+    """Parse an ApiVersions v0 response body (after the size). Raises ValueError."""
+    if len(body) < 10:
+        raise ValueError(f"ApiVersions response too short ({len(body)} bytes)")
+    got, err, count = struct.unpack_from(">ihi", body, 0)
+    if got != correlation_id:
+        raise ValueError(f"ApiVersions correlation id {got} != {correlation_id}")
+    if err != 0:
+        raise ValueError(f"ApiVersions error code {err}")
+    if count < 0 or 10 + 6 * count > len(body):
+        raise ValueError(f"ApiVersions response claims {count} APIs in {len(body)} bytes")
+    out: dict[int, tuple[int, int]] = {}
+    for i in range(count):
+        k, lo, hi = struct.unpack_from(">hhh", body, 10 + 6 * i)
+        out[k] = (lo, hi)
+    return out
+
+
+def _recv_exact(sock: socket.socket, n: int, deadline: float) -> bytes:
+    buf = bytearray()
+    while len(buf) < n:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("no complete ApiVersions answer in time")
+        sock.settimeout(left)
+        chunk = sock.recv(n - len(buf))
+        if not chunk:
+            raise ConnectionError("connection closed by the broker")
+        buf += chunk
+    return bytes(buf)
+
+
+def _tls_context(conn: ConnectionConfig) -> ssl.SSLContext:
+    ctx = ssl.create_default_context(cafile=conn.ca_file) if conn.ca_file else \
+        ssl.create_default_context()
+    if conn.cert_file and conn.key_file:
+        ctx.load_cert_chain(conn.cert_file, conn.key_file)
+    return ctx
+
+
+def api_versions(host: str, port: int, timeout: float,
+                 conn: ConnectionConfig | None = None) -> dict[int, tuple[int, int]]:
+    """One ApiVersions v0 round trip to ``host:port`` within ``timeout`` seconds.
+
+    TLS is used for SSL / SASL_SSL (ApiVersions is allowed before SASL
+    authentication). Raises OSError / ValueError on any failure.
+    """
+    deadline = time.monotonic() + timeout
+    corr = 0x6F70_6B74  # "opkt"
+    proto = (conn.security_protocol if conn else "PLAINTEXT").upper()
+    raw = socket.create_connection((host, port), timeout=timeout)
+    sock: socket.socket = raw
+    try:
+        if proto in ("SSL", "SASL_SSL"):
+            assert conn is not None
+            sock = _tls_context(conn).wrap_socket(raw, server_hostname=host)
+        sock.settimeout(max(deadline - time.monotonic(), 0.05))
+        sock.sendall(encode_api_versions_v0(corr, conn.client_id if conn else "opskit"))
+        (size,) = struct.unpack(">i", _recv_exact(sock, 4, deadline))
+        if size < 10 or size > _MAX_FRAME:
+            raise ValueError(f"implausible ApiVersions response size {size}")
+        return decode_api_versions_v0(_recv_exact(sock, size, deadline), corr)
+    finally:
+        sock.close()
+
+
+def names(keys: Iterable[int]) -> list[str]:
+    return [API_NAMES.get(k, f"api-{k}") for k in sorted(keys)]
