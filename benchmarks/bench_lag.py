@@ -7,7 +7,7 @@ same cluster, alternately, several times; the medians and their ratio are
 printed, the numbers are compared row by row, and the broker's own request log
 counts the requests each client sent.
 
-    python benchmarks/bench_lag.py [--partitions 2000] [--groups 200] [--runs 5] [--kafka-version 3.7]
+    python benchmarks/bench_lag.py [--partitions 2000] [--groups 200] [--runs 5] [--kafka-version 3.7] [--no-time]
 """
 
 from __future__ import annotations
@@ -59,6 +59,8 @@ def main() -> int:
     ap.add_argument("--groups", type=int, default=200)
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--kafka-version", default="3.7")
+    ap.add_argument("--no-time", action="store_true",
+                    help="run opskit with --no-time (lag in messages only, like the tool)")
     args = ap.parse_args()
 
     os.environ.setdefault("OPSKIT_STATE", tempfile.mkdtemp(prefix="opskit-bench-"))
@@ -91,19 +93,46 @@ def main() -> int:
                     p.produce(t, value=b"x" * 100, partition=part)
             p.poll(0)
         p.flush(120)
-        futs = []
-        for g in range(args.groups):
-            t = topics[g % n_topics]
-            tps = [CkTP(t, part, (g + part) % 6) for part in range(90)]
-            futs += admin.alter_consumer_group_offsets(
-                [ConsumerGroupTopicPartitions(f"bench-group-{g:03d}", tps)]).values()
-        for f in futs:
-            f.result(60)
+        # commit every group; a fresh __consumer_offsets answers per-partition errors
+        # (COORDINATOR_LOAD_IN_PROGRESS, ...) inside a successful future: check and retry
+        todo = list(range(args.groups))
+        for _attempt in range(30):
+            futs = {}
+            for g in todo:
+                t = topics[g % n_topics]
+                tps = [CkTP(t, part, (g + part) % 6) for part in range(90)]
+                futs[g] = next(iter(admin.alter_consumer_group_offsets(
+                    [ConsumerGroupTopicPartitions(f"bench-group-{g:03d}", tps)]).values()))
+            failed = []
+            for g, f in futs.items():
+                try:
+                    res = f.result(60)
+                    if any(tp.error is not None for tp in res.topic_partitions or []):
+                        failed.append(g)
+                except Exception:  # noqa: BLE001 - retried
+                    failed.append(g)
+            todo = failed
+            if not todo:
+                break
+            time.sleep(1)
+        if todo:
+            print(f"{len(todo)} groups could not be committed")
+            return 1
+        # wait until every group is listed (a fresh __consumer_offsets may still be loading)
+        deadline = time.time() + 120
+        while True:
+            listed = {g.group_id for g in admin.list_consumer_groups().result(30).valid}
+            if sum(1 for g in listed if g.startswith("bench-group-")) >= args.groups:
+                break
+            if time.time() > deadline:
+                print(f"only {len(listed)} of {args.groups} groups listed after 120 s")
+                return 1
+            time.sleep(1)
         print(f"cluster: Kafka {st.version}, {n_topics * per_topic} partitions, {args.groups} groups, "
               f"{args.groups * 90} committed group-partitions", flush=True)
 
         opskit_cmd = [sys.executable, "-m", "opskit.cli.main", "lag", "--all-groups", "-o", "json",
-                      "-b", bs, "--timeout", "60"]
+                      "-b", bs, "--timeout", "60"] + (["--no-time"] if args.no_time else [])
         tool_cmd = dist.java_cmd(dist.consumer_groups_class, "--bootstrap-server", bs,
                                  "--describe", "--all-groups")
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -133,6 +162,9 @@ def main() -> int:
                         incomplete += 1
                 if i == 0:
                     outputs[name] = proc.stdout
+                    if os.environ.get("BENCH_LAG_SAVE"):
+                        Path(os.environ["BENCH_LAG_SAVE"], f"{name}.out").write_text(proc.stdout)
+                        Path(os.environ["BENCH_LAG_SAVE"], f"{name}.err").write_text(proc.stderr)
                     continue
                 times[name].append(dt)
                 requests[name] = counts.get(client, Counter())
