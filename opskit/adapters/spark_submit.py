@@ -1,0 +1,282 @@
+"""Spark I/O for ``opskit replay``: the Kafka connector jars and ``spark-submit``.
+
+Spark's Kafka source (``spark-sql-kafka-0-10``) is not in the PySpark wheel. It
+is resolved from Maven Central with Maven (``spark_jobs/spark-kafka-jars.xml``)
+into ``<cache>/spark-jars/<pyspark version>/`` and passed to ``spark-submit``
+explicitly with ``--jars``, so a run uses exactly the jars listed in the
+directory's ``jars.txt`` (also recorded in the replay manifest).
+
+The connector version is the PySpark version whenever Maven Central has it.
+When it does not (PySpark 4.3.0 is on PyPI, but neither
+``spark-sql-kafka-0-10_2.13:4.3.0`` nor ``spark-token-provider-kafka-0-10_2.13``
+newer than 4.0.0 is on Central when this was written), the pinned fallback of
+``FALLBACKS`` is used and ``jars.txt`` says so; a connector of an *older* minor
+version than that (4.0.0 with PySpark 4.3.0) fails at run time with
+``ClassNotFoundException: org.apache.spark.internal.LogKeys$...``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from opskit.errors import SandboxError, UnsupportedError, UsageError
+from opskit.paths import cache_dir
+
+log = logging.getLogger(__name__)
+
+ROOT = Path(__file__).resolve().parents[2]
+POM = ROOT / "spark_jobs" / "spark-kafka-jars.xml"
+JOB = ROOT / "spark_jobs" / "lag_replay.py"
+#: artifacts passed to --jars (everything else the connector needs ships with PySpark)
+ARTIFACTS = ("spark-sql-kafka-0-10_2.13", "spark-token-provider-kafka-0-10_2.13",
+             "kafka-clients", "commons-pool2")
+#: PySpark version -> (connector, token provider) to use when Maven Central lacks the
+#: exact version. Checked by hand against Maven Central; tested with PySpark 4.3.0.
+FALLBACKS: dict[str, tuple[str, str]] = {
+    "4.3.0": ("4.2.0", "4.0.0"),
+}
+#: the result line the job prints on the driver's stdout
+RESULT_PREFIX = "OPSKIT_RESULT "
+PROGRESS_PREFIX = "OPSKIT_PROGRESS "
+
+
+def pyspark_version() -> str:
+    try:
+        import pyspark
+    except ImportError as e:
+        raise UnsupportedError("pyspark is not installed (pip install pyspark)") from e
+    return str(pyspark.__version__)
+
+
+@dataclass(frozen=True)
+class SparkJars:
+    """The connector jars of one PySpark version."""
+
+    pyspark: str
+    connector: str
+    token_provider: str
+    jars: tuple[Path, ...]
+
+    @property
+    def exact(self) -> bool:
+        return self.connector == self.pyspark and self.token_provider == self.pyspark
+
+    def to_dict(self) -> dict[str, object]:
+        return {"pyspark": self.pyspark, "connector": self.connector,
+                "token_provider": self.token_provider, "exact_match": self.exact,
+                "jars": [p.name for p in self.jars]}
+
+
+def jars_dir(version: str) -> Path:
+    return cache_dir() / "spark-jars" / version
+
+
+def cached_jars(target: Path, version: str) -> SparkJars | None:
+    """The jars listed in ``target/jars.txt``, or None unless every one is there."""
+    listing = target / "jars.txt"
+    if not listing.exists():
+        return None
+    fields: dict[str, str] = {}
+    jars: list[Path] = []
+    for line in listing.read_text().splitlines():
+        if line.startswith("#") and "=" in line:
+            k, _, v = line[1:].strip().partition("=")
+            fields[k.strip()] = v.strip()
+        elif line.strip():
+            jars.append(target / "libs" / line.strip())
+    if not jars or not all(j.exists() for j in jars):
+        return None
+    return SparkJars(version, fields.get("connector", version),
+                     fields.get("token_provider", version), tuple(jars))
+
+
+def _mvn_copy(target: Path, connector: str, token: str) -> tuple[Path, ...] | str:
+    """Run Maven; the jars, or the first error line."""
+    mvn = shutil.which("mvn")
+    if mvn is None:
+        raise SandboxError("mvn not found on PATH: the Spark Kafka connector is resolved from "
+                           "Maven Central with Maven; run scripts/install-spark.sh")
+    with tempfile.TemporaryDirectory(dir=target) as tmp:
+        out = Path(tmp) / "libs"
+        cmd = [mvn, "-q", "-B", "-U", "-f", str(POM), "dependency:copy-dependencies",
+               f"-Dconnector.version={connector}", f"-Dtoken.provider.version={token}",
+               f"-DoutputDirectory={out}", "-DincludeScope=runtime",
+               f"-DincludeArtifactIds={','.join(ARTIFACTS)}"]
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1200, check=False)
+        except subprocess.TimeoutExpired:
+            return "Maven did not finish in 20 minutes"
+        if proc.returncode != 0:
+            lines = [ln for ln in (proc.stdout + proc.stderr).splitlines() if "ERROR" in ln]
+            return lines[0].strip() if lines else (proc.stdout + proc.stderr).strip()[-300:]
+        libs = target / "libs"
+        if libs.exists():
+            shutil.rmtree(libs)
+        os.replace(out, libs)
+    return tuple(sorted(libs.glob("*.jar")))
+
+
+def ensure_spark_jars(version: str | None = None) -> SparkJars:
+    """The cached connector jars for ``version`` (default: installed PySpark),
+    resolving them with Maven on first use."""
+    version = version or pyspark_version()
+    target = jars_dir(version)
+    cached = cached_jars(target, version)
+    if cached is not None:
+        return cached
+    target.mkdir(parents=True, exist_ok=True)
+    attempts = [(version, version)]
+    if version in FALLBACKS:
+        attempts.append(FALLBACKS[version])
+    errors: list[str] = []
+    for connector, token in attempts:
+        log.info("resolving spark-sql-kafka %s (token provider %s) from Maven Central",
+                 connector, token)
+        got = _mvn_copy(target, connector, token)
+        if isinstance(got, str):
+            errors.append(f"{connector}: {got}")
+            continue
+        names = [j.name for j in got]
+        missing = [a for a in ARTIFACTS if not any(n.startswith(a + "-") for n in names)]
+        if missing:
+            errors.append(f"{connector}: Maven gave no {', '.join(missing)}")
+            continue
+        note = "" if connector == version else (
+            f"# note=Maven Central has no spark-sql-kafka {version}; pinned fallback\n")
+        (target / "jars.txt").write_text(
+            f"# pyspark={version}\n# connector={connector}\n# token_provider={token}\n{note}"
+            + "".join(n + "\n" for n in names))
+        jars = cached_jars(target, version)
+        assert jars is not None
+        return jars
+    raise SandboxError(f"cannot resolve the Spark Kafka connector for PySpark {version} from "
+                       f"Maven Central: {'; '.join(errors)}")
+
+
+def spark_submit_binary() -> str:
+    found = shutil.which("spark-submit")
+    if found:
+        return found
+    try:
+        import pyspark
+    except ImportError as e:
+        raise UnsupportedError("spark-submit not found and pyspark is not installed") from e
+    candidate = Path(pyspark.__file__).parent / "bin" / "spark-submit"
+    if candidate.exists():
+        return str(candidate)
+    raise UnsupportedError("spark-submit not found on PATH (pip install pyspark)")
+
+
+@dataclass(frozen=True)
+class SubmitOptions:
+    master: str = "local[2]"
+    deploy_mode: str | None = None
+    driver_memory: str = "1g"
+    executor_memory: str | None = None
+    conf: tuple[tuple[str, str], ...] = ()
+
+
+def build_command(jars: SparkJars, opts: SubmitOptions, job_args: Sequence[str]) -> list[str]:
+    """The exact ``spark-submit`` command line (also shown to the operator)."""
+    cmd = [spark_submit_binary(), "--master", opts.master, "--name", "opskit-lag-replay",
+           "--jars", ",".join(str(j) for j in jars.jars), "--driver-memory", opts.driver_memory]
+    if opts.deploy_mode:
+        cmd += ["--deploy-mode", opts.deploy_mode]
+    if opts.executor_memory:
+        cmd += ["--executor-memory", opts.executor_memory]
+    conf = {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "4"}
+    conf.update(dict(opts.conf))
+    for k, v in conf.items():
+        cmd += ["--conf", f"{k}={v}"]
+    return [*cmd, str(JOB), *job_args]
+
+
+@dataclass(frozen=True)
+class SubmitResult:
+    returncode: int
+    result_line: str | None
+    tail: str
+
+
+def run_spark_submit(cmd: Sequence[str], on_progress: Callable[[str], None],
+                     timeout: float = 3600.0) -> SubmitResult:
+    """Run ``spark-submit``; relay progress lines; return the job's result line."""
+    env = dict(os.environ)
+    env.setdefault("PYSPARK_PYTHON", sys.executable)
+    env.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    try:
+        proc = subprocess.Popen(list(cmd), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, env=env, start_new_session=True)
+    except OSError as e:
+        raise UnsupportedError(f"cannot run spark-submit: {e}") from e
+    tail: list[str] = []
+    result: list[str] = []
+
+    def read_err() -> None:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            log.debug("spark: %s", line.rstrip())
+            tail.append(line.rstrip())
+            del tail[:-40]
+
+    t = threading.Thread(target=read_err, daemon=True)
+    t.start()
+    assert proc.stdout is not None
+    try:
+        for line in proc.stdout:
+            if line.startswith(RESULT_PREFIX):
+                result.append(line[len(RESULT_PREFIX):].strip())
+            elif line.startswith(PROGRESS_PREFIX):
+                on_progress(line[len(PROGRESS_PREFIX):].strip())
+            else:
+                log.debug("spark stdout: %s", line.rstrip())
+        rc = proc.wait(timeout=timeout)
+    except (KeyboardInterrupt, subprocess.TimeoutExpired):
+        proc.kill()
+        proc.wait()
+        raise
+    t.join(5)
+    errors = [ln for ln in tail if "Error" in ln or "Exception" in ln]
+    return SubmitResult(rc, result[-1] if result else None,
+                        (errors[-1] if errors else (tail[-1] if tail else "")).strip())
+
+
+def parse_conf(items: Sequence[str]) -> tuple[tuple[str, str], ...]:
+    out: list[tuple[str, str]] = []
+    for item in items:
+        k, sep, v = item.partition("=")
+        if not sep or not k:
+            raise UsageError(f"--conf expects KEY=VALUE, not {item!r}")
+        out.append((k, v))
+    return tuple(out)
+
+
+def _main(argv: list[str]) -> int:
+    """``python -m opskit.adapters.spark_submit resolve [VERSION]``: fetch and cache the jars."""
+    if not argv or argv[0] != "resolve":
+        sys.stderr.write("usage: python -m opskit.adapters.spark_submit resolve [PYSPARK_VERSION]\n")
+        return 2
+    try:
+        jars = ensure_spark_jars(argv[1] if len(argv) > 1 else None)
+    except (SandboxError, UnsupportedError) as e:
+        sys.stderr.write(f"spark jars: error: {e}\n")
+        return 1
+    match = "exact match" if jars.exact else (
+        f"FALLBACK: connector {jars.connector}, token provider {jars.token_provider}")
+    sys.stdout.write(f"PySpark {jars.pyspark} Kafka connector ({match}):\n")
+    for j in jars.jars:
+        sys.stdout.write(f"  {j}\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_main(sys.argv[1:]))

@@ -1,0 +1,140 @@
+"""``opskit exporter``: a Prometheus exporter for lag, topics and cluster health.
+
+Collection runs in the background every ``--interval``; ``/metrics`` serves the
+latest snapshot and never waits on Kafka. See docs/exporter.md.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import signal
+import threading
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from opskit.adapters.cluster_health import quiet_kafka_python
+from opskit.adapters.config_file import resolve_connection
+from opskit.cli.common import STATE, BootstrapOpt, ContextOpt, load_config, setup_logging, stderr
+from opskit.cli.lag import parse_interval
+from opskit.errors import NotFoundError, UsageError
+from opskit.exporter.collector import KafkaSource
+from opskit.exporter.engine import Exporter
+from opskit.exporter.options import ExporterOptions, Granularity, NameFilter
+from opskit.exporter.process import ProcessExporter
+from opskit.exporter.server import ExporterHTTPServer, WebConfig, serve_in_thread
+
+log = logging.getLogger(__name__)
+
+
+def _read_secret(path: str | None, flag: str) -> str | None:
+    if path is None:
+        return None
+    try:
+        return Path(path).read_text().rstrip("\n")
+    except FileNotFoundError as e:
+        raise NotFoundError(f"{flag}: no such file {path!r}") from e
+    except OSError as e:
+        raise UsageError(f"{flag}: cannot read {path!r}: {e.strerror}") from e
+
+
+def exporter(
+    port: Annotated[int, typer.Option("--port", min=0, max=65535, help="HTTP port (0: any free port)")] = 9308,
+    listen: Annotated[str, typer.Option("--listen", help="address to bind")] = "0.0.0.0",
+    interval: Annotated[str, typer.Option("--interval", help="time between collections, e.g. 15s")] = "15s",
+    collection_timeout: Annotated[str | None, typer.Option("--collection-timeout", help="a cycle longer than this counts as a timeout and marks Kafka down (default: 4 x interval, at least 30s)", show_default=False)] = None,
+    stale_after: Annotated[str | None, typer.Option("--stale-after", help="keep serving the last good data this long after collection fails (default: 4 x interval, at least 60s)", show_default=False)] = None,
+    group_allow: Annotated[list[str] | None, typer.Option("--group-allow", help="regex; only groups fully matching one (repeatable)")] = None,
+    group_deny: Annotated[list[str] | None, typer.Option("--group-deny", help="regex; drop groups fully matching one (repeatable)")] = None,
+    topic_allow: Annotated[list[str] | None, typer.Option("--topic-allow", help="regex; only topics fully matching one (repeatable)")] = None,
+    topic_deny: Annotated[list[str] | None, typer.Option("--topic-deny", help="regex; drop topics fully matching one (repeatable)")] = None,
+    granularity: Annotated[Granularity, typer.Option("--granularity", help="partition or topic (topic drops per-partition series)")] = Granularity.PARTITION,
+    lag_time_budget: Annotated[int, typer.Option("--lag-time-budget", min=0, help="new record reads for lag in seconds per cycle (largest lag first); the rest are estimated")] = 2000,
+    no_lag_time: Annotated[bool, typer.Option("--no-lag-time", help="do not read record timestamps (lag seconds only from the offset timeline)")] = False,
+    no_log_dirs: Annotated[bool, typer.Option("--no-log-dirs", help="do not read partition sizes (no bytes/s, no topic size)")] = False,
+    status_window: Annotated[str, typer.Option("--status-window", help="window of the Burrow-style group status and rates")] = "10m",
+    status_samples: Annotated[int, typer.Option("--status-samples", min=3, max=60, help="samples kept per group-partition in the status window (memory: ~160 bytes each)")] = 10,
+    expected_brokers: Annotated[int | None, typer.Option("--expected-brokers", min=1, help="brokers the cluster should have", show_default=False)] = None,
+    web_tls_cert: Annotated[str | None, typer.Option("--web-tls-cert", help="serve HTTPS with this certificate (PEM)", show_default=False)] = None,
+    web_tls_key: Annotated[str | None, typer.Option("--web-tls-key", help="private key of --web-tls-cert (PEM)", show_default=False)] = None,
+    web_user: Annotated[str | None, typer.Option("--web-user", help="require HTTP basic auth with this user on /metrics", show_default=False)] = None,
+    web_password_file: Annotated[str | None, typer.Option("--web-password-file", help="file holding the basic auth password", show_default=False)] = None,
+    collector: Annotated[str, typer.Option("--collector", help="process (default: collection in a child process, scrapes never wait for the interpreter lock) or thread")] = "process",
+    once: Annotated[bool, typer.Option("--once", help="collect once, print /metrics to stdout and exit (exit 3 if Kafka is down)")] = False,
+    bootstrap_server: BootstrapOpt = None,
+    bootstrap: Annotated[str | None, typer.Option("--bootstrap", help="alias of --bootstrap-server", show_default=False, hidden=True)] = None,
+    context: ContextOpt = None,
+    timeout: Annotated[float, typer.Option("--timeout", min=0.5, max=600, help="seconds to wait for each Kafka request")] = 10.0,
+) -> int:
+    """Serve Prometheus metrics on /metrics (kafka_exporter-compatible names plus opskit_*),
+    with /healthz and /ready. Runs until interrupted."""
+    if collector not in ("process", "thread"):
+        raise UsageError(f"--collector must be process or thread, not {collector!r}")
+    interval_s = parse_interval(interval, "--interval")
+    ct = parse_interval(collection_timeout, "--collection-timeout") if collection_timeout else max(30.0, 4 * interval_s)
+    sa = parse_interval(stale_after, "--stale-after") if stale_after else max(60.0, 4 * interval_s)
+    window_s = parse_interval(status_window, "--status-window")
+    options = ExporterOptions(
+        interval_s=interval_s, collection_timeout_s=ct, kafka_timeout_s=timeout,
+        groups=NameFilter.of(group_allow, group_deny, "group"),
+        topics=NameFilter.of(topic_allow, topic_deny, "topic"),
+        granularity=granularity, lag_time_budget=lag_time_budget, lag_time=not no_lag_time,
+        stale_after_s=sa, status_window_s=window_s, status_samples=status_samples,
+        expected_brokers=expected_brokers,
+        log_dirs=not no_log_dirs,
+    )
+    password = _read_secret(web_password_file, "--web-password-file")
+    for flag, path in (("--web-tls-cert", web_tls_cert), ("--web-tls-key", web_tls_key)):
+        if path is not None and not Path(path).is_file():
+            raise NotFoundError(f"{flag}: no such file {path!r}")
+    web = WebConfig(listen, port, web_tls_cert, web_tls_key, web_user, password)
+    if bootstrap_server and bootstrap and bootstrap_server != bootstrap:
+        raise UsageError("give --bootstrap-server once")
+    conn = resolve_connection(bootstrap_server or bootstrap, context)
+    cfg = load_config()
+    quiet_kafka_python(STATE.debug)
+    if once:
+        source = KafkaSource(conn, options, thresholds=cfg.lag_thresholds)
+        once_engine = Exporter(source, options)
+        once_engine.run_cycle()
+        source.close()
+        typer.echo(once_engine.scrape().decode(), nl=False)
+        return 0 if once_engine.status().up else 3
+    engine: Exporter | ProcessExporter
+    if collector == "thread":
+        engine = Exporter(KafkaSource(conn, options, thresholds=cfg.lag_thresholds), options)
+    else:
+        # fork is safe here: no thread and no Kafka client exists yet in this process
+        engine = ProcessExporter(conn, options, thresholds=cfg.lag_thresholds,
+                                 log_setup=functools.partial(setup_logging, STATE.debug,
+                                                             STATE.log_format),
+                                 start_method="fork")
+    try:
+        server = ExporterHTTPServer(engine, web)
+    except OSError as e:
+        raise UsageError(f"--port {port}: cannot listen on {listen}:{port}: {e.strerror}") from e
+    except Exception as e:  # ssl errors: bad certificate or key
+        raise UsageError(f"cannot set up HTTPS: {e}") from e
+    engine.start()
+    serve_in_thread(server)
+    scheme = "https" if web_tls_cert else "http"
+    stderr().print(f"opskit exporter: serving {scheme}://{listen}:{server.port}/metrics "
+                   f"for {conn.bootstrap} every {interval_s:g}s", highlight=False)
+    stop = threading.Event()
+
+    def _on_signal(signum: int, _frame: object) -> None:
+        stop.set()
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _on_signal)
+        signal.signal(signal.SIGINT, _on_signal)
+    try:
+        while not stop.wait(0.5):
+            pass
+    finally:
+        server.shutdown()
+        server.server_close()
+        engine.stop()
+    return 0

@@ -1,0 +1,1 @@
+"""Grafana dashboards as code: ``dashboards/*.dashboard.py`` built with grafanalib."""

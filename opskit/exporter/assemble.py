@@ -1,0 +1,292 @@
+"""Turn one cycle's broker answers plus the exporter's history into a Snapshot.
+
+Pure: no I/O and no clock (``now_ms`` is a parameter). It updates the
+:class:`~opskit.exporter.history.History` it is given -- the exporter's memory --
+and returns a new frozen :class:`~opskit.exporter.snapshot.Snapshot`.
+
+Lag in seconds of a group on a partition (:func:`opskit.core.timing.partition_lag_time`):
+0 when the group is at the head; else the age of the record at the committed
+offset when it was read (exact), else an estimate from the partition's
+log-end timeline; absent when neither is known. Never NaN, never negative.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from opskit.core.health import (
+    ClusterHealthInput,
+    HealthReport,
+    PartitionState,
+    QuorumInfo,
+    Reassignment,
+    evaluate_health,
+)
+from opskit.core.models import Anomaly, GroupLag, PartitionLag, PartitionOffsets, TopicPartition
+from opskit.core.status import OffsetSample, StatusPolicy, evaluate_group
+from opskit.core.timing import (
+    LagTimeBasis,
+    RetentionBasis,
+    catch_up_eta,
+    consume_rate,
+    partition_lag_time,
+    produce_rate,
+    retention_risk,
+)
+from opskit.exporter.history import History
+from opskit.exporter.snapshot import (
+    BrokerSnap,
+    GroupPartitionSnap,
+    GroupSnap,
+    GroupTopicSnap,
+    HealthSnap,
+    PartitionSnap,
+    QuorumNodeSnap,
+    Snapshot,
+    TopicSnap,
+)
+
+Position = tuple[TopicPartition, int]
+
+
+@dataclass(frozen=True)
+class ClusterExtras:
+    """What kafka-python adds: the KRaft quorum and reassignments (or why not)."""
+
+    quorum: QuorumInfo | None = None
+    quorum_error: str | None = "not asked"
+    reassignments: tuple[Reassignment, ...] | None = None
+    reassignments_error: str | None = "not asked"
+
+
+@dataclass(frozen=True)
+class CycleInputs:
+    """Plain broker answers of one cycle."""
+
+    cluster_id: str | None
+    controller_id: int
+    brokers: tuple[BrokerSnap, ...]
+    #: every partition kept by the topic filter, without offsets
+    partitions: tuple[PartitionSnap, ...]
+    groups: Sequence[GroupLag]
+    #: log start/end of every partition that answered
+    offsets: Mapping[TopicPartition, PartitionOffsets]
+    #: timestamp of the first record at or after each read position (None: not read)
+    record_ts: Mapping[Position, int | None] = field(default_factory=dict)
+    #: topic -> (retention.ms, retention.bytes), -1 meaning no limit
+    retention: Mapping[str, tuple[int, int]] = field(default_factory=dict)
+    #: topic -> min.insync.replicas
+    min_isr: Mapping[str, int] = field(default_factory=dict)
+    #: bytes on disk per partition, None when DescribeLogDirs did not answer
+    sizes: Mapping[TopicPartition, int] | None = None
+    extras: ClusterExtras = field(default_factory=ClusterExtras)
+    expected_brokers: int | None = None
+    lag_time_skipped: int = 0
+
+
+def read_position(p: PartitionLag) -> Position | None:
+    """Where the oldest unconsumed record is: committed offset, or log start if deleted."""
+    if p.committed is None or p.log_start is None or p.log_end is None or p.committed >= p.log_end:
+        return None
+    start = max(p.committed, p.log_start)
+    return (p.tp, start) if start < p.log_end else None
+
+
+def lag_time_positions(groups: Iterable[GroupLag]) -> list[Position]:
+    """Positions whose record timestamp gives lag in seconds, most lagging first
+    (so a read budget spends itself where lag is largest)."""
+    best: dict[Position, int] = {}
+    for g in groups:
+        for p in g.partitions:
+            pos = read_position(p)
+            if pos is not None:
+                best[pos] = max(best.get(pos, 0), p.lag or 0)
+    return sorted(best, key=lambda pos: (-best[pos], pos))
+
+
+def _health(inp: CycleInputs) -> HealthReport:
+    extra = inp.extras
+    return evaluate_health(ClusterHealthInput(
+        brokers=tuple(b.node_id for b in inp.brokers),
+        controller_id=inp.controller_id,
+        partitions=tuple(PartitionState(p.topic, p.partition, p.leader, p.replicas, p.isr)
+                         for p in inp.partitions),
+        min_isr=inp.min_isr,
+        expected_brokers=inp.expected_brokers,
+        quorum=extra.quorum,
+        quorum_error=extra.quorum_error,
+        reassignments=extra.reassignments,
+        reassignments_error=extra.reassignments_error,
+    ))
+
+
+def health_snap(report: HealthReport) -> HealthSnap:
+    c = report.counts
+    q = report.quorum
+    nodes: tuple[QuorumNodeSnap, ...] = ()
+    if q is not None:
+        nodes = tuple(
+            QuorumNodeSnap(node, "voter" if node in q.voters else "observer", max(0, lag))
+            for node, lag in sorted(q.lag.items())
+        )
+    return HealthSnap(
+        brokers_expected=c.brokers_expected,
+        under_replicated=c.urp,
+        under_min_isr=c.under_min_isr,
+        at_min_isr=c.at_min_isr,
+        offline=c.offline,
+        preferred_leader_imbalance=c.preferred_leader_imbalance,
+        reassignments=c.reassignments,
+        quorum_leader=q.leader_id if q is not None and q.leader_id >= 0 else None,
+        quorum_voters=len(q.voters) if q is not None else None,
+        quorum_nodes=nodes,
+    )
+
+
+def _lag_seconds(p: PartitionLag, inp: CycleInputs, history: History, now_ms: int
+                 ) -> tuple[float | None, float | None]:
+    """(lag seconds, retention time left) of one group partition."""
+    if p.lag is None or p.log_start is None or p.log_end is None or p.committed is None:
+        return None, None
+    pos = read_position(p)
+    ts = inp.record_ts.get(pos) if pos is not None else None
+    below = p.committed < p.log_start
+    lt = partition_lag_time(
+        now_ms, committed=p.committed, log_start=p.log_start, log_end=p.log_end,
+        committed_record_ts_ms=None if below else ts,
+        log_start_record_ts_ms=ts if below else None,
+        timeline=history.timeline(p.tp),
+    )
+    seconds = 0.0 if lt.basis is LagTimeBasis.NO_LAG else lt.seconds
+    left: float | None = None
+    ret = inp.retention.get(p.tp.topic)
+    if ret is not None:
+        rr = retention_risk(
+            now_ms, retention_ms=ret[0], retention_bytes=ret[1], committed=p.committed,
+            log_start=p.log_start, log_end=p.log_end,
+            oldest_unconsumed_ts_ms=lt.record_timestamp_ms, timestamp_confidence=lt.confidence,
+            partition_size_bytes=(inp.sizes or {}).get(p.tp),
+        )
+        if rr.basis in (RetentionBasis.TIME, RetentionBasis.BYTES):
+            left = rr.time_left_seconds
+    return seconds, left
+
+
+def _min(values: Iterable[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return min(known) if known else None
+
+
+def _max(values: Iterable[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return max(known) if known else None
+
+
+def _sum(values: Iterable[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return sum(known) if known else None
+
+
+def group_snap(g: GroupLag, inp: CycleInputs, history: History, now_ms: int,
+               with_status: bool = True) -> GroupSnap:
+    rows: list[GroupPartitionSnap] = []
+    lefts: dict[TopicPartition, float | None] = {}
+    seconds: dict[TopicPartition, float | None] = {}
+    samples: dict[TopicPartition, OffsetSample] = {}
+    for p in g.partitions:
+        secs, left = _lag_seconds(p, inp, history, now_ms)
+        seconds[p.tp], lefts[p.tp] = secs, left
+        rows.append(GroupPartitionSnap(p.tp.topic, p.tp.partition, p.committed, p.lag, secs))
+        if p.log_end is not None:
+            samples[p.tp] = OffsetSample(now_ms, p.committed, p.log_end, p.log_start)
+    status: str | None = None
+    cons: dict[str, float | None] = {}
+    prod: dict[str, float | None] = {}
+    if with_status:
+        window = history.observe_group(g.group_id, now_ms, samples)
+        policy = StatusPolicy(
+            window_ms=history.policy.window_ms, max_samples=history.policy.max_samples,
+            min_span_ms=history.policy.min_span_ms, thresholds=g.thresholds)
+        st = evaluate_group(window, policy, now_ms, group_lag=g, lag_seconds=seconds)
+        status = st.status.value
+        per_c: dict[str, list[float | None]] = {}
+        per_p: dict[str, list[float | None]] = {}
+        for pw in window.partitions:
+            per_c.setdefault(pw.tp.topic, []).append(consume_rate(pw.samples).per_second)
+            per_p.setdefault(pw.tp.topic, []).append(produce_rate(pw.samples).per_second)
+        cons = {t: _sum(v) for t, v in per_c.items()}
+        prod = {t: _sum(v) for t, v in per_p.items()}
+    topics: list[GroupTopicSnap] = []
+    for t in g.topics:
+        ps = [p for p in g.partitions if p.tp.topic == t.topic]
+        committed = [p.committed for p in ps if p.committed is not None]
+        c, pr = cons.get(t.topic), prod.get(t.topic)
+        eta = catch_up_eta(t.lag, c, pr) if with_status else None
+        topics.append(GroupTopicSnap(
+            topic=t.topic,
+            committed_sum=sum(committed) if committed else None,
+            lag_sum=t.lag,
+            lag_seconds_max=_max(seconds[p.tp] for p in ps),
+            consume_rate=c,
+            catchup_eta_seconds=eta.eta_seconds if eta is not None else None,
+            falling_behind=(eta.state.value == "falling_behind") if eta is not None and
+            eta.state.value != "unknown" else None,
+            retention_headroom_seconds=_min(lefts[p.tp] for p in ps),
+            records_lost=sum(p.records_lost for p in ps),
+        ))
+    kinds = Counter(a.value for p in g.partitions for a in p.anomalies)
+    anomalies = {a.value: kinds.get(a.value, 0) for a in Anomaly}
+    return GroupSnap(
+        group_id=g.group_id, state=g.state.value, members=g.members, severity=g.severity,
+        status=status, partitions=tuple(rows), topics=tuple(topics), anomalies=anomalies,
+    )
+
+
+def assemble_snapshot(inp: CycleInputs, history: History, now_ms: int,
+                      with_status: bool = True) -> Snapshot:
+    """The snapshot of one cycle; updates ``history`` (rates, timelines, windows)."""
+    parts = tuple(
+        PartitionSnap(p.topic, p.partition, p.leader, p.replicas, p.isr,
+                      o.log_start if (o := inp.offsets.get(TopicPartition(p.topic, p.partition))) else None,
+                      o.log_end if o else None)
+        for p in inp.partitions
+    )
+    log_ends = {TopicPartition(p.topic, p.partition): p.log_end for p in parts if p.log_end is not None}
+    history.observe_log_ends(now_ms, log_ends)
+    end_sums: dict[str, int] = {}
+    for tp, end in log_ends.items():
+        end_sums[tp.topic] = end_sums.get(tp.topic, 0) + end
+    topic_names = sorted({p.topic for p in parts})
+    size_sums: dict[str, int] | None = None
+    if inp.sizes is not None:
+        size_sums = {}
+        for tp, size in inp.sizes.items():
+            size_sums[tp.topic] = size_sums.get(tp.topic, 0) + size
+    # topics whose offsets all failed keep no rate point this cycle
+    history.observe_topics(now_ms, {t: end_sums[t] for t in topic_names if t in end_sums}, size_sums)
+    topics = []
+    for t in topic_names:
+        mr, br = history.messages_in_rate(t), history.bytes_in_rate(t)
+        ret = inp.retention.get(t)
+        topics.append(TopicSnap(
+            topic=t,
+            messages_in_per_second=mr.per_second if mr else None,
+            bytes_in_per_second=br.per_second if br else None,
+            size_bytes=size_sums.get(t) if size_sums is not None else None,
+            retention_ms=ret[0] if ret is not None and ret[0] >= 0 else None,
+        ))
+    groups = tuple(group_snap(g, inp, history, now_ms, with_status) for g in inp.groups)
+    history.forget_groups_except(g.group_id for g in inp.groups)
+    return Snapshot(
+        taken_at_ms=now_ms,
+        cluster_id=inp.cluster_id,
+        controller_id=inp.controller_id,
+        brokers=inp.brokers,
+        partitions=parts,
+        topics=tuple(topics),
+        groups=groups,
+        health=health_snap(_health(inp)),
+        lag_time_skipped=inp.lag_time_skipped,
+    )

@@ -1,0 +1,230 @@
+"""The exporter's collection engine: cycles in the background, each one bounded.
+
+One thread runs collection cycles every ``interval``; each cycle runs in its
+own worker thread, joined for at most ``collection_timeout``. A cycle that
+overruns counts as a ``timeout`` error and marks Kafka down at once; the next
+cycle starts only once it has finished (there is never more than one worker),
+and every Kafka call inside it is bounded by the Kafka timeout, so it does
+finish. Any exception of a cycle is caught and counted by kind; the loop never
+dies of one.
+
+Scrapes never touch Kafka: a cycle ends by rendering its snapshot once (the
+small families through prometheus_client with this engine's own registry and
+a custom collector; the per-partition ones written directly, see
+:func:`~opskit.exporter.families.render_partition_families`) and publishing the
+gzipped text to a :class:`~opskit.exporter.serving.ServedState`; a scrape adds
+fresh self-metrics to it. Rendering 230,000 series through prometheus_client
+objects on every scrape would cost seconds each.
+
+``opskit exporter`` runs this engine in a separate collector process (see
+:mod:`opskit.exporter.process`) so the HTTP server never competes with
+collection for the interpreter lock; tests and ``--once`` run it in-process.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import gc
+import logging
+import threading
+import time
+import zlib
+from collections.abc import Callable, Iterable
+from typing import Protocol
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import Metric
+
+from opskit.errors import OpskitError
+from opskit.exporter.assemble import CycleInputs, assemble_snapshot
+from opskit.exporter.families import ExporterStatus, render_partition_families, small_families
+from opskit.exporter.history import History
+from opskit.exporter.options import ExporterOptions
+from opskit.exporter.serving import ListCollector, Rendered, ServedState
+from opskit.exporter.snapshot import Snapshot
+
+log = logging.getLogger(__name__)
+
+_KIND = {"unreachable": "unreachable", "unsupported": "unsupported", "kafka_error": "kafka",
+         "not_found": "kafka", "inconsistent": "kafka"}
+
+
+class CycleSource(Protocol):
+    def collect(self) -> tuple[CycleInputs, int]: ...
+
+    def close(self) -> None: ...
+
+
+def error_kind(exc: BaseException) -> str:
+    if isinstance(exc, OpskitError):
+        return _KIND.get(exc.kind, "internal")
+    if isinstance(exc, TimeoutError):
+        return "timeout"
+    return "internal"
+
+
+def _trimmer() -> Callable[[int], object] | None:
+    try:
+        fn: Callable[[int], object] = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
+        return fn
+    except (OSError, AttributeError):  # not glibc
+        return None
+
+
+_MALLOC_TRIM = _trimmer()
+
+
+def _release_memory() -> None:
+    """Hand the cycle's freed memory back to the OS (glibc keeps it otherwise), so
+    RSS between cycles reflects what the exporter really holds."""
+    gc.collect()
+    if _MALLOC_TRIM is not None:
+        _MALLOC_TRIM(0)
+
+
+class Exporter:
+    def __init__(self, source: CycleSource, options: ExporterOptions,
+                 clock: Callable[[], float] = time.time,
+                 on_change: Callable[[], None] | None = None) -> None:
+        self.source = source
+        self.options = options
+        self.clock = clock
+        self.state = ServedState(options.stale_after_s, clock)
+        #: called after every published success or failure (the collector process reports then)
+        self.on_change = on_change
+        self.history = History(int(options.rate_window_s * 1000), int(options.status_window_s * 1000),
+                               options.status_samples)
+        self._lock = threading.Lock()
+        self._cycle_started: float | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._render_lock = threading.Lock()
+        self._pending: Iterable[Metric] = ()
+        self._data_registry = CollectorRegistry(auto_describe=False)
+        self._data_registry.register(ListCollector(lambda: self._pending))
+
+    # ----- lifecycle -----
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self.loop, name="opskit-exporter-collect", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def wait_first_cycle(self, timeout: float) -> bool:
+        return self.state.first_done.wait(timeout)
+
+    def loop(self) -> None:
+        """Run cycles every interval until stopped, then close the source."""
+        next_at = time.monotonic()
+        while not self._stop.is_set():
+            self.run_cycle()
+            next_at += self.options.interval_s
+            now = time.monotonic()
+            next_at = max(next_at, now)  # overran: start the schedule again from now
+            self._stop.wait(max(0.0, next_at - now))
+        try:
+            self.source.close()
+        except Exception:
+            log.debug("closing the source failed", exc_info=True)
+
+    def run_cycle(self) -> None:
+        """One bounded cycle (also called directly by tests and ``--once``)."""
+        box: dict[str, object] = {}
+        started = time.monotonic()
+        with self._lock:
+            self._cycle_started = started
+
+        def work() -> None:
+            try:
+                inputs, now_ms = self.source.collect()
+                snap = assemble_snapshot(inputs, self.history, now_ms)
+                del inputs
+                box["rendered"] = self.render(snap)
+            except BaseException as e:  # noqa: BLE001 - counted by kind, never fatal
+                box["error"] = e
+
+        worker = threading.Thread(target=work, name="opskit-exporter-cycle", daemon=True)
+        worker.start()
+        worker.join(self.options.collection_timeout_s)
+        if worker.is_alive():
+            self._failed("timeout", f"collection took more than {self.options.collection_timeout_s:g}s")
+            while worker.is_alive() and not self._stop.is_set():
+                worker.join(0.5)
+            if worker.is_alive():
+                return
+        duration = time.monotonic() - started
+        with self._lock:
+            self._cycle_started = None
+        err = box.get("error")
+        if isinstance(err, BaseException):
+            kind = error_kind(err)
+            self._failed(kind, str(err).splitlines()[0] if str(err) else type(err).__name__, duration)
+            if kind == "internal":
+                log.error("collection failed with an internal error", exc_info=err)
+            return
+        rendered = box.get("rendered")
+        box.clear()
+        if isinstance(rendered, Rendered):
+            self.state.publish_success(rendered, duration)
+            self._changed()
+        _release_memory()
+
+    def _failed(self, kind: str, message: str, duration: float | None = None) -> None:
+        log.warning("collection failed (%s): %s", kind, message)
+        self.state.publish_failure(kind, message, duration)
+        self._changed()
+
+    def _changed(self) -> None:
+        if self.on_change is not None:
+            try:
+                self.on_change()
+            except Exception:
+                log.warning("reporting the exporter state failed", exc_info=True)
+
+    def render(self, snap: Snapshot) -> Rendered:
+        """The snapshot's exposition, gzipped."""
+        fams = small_families(snap, self.options.granularity)
+        with self._render_lock:
+            self._pending = fams
+            head = generate_latest(self._data_registry)
+            self._pending = ()
+        comp = zlib.compressobj(1, zlib.DEFLATED, 31)  # wbits 31: a gzip member
+        parts = [comp.compress(head)]
+        series = sum(len(m.samples) for m in fams)
+        for text, n in render_partition_families(snap, self.options.granularity):
+            parts.append(comp.compress(text.encode()))
+            series += n
+        parts.append(comp.flush())
+        return Rendered(snap.taken_at_ms, b"".join(parts), series)
+
+    # ----- serving (delegated to the served state) -----
+    def served(self) -> Rendered | None:
+        return self.state.served()
+
+    def status(self) -> ExporterStatus:
+        return self.state.status()
+
+    def scrape(self, gzipped: bool = False) -> bytes:
+        return self.state.scrape(gzipped)
+
+    def ready(self) -> tuple[bool, str]:
+        return self.state.ready()
+
+    def healthy(self) -> tuple[bool, str]:
+        """False only when the collection loop died or a cycle is wedged far beyond its timeout."""
+        if self._thread is not None and not self._thread.is_alive() and not self._stop.is_set():
+            return False, "collection thread is not running"
+        with self._lock:
+            started = self._cycle_started
+        limit = 10 * self.options.collection_timeout_s
+        if started is not None and time.monotonic() - started > limit:
+            return False, f"a collection cycle has been running for more than {limit:g}s"
+        return True, "ok"
+
+    @property
+    def last_error(self) -> str | None:
+        return self.state.last_error
