@@ -39,10 +39,15 @@ class NotFoundError(OpskitError):
     kind = "not_found"
 
 
-class KafkaUnavailableError(OpskitError):
-    """The cluster could not be reached or did not answer within the timeout."""
+class ServiceUnavailableError(OpskitError):
+    """A service opskit talks to (Kafka, PagerDuty, a Spark master) could not be
+    reached or did not answer within the timeout."""
 
     kind = "unreachable"
+
+
+class KafkaUnavailableError(ServiceUnavailableError):
+    """The cluster could not be reached or did not answer within the timeout."""
 
 
 class UnsupportedError(OpskitError):

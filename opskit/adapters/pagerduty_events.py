@@ -16,7 +16,7 @@ from typing import Any
 
 import pagerduty
 
-from opskit.errors import ConfigError, InvalidInputError, KafkaUnavailableError, NotFoundError
+from opskit.errors import ConfigError, InvalidInputError, NotFoundError, ServiceUnavailableError
 
 log = logging.getLogger(__name__)
 
@@ -27,7 +27,7 @@ SUMMARY_MAX = 1024
 _RETRIED = (429, 500, 502, 503, 504)
 
 
-class PagerDutyUnavailableError(KafkaUnavailableError):
+class PagerDutyUnavailableError(ServiceUnavailableError):
     """PagerDuty could not be reached or kept failing after the capped retries (exit 3)."""
 
     kind = "pagerduty_unavailable"

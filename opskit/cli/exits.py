@@ -34,7 +34,7 @@ _BY_CLASS: list[tuple[type[errors.OpskitError], int]] = [
     (errors.UsageError, USAGE),
     (errors.InvalidInputError, USAGE),
     (errors.NotFoundError, NOT_FOUND),
-    (errors.KafkaUnavailableError, UNKNOWN),
+    (errors.ServiceUnavailableError, UNKNOWN),
     (errors.UnsupportedError, UNKNOWN),
     (errors.InconsistentStateError, UNKNOWN),
     (errors.RefusedError, REFUSED),
