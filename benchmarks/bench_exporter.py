@@ -223,12 +223,20 @@ def true_lags(topics: list[str], groups: int) -> dict[tuple[str, str, str], floa
     return out
 
 
+#: per-partition group lag as each exporter names it: metric -> (group, topic, partition) labels
+LAG_FAMILIES = {
+    "kafka_consumergroup_lag": ("consumergroup", "topic", "partition"),  # opskit, kafka_exporter
+    "kminion_kafka_consumer_group_topic_partition_lag": ("group_id", "topic_name", "partition_id"),
+}
+
+
 def lag_table(text: bytes) -> dict[tuple[str, str, str], float]:
-    v = parse(text, {"kafka_consumergroup_lag"}).get("kafka_consumergroup_lag", {})
+    fams = parse(text, set(LAG_FAMILIES))
     out = {}
-    for labels, val in v.items():
-        d = dict(labels)
-        out[(d.get("consumergroup", ""), d.get("topic", ""), d.get("partition", ""))] = val
+    for name, (g, t, p) in LAG_FAMILIES.items():
+        for labels, val in fams.get(name, {}).items():
+            d = dict(labels)
+            out[(d.get(g, ""), d.get(t, ""), d.get(p, ""))] = val
     return out
 
 
