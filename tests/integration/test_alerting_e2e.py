@@ -30,12 +30,19 @@ from typing import Any
 
 import pytest
 import yaml
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+    ResourceType,
+)
 
 from opskit.dashboards.generate import panels
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from helpers import commit, create_topic, produce, run_cli
+from helpers import commit_retrying, create_topic, produce, run_cli
 from pd_receiver import PagerDutyReceiver, routing_key
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -116,6 +123,17 @@ class Stack:
         return list(_get(f"{self.prom}/api/v1/alerts")["data"]["alerts"])
 
 
+THROTTLE = {"leader.replication.throttled.rate": "1073741824"}
+
+
+def _alter_broker(admin: AdminClient, broker: str, cfg: dict[str, str],
+                  op: AlterConfigOpType) -> None:
+    res = ConfigResource(ResourceType.BROKER, broker, incremental_configs=[
+        ConfigEntry(k, v, incremental_operation=op) for k, v in cfg.items()])
+    for f in admin.incremental_alter_configs([res]).values():
+        f.result(30)
+
+
 @pytest.fixture(scope="module")
 def receiver() -> Iterator[PagerDutyReceiver]:
     with PagerDutyReceiver() as r:
@@ -156,6 +174,12 @@ def stack(kafka3: Any, receiver: PagerDutyReceiver,
         "scrape_configs": [{"job_name": "opskit-exporter", "static_configs": [
             {"targets": [f"127.0.0.1:{s.exporter_port}"], "labels": {"cluster": "sandbox"}}]}],
     }))
+    # a replication throttle for the operations dashboard's throttle panels: set before
+    # the exporter starts (it reads broker configs on its first cycle); 1 GB/s and only
+    # on the e2e topic's replicas, so nothing else is slowed; removed at the end
+    admin = AdminClient({"bootstrap.servers": kafka3.bootstrap})
+    throttle_broker = str(min(admin.list_topics(timeout=10).brokers))
+    _alter_broker(admin, throttle_broker, THROTTLE, AlterConfigOpType.SET)
     try:
         s.start("exporter", [sys.executable, "-m", "opskit.cli.main", "exporter",
                              "-b", kafka3.bootstrap, "--port", str(s.exporter_port),
@@ -175,6 +199,7 @@ def stack(kafka3: Any, receiver: PagerDutyReceiver,
         yield s
     finally:
         s.stop()
+        _alter_broker(admin, throttle_broker, THROTTLE, AlterConfigOpType.DELETE)
 
 
 def _ensure_topic(bootstrap: str, name: str, partitions: int) -> None:
@@ -215,12 +240,13 @@ def test_lag_alert_pages_with_runbook_then_resolves_and_dashboards_have_data(
         stack: Stack, receiver: PagerDutyReceiver, uniq: str) -> None:
     b = stack.bootstrap
     topic, group = f"e2e_{uniq}", f"e2e-group-{uniq}"
-    create_topic(b, topic, 2)
+    # throttled replicas (for the operations dashboard): harmless, the topic is not moving
+    create_topic(b, topic, 2, config={"follower.replication.throttled.replicas": "*"})
     _ensure_topic(b, "dead_letter", 1)
     produce(b, "dead_letter", {0: 3})
     # records first, then the group appears with all of its lag at once (500 > crit 200)
     produce(b, topic, {0: 250, 1: 250})
-    commit(b, group, {(topic, 0): 0, (topic, 1): 0})
+    commit_retrying(b, group, {(topic, 0): 0, (topic, 1): 0})
 
     dashboards = {p.name: json.loads(p.read_text()) for p in sorted((ROOT / "dashboards").glob("*.json"))}
     targets = {(name, f'{panel["id"]}:{panel["title"]}', t["refId"]): _substitute(t["expr"])
@@ -263,7 +289,7 @@ def test_lag_alert_pages_with_runbook_then_resolves_and_dashboards_have_data(
         time.sleep(3)
 
     # 3. the group catches up: the alert resolves and PagerDuty gets a resolve for the incident
-    commit(b, group, {(topic, p): end for p, end in _log_ends(b, topic, 2).items()})
+    commit_retrying(b, group, {(topic, p): end for p, end in _log_ends(b, topic, 2).items()})
     _wait("a PagerDuty resolve", lambda: any(
         e["event_action"] == "resolve" and e["dedup_key"] == dedup for e in receiver.events),
         120, stack.procs)
