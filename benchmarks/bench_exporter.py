@@ -91,10 +91,10 @@ def proc_stats(pid: int) -> dict[str, float]:
         fields = stat[stat.rindex(")") + 2:].split()
         tot["cpu_s"] += (int(fields[11]) + int(fields[12])) / CLK_TCK
         kb = {m.group(1): int(m.group(2))
-              for m in re.finditer(r"^(VmRSS|VmHWM):\s+(\d+) kB", status, re.M)}
+              for m in re.finditer(r"^(VmRSS|VmHWM):\s+(\d+) kB", status, re.MULTILINE)}
         tot["rss_mb"] += kb.get("VmRSS", 0) / 1024
         tot["peak_rss_mb"] += kb.get("VmHWM", 0) / 1024
-        m = re.search(r"^Pss:\s+(\d+) kB", rollup, re.M)
+        m = re.search(r"^Pss:\s+(\d+) kB", rollup, re.MULTILINE)
         tot["pss_mb"] += int(m.group(1)) / 1024 if m else 0
         tot["processes"] += 1
     return tot
@@ -394,6 +394,8 @@ def run_soak(bs: str, topics: list[str], args: argparse.Namespace) -> dict[str, 
         while self_metric(url, "opskit_kafka_up") != 1.0:
             time.sleep(1)
         t0 = time.time()
+        cpu0 = proc_stats(proc.pid)["cpu_s"]
+        cycles0 = self_metric(url, "opskit_exporter_collections_total") or 0.0
         k = 0
         while time.time() - t0 < args.soak:
             # churn: one new group, one deleted group, every churn period
@@ -409,7 +411,7 @@ def run_soak(bs: str, topics: list[str], args: argparse.Namespace) -> dict[str, 
             try:
                 for x in admin.delete_consumer_groups([victim]).values():
                     x.result(60)
-            except Exception as e:  # noqa: BLE001 - already gone is fine
+            except Exception as e:
                 if "GROUP_ID_NOT_FOUND" not in str(e):
                     raise
             live.discard(victim)
@@ -424,11 +426,15 @@ def run_soak(bs: str, topics: list[str], args: argparse.Namespace) -> dict[str, 
                     stale_found.append(g)
             st = proc_stats(proc.pid)
             groups_served = len(set(re.findall(r'kafka_consumergroup_members\{consumergroup="([^"]+)"', text)))
-            samples.append({"t": time.time() - t0, **st, "groups_served": groups_served})
+            samples.append({"t": time.time() - t0, **st, "groups_served": groups_served,
+                            "load1": os.getloadavg()[0]})
             k += 1
             if k % 6 == 0:
                 print(f"  soak t={samples[-1]['t']:.0f}s rss={st['rss_mb']:.0f}MB "
-                      f"pss={st['pss_mb']:.0f}MB groups={groups_served}", flush=True)
+                      f"pss={st['pss_mb']:.0f}MB groups={groups_served} "
+                      f"load={samples[-1]['load1']:.1f}", flush=True)
+        cycles = (self_metric(url, "opskit_exporter_collections_total") or 0.0) - cycles0
+        cpu_per_cycle = (proc_stats(proc.pid)["cpu_s"] - cpu0) / cycles if cycles else None
     finally:
         stop(proc)
     def med(key: str, lo: float, hi: float) -> float | None:
@@ -436,10 +442,20 @@ def run_soak(bs: str, topics: list[str], args: argparse.Namespace) -> dict[str, 
         return statistics.median(xs) if xs else None
 
     quarter = args.soak / 4
+    # steady state: after the status window has filled (default 10 min) plus a minute
+    warm = 660.0
+    steady = [s for s in samples if s["t"] >= warm]
     return {"seconds": args.soak, "groups_created": next_new - first_new, "groups_deleted": len(deleted),
             "rss_mb_by_quarter": [med("rss_mb", q * quarter, (q + 1) * quarter) for q in range(4)],
             "pss_mb_by_quarter": [med("pss_mb", q * quarter, (q + 1) * quarter) for q in range(4)],
             "peak_rss_mb": max(s["peak_rss_mb"] for s in samples) if samples else None,
+            "steady_after_s": warm,
+            "pss_mb_steady_median": statistics.median(s["pss_mb"] for s in steady) if steady else None,
+            "pss_mb_steady_max": max(s["pss_mb"] for s in steady) if steady else None,
+            "rss_mb_steady_median": statistics.median(s["rss_mb"] for s in steady) if steady else None,
+            "cpu_s_per_cycle": cpu_per_cycle,
+            "load_avg_1m_median": statistics.median(s["load1"] for s in samples) if samples else None,
+            "load_avg_1m_max": max(s["load1"] for s in samples) if samples else None,
             "stale_series_of_deleted_groups": sorted(set(stale_found)),
             "scrape_p99_ms": pct(scrape_lat, 0.99) * 1000 if scrape_lat else None,
             "samples": samples}

@@ -27,11 +27,19 @@ def build(runbook_base: str = DEFAULT_RUNBOOK_BASE) -> Dashboard:
                "reassigning {{cluster}}"),
         target(f"{by} (kafka_under_replicated_partitions{{{CLUSTER}}})", "URP {{cluster}}", "B"),
     ], w=12)
-    lay.text("Replication throttles", "scaling",
-             "The exporter does not publish replication throttles yet. A reassignment started "
-             "with a throttle leaves `leader.replication.throttled.rate` / "
-             "`follower.replication.throttled.rate` on brokers until removed: check with "
-             "`opskit health` and the scaling runbook after every reassignment.", w=6)
+    lay.timeseries("Replication throttles", "scaling", [
+        target(f"max by (cluster, broker, direction) "
+               f"(opskit_broker_replication_throttle_bytes_per_second{{{CLUSTER}}})",
+               "broker {{broker}} {{direction}}")], unit="Bps", w=6,
+        description="leader/follower.replication.throttled.rate set on each broker. A "
+                    "reassignment started with a throttle leaves it until removed: empty "
+                    "means no throttle.")
+    lay.table("Topics with throttled replicas", "scaling", [
+        target(f"max by (cluster, topic, direction) "
+               f"(opskit_topic_throttled_replicas{{{CLUSTER}}})", "", "A", instant=True,
+               fmt="table")], w=24, h=6,
+        description="Replicas listed in leader/follower.replication.throttled.replicas "
+                    "(* counts every replica). Remove them once the reassignment is done.")
     lay.row("Leadership and quorum", "KafkaPreferredLeaderImbalance")
     lay.timeseries("Partitions not on their preferred leader", "KafkaPreferredLeaderImbalance", [
         target(f"{by} (opskit_cluster_preferred_leader_imbalance{{{CLUSTER}}})", "{{cluster}}")])

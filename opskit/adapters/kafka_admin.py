@@ -392,6 +392,28 @@ class KafkaAdmin:
             }
         return out
 
+    def broker_configs(self, brokers: Iterable[int]) -> dict[int, dict[str, tuple[str | None, bool]]]:
+        """broker id -> {config: (value, is_default)}: one DescribeConfigs per broker (a
+        broker describes only itself), all sent before any answer is awaited. A broker
+        that does not answer is left out and logged; the others still count."""
+        ids = sorted(set(brokers))
+        if not ids:
+            return {}
+        self.require("topic_configs", "reading broker configs")  # the same DescribeConfigs API
+        futs = [(b, self._admin.describe_configs([ConfigResource(ResourceType.BROKER, str(b))],
+                                                 **self._kw())) for b in ids]
+        out: dict[int, dict[str, tuple[str | None, bool]]] = {}
+        for b, by_res in futs:
+            for fut in by_res.values():
+                try:
+                    entries = self._result(fut, f"describing configs of broker {b}")
+                except OpskitError as e:
+                    log.warning("could not read configs of broker %s: %s", b, e)
+                    continue
+                out[b] = {k: (v.value, bool(v.is_default) or v.source == 5)  # 5 = DEFAULT_CONFIG
+                          for k, v in entries.items()}
+        return out
+
     def create_topics(self, topics: list[tuple[str, int, int, dict[str, str]]]) -> None:
         new = [NewTopic(n, num_partitions=p, replication_factor=rf, config=cfg) for n, p, rf, cfg in topics]
         if not new:

@@ -36,8 +36,10 @@ from opskit.core.timing import (
     retention_risk,
 )
 from opskit.exporter.history import History
+from opskit.exporter.names import THROTTLE_DIRECTIONS
 from opskit.exporter.snapshot import (
     BrokerSnap,
+    BrokerThrottleSnap,
     GroupPartitionSnap,
     GroupSnap,
     GroupTopicSnap,
@@ -46,7 +48,9 @@ from opskit.exporter.snapshot import (
     QuorumNodeSnap,
     Snapshot,
     TopicSnap,
+    TopicThrottleSnap,
 )
+from opskit.exporter.throttles import count_throttled_replicas
 
 Position = tuple[TopicPartition, int]
 
@@ -84,6 +88,10 @@ class CycleInputs:
     extras: ClusterExtras = field(default_factory=ClusterExtras)
     expected_brokers: int | None = None
     lag_time_skipped: int = 0
+    #: broker id -> {direction: bytes/s} of the replication throttles set on it
+    broker_throttles: Mapping[int, Mapping[str, int]] = field(default_factory=dict)
+    #: topic -> {direction: raw *.replication.throttled.replicas value}
+    topic_throttles: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
 
 
 def read_position(p: PartitionLag) -> Position | None:
@@ -244,6 +252,32 @@ def group_snap(g: GroupLag, inp: CycleInputs, history: History, now_ms: int,
     )
 
 
+def throttle_snaps(inp: CycleInputs
+                   ) -> tuple[tuple[BrokerThrottleSnap, ...], tuple[TopicThrottleSnap, ...]]:
+    """Broker throttle rates and throttled-replica counts of the kept topics."""
+    brokers = tuple(
+        BrokerThrottleSnap(b, d, rate)
+        for b, rates in sorted(inp.broker_throttles.items())
+        for d in THROTTLE_DIRECTIONS if (rate := rates.get(d)) is not None
+    )
+    if not inp.topic_throttles:
+        return brokers, ()
+    replicas: dict[str, list[int]] = {}
+    for p in inp.partitions:
+        if p.topic in inp.topic_throttles:
+            replicas.setdefault(p.topic, []).append(len(p.replicas))
+    topics: list[TopicThrottleSnap] = []
+    for t, lists in sorted(inp.topic_throttles.items()):
+        if t not in replicas:
+            continue  # filtered out or deleted since the configs were read
+        for d in THROTTLE_DIRECTIONS:
+            if d in lists:
+                n = count_throttled_replicas(lists[d], replicas[t])
+                if n:
+                    topics.append(TopicThrottleSnap(t, d, n))
+    return brokers, tuple(topics)
+
+
 def assemble_snapshot(inp: CycleInputs, history: History, now_ms: int,
                       with_status: bool = True) -> Snapshot:
     """The snapshot of one cycle; updates ``history`` (rates, timelines, windows)."""
@@ -279,6 +313,8 @@ def assemble_snapshot(inp: CycleInputs, history: History, now_ms: int,
         ))
     groups = tuple(group_snap(g, inp, history, now_ms, with_status) for g in inp.groups)
     history.forget_groups_except(g.group_id for g in inp.groups)
+    history.end_cycle()
+    broker_throttles, topic_throttles = throttle_snaps(inp)
     return Snapshot(
         taken_at_ms=now_ms,
         cluster_id=inp.cluster_id,
@@ -289,4 +325,6 @@ def assemble_snapshot(inp: CycleInputs, history: History, now_ms: int,
         groups=groups,
         health=health_snap(_health(inp)),
         lag_time_skipped=inp.lag_time_skipped,
+        broker_throttles=broker_throttles,
+        topic_throttles=topic_throttles,
     )

@@ -5,8 +5,12 @@ committed offsets, then log offsets, so lag is never negative. Requests are
 batched by the adapters; the rest of the cycle adds:
 
 * log offsets of partitions no group covers (one more pair of batched ListOffsets);
-* topic configs (retention, min.insync.replicas): one DescribeConfigs for all
-  topics, repeated every ``config_refresh_cycles`` cycles or when topics appear;
+* topic configs (retention, min.insync.replicas, throttled replicas): one
+  DescribeConfigs for all topics, repeated every ``config_refresh_cycles`` cycles
+  or when topics appear;
+* replication throttle rates of the brokers, on the same schedule (and when
+  brokers appear): one DescribeConfigs per broker, all in flight at once -- a
+  broker answers only for itself, so they cannot be merged into one request;
 * record timestamps for lag in seconds, through the cached
   :class:`~opskit.adapters.record_times.RecordTimeReader`: positions already read
   (same partition, same committed offset) cost nothing; at most
@@ -36,6 +40,7 @@ from opskit.errors import NotFoundError
 from opskit.exporter.assemble import ClusterExtras, CycleInputs, Position, lag_time_positions
 from opskit.exporter.options import ExporterOptions
 from opskit.exporter.snapshot import BrokerSnap, PartitionSnap
+from opskit.exporter.throttles import broker_rates, topic_replica_lists
 
 log = logging.getLogger(__name__)
 
@@ -51,8 +56,12 @@ class KafkaSource:
         self._admin: KafkaAdmin | None = None
         self._reader: RecordTimeReader | None = None
         self._kp_client: Any = None
-        self._configs: dict[str, tuple[tuple[int, int], int]] = {}
+        #: topic -> ((retention.ms, retention.bytes), min.insync.replicas, throttled replicas)
+        self._configs: dict[str, tuple[tuple[int, int], int, dict[str, str]]] = {}
         self._cycles_since_configs = 0
+        #: broker id -> {direction: bytes/s}; brokers whose configs could not be read are absent
+        self._throttles: dict[int, dict[str, int]] = {}
+        self._throttle_brokers: frozenset[int] = frozenset()
 
     # ----- clients -----
     def admin(self) -> KafkaAdmin:
@@ -94,7 +103,9 @@ class KafkaSource:
         if opts.topics.active:
             groups = [g for g in groups if g.partitions]
         offsets = self._offsets(admin, md, topics, groups)
-        retention, min_isr = self._topic_configs(admin, topics)
+        stale = self._cycles_since_configs + 1 >= opts.config_refresh_cycles
+        retention, min_isr, topic_throttles = self._topic_configs(admin, topics)
+        broker_throttles = self._broker_throttles(admin, [b.node_id for b in md.brokers], stale)
         record_ts, skipped = self._record_times(groups) if opts.lag_time else ({}, 0)
         leaders = {TopicPartition(t, p.partition): p.leader for t in topics for p in md.topics[t]}
         sizes = None
@@ -121,6 +132,8 @@ class KafkaSource:
             extras=extras,
             expected_brokers=opts.expected_brokers,
             lag_time_skipped=skipped,
+            broker_throttles=broker_throttles,
+            topic_throttles=topic_throttles,
         )
         return inputs, now_ms
 
@@ -155,7 +168,7 @@ class KafkaSource:
         return out
 
     def _topic_configs(self, admin: KafkaAdmin, topics: list[str]
-                       ) -> tuple[dict[str, tuple[int, int]], dict[str, int]]:
+                       ) -> tuple[dict[str, tuple[int, int]], dict[str, int], dict[str, dict[str, str]]]:
         self._cycles_since_configs += 1
         new = [t for t in topics if t not in self._configs]
         stale = self._cycles_since_configs >= self.options.config_refresh_cycles
@@ -166,7 +179,8 @@ class KafkaSource:
                     rc = RetentionConfig.from_topic_config(cfg)
                     raw = cfg.get("min.insync.replicas", (None, True))[0]
                     mi = int(raw) if raw is not None and raw.isdigit() else 1
-                    self._configs[t] = ((rc.retention_ms, rc.retention_bytes), mi)
+                    self._configs[t] = ((rc.retention_ms, rc.retention_bytes), mi,
+                                        topic_replica_lists(cfg))
                 if stale:
                     self._cycles_since_configs = 0
             except Exception as e:  # noqa: BLE001 - configs are extra information
@@ -175,7 +189,23 @@ class KafkaSource:
         for gone in set(self._configs) - keep:
             del self._configs[gone]
         return ({t: c[0] for t, c in self._configs.items()},
-                {t: c[1] for t, c in self._configs.items()})
+                {t: c[1] for t, c in self._configs.items()},
+                {t: c[2] for t, c in self._configs.items() if c[2]})
+
+    def _broker_throttles(self, admin: KafkaAdmin, brokers: list[int], refresh: bool
+                          ) -> dict[int, dict[str, int]]:
+        """Replication throttle rates per broker, re-read with the topic configs
+        or when the set of brokers changes; unreadable brokers are left out."""
+        current = frozenset(brokers)
+        if refresh or current != self._throttle_brokers:
+            self._throttle_brokers = current
+            try:
+                self._throttles = {b: broker_rates(cfg)
+                                   for b, cfg in describe_broker_configs(admin, brokers).items()}
+            except Exception as e:  # noqa: BLE001 - throttles are extra information
+                log.warning("could not read broker configs: %s", e)
+                self._throttles = {}
+        return {b: r for b, r in self._throttles.items() if r and b in current}
 
     def _record_times(self, groups: list[GroupLag]) -> tuple[dict[Position, int | None], int]:
         positions = lag_time_positions(groups)
@@ -213,6 +243,12 @@ class KafkaSource:
         if quorum is None and reassign is None:
             self._close_kp()  # reconnect next cycle
         return ClusterExtras(quorum, q_err, reassign, r_err)
+
+
+def describe_broker_configs(admin: KafkaAdmin, brokers: list[int]
+                            ) -> dict[int, dict[str, tuple[str | None, bool]]]:
+    """broker id -> {config: (value, is_default)}; see :meth:`KafkaAdmin.broker_configs`."""
+    return admin.broker_configs(brokers)
 
 
 def offsets_of(groups: list[GroupLag]) -> Mapping[TopicPartition, PartitionOffsets]:

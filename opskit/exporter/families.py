@@ -123,42 +123,50 @@ def _header(name: str) -> str:
     return f"# HELP {name} {help_text}\n# TYPE {name} {spec.kind.value}\n"
 
 
-def render_partition_families(snap: Snapshot, granularity: Granularity = Granularity.PARTITION
-                              ) -> Iterator[tuple[str, int]]:
-    """The per-partition families in the text exposition format, one family per
-    chunk: ``(text, series)``. Same names, labels and values as
-    :func:`iter_families` yields for them, written directly: at 10,000 partitions
-    and 500 groups these are ~230,000 series, and building prometheus_client
-    sample objects for each costs seconds of CPU and ~100 MB per cycle.
+#: series per text chunk of :func:`render_partition_families` (bounds the text held at once)
+CHUNK_SERIES = 8192
+
+
+def render_partition_families(snap: Snapshot, granularity: Granularity = Granularity.PARTITION,
+                              chunk_series: int = CHUNK_SERIES) -> Iterator[tuple[str, int]]:
+    """The per-partition families in the text exposition format, in chunks of at
+    most ``chunk_series`` series: ``(text, series)``; a family's ``# HELP`` /
+    ``# TYPE`` header opens its first chunk, and a family without series is left
+    out. Same names, labels and values as :func:`iter_families` yields for them,
+    written directly: at 10,000 partitions and 500 groups these are ~230,000
+    series, and building prometheus_client sample objects for each costs seconds
+    of CPU and ~100 MB per cycle. Chunking keeps only a few hundred kB of text
+    alive at a time (the caller compresses each chunk and drops it).
     """
     if granularity is Granularity.TOPIC:
         return
     labels = [(p, f'topic="{_esc(p.topic)}",partition="{p.partition}"') for p in snap.partitions]
     for name, value in _PARTITION_VALUES.items():
-        lines = [_header(name)]
-        n = 0
-        for p, lbl in labels:
-            v = value(p)
-            if v is None or v < 0 or not math.isfinite(v):
-                continue
-            lines.append(f"{name}{{{lbl}}} {_num(v)}\n")
-            n += 1
-        if n:
-            yield "".join(lines), n
+        yield from _chunks(name, (
+            f"{name}{{{lbl}}} {_num(v)}\n" for p, lbl in labels
+            if (v := value(p)) is not None and v >= 0 and math.isfinite(v)), chunk_series)
     for name, gvalue in _GROUP_PARTITION_VALUES.items():
-        lines = [_header(name)]
-        n = 0
-        for g in snap.groups:
-            gid = _esc(g.group_id)
-            for gp in g.partitions:
-                v = gvalue(gp)
-                if v is None or v < 0 or not math.isfinite(v):
-                    continue
-                lines.append(f'{name}{{consumergroup="{gid}",topic="{_esc(gp.topic)}",'
-                             f'partition="{gp.partition}"}} {_num(v)}\n')
-                n += 1
-        if n:
-            yield "".join(lines), n
+        yield from _chunks(name, (
+            f'{name}{{consumergroup="{gid}",topic="{_esc(gp.topic)}",'
+            f'partition="{gp.partition}"}} {_num(v)}\n'
+            for g in snap.groups for gid in (_esc(g.group_id),) for gp in g.partitions
+            if (v := gvalue(gp)) is not None and v >= 0 and math.isfinite(v)), chunk_series)
+
+
+def _chunks(name: str, lines: Iterator[str], chunk_series: int) -> Iterator[tuple[str, int]]:
+    buf: list[str] = []
+    first = True
+    for line in lines:
+        if first:
+            buf.append(_header(name))
+            first = False
+        buf.append(line)
+        if len(buf) >= chunk_series:
+            n = len(buf) - (1 if buf[0].startswith("# HELP") else 0)
+            yield "".join(buf), n
+            buf = []
+    if buf:
+        yield "".join(buf), len(buf) - (1 if buf[0].startswith("# HELP") else 0)
 
 
 def _small_families(snap: Snapshot, granularity: Granularity) -> list[Metric]:
@@ -198,6 +206,8 @@ def _small_families(snap: Snapshot, granularity: Granularity) -> list[Metric]:
         f.add("opskit_topic_bytes_in_per_second", (t.topic,), t.bytes_in_per_second)
         f.add("opskit_topic_size_bytes", (t.topic,), t.size_bytes)
         f.add("opskit_topic_retention_ms", (t.topic,), t.retention_ms)
+    for tt in snap.topic_throttles:
+        f.add("opskit_topic_throttled_replicas", (tt.topic, tt.direction), tt.replicas)
     h = snap.health
     f.add("opskit_cluster_brokers_expected", (), h.brokers_expected)
     f.add("opskit_cluster_controller_id", (), snap.controller_id if snap.controller_id >= 0 else None)
@@ -207,6 +217,9 @@ def _small_families(snap: Snapshot, granularity: Granularity) -> list[Metric]:
     f.add("opskit_cluster_offline_partitions", (), h.offline)
     f.add("opskit_cluster_preferred_leader_imbalance", (), h.preferred_leader_imbalance)
     f.add("opskit_cluster_reassignments_in_progress", (), h.reassignments)
+    for bt in snap.broker_throttles:
+        f.add("opskit_broker_replication_throttle_bytes_per_second", (str(bt.broker), bt.direction),
+              bt.bytes_per_second)
     f.add("opskit_kraft_quorum_leader_id", (), h.quorum_leader)
     f.add("opskit_kraft_quorum_voters", (), h.quorum_voters)
     for q in h.quorum_nodes:

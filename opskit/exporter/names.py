@@ -98,6 +98,9 @@ OPSKIT: tuple[MetricSpec, ...] = (
                "deletes make it read low)"),
     MetricSpec("opskit_topic_size_bytes", G, ("topic",), "Size on disk of the topic's leader replicas"),
     MetricSpec("opskit_topic_retention_ms", G, ("topic",), "retention.ms of the topic (absent if infinite)"),
+    MetricSpec("opskit_topic_throttled_replicas", G, ("topic", "direction"),
+               "Replicas listed in the topic's leader/follower.replication.throttled.replicas "
+               "(* counts every replica; absent when unset)"),
     # cluster
     MetricSpec("opskit_cluster_brokers_expected", G, (), "Brokers expected by configuration"),
     MetricSpec("opskit_cluster_controller_id", G, (), "Id of the active controller"),
@@ -108,6 +111,8 @@ OPSKIT: tuple[MetricSpec, ...] = (
     MetricSpec("opskit_cluster_preferred_leader_imbalance", G, (),
                "Partitions whose leader is not the preferred replica"),
     MetricSpec("opskit_cluster_reassignments_in_progress", G, (), "Partition reassignments in progress"),
+    MetricSpec("opskit_broker_replication_throttle_bytes_per_second", G, ("broker", "direction"),
+               "The broker's leader/follower.replication.throttled.rate (absent when unset)"),
     MetricSpec("opskit_kraft_quorum_leader_id", G, (), "Id of the KRaft quorum leader"),
     MetricSpec("opskit_kraft_quorum_voters", G, (), "Number of KRaft voters"),
     MetricSpec("opskit_kraft_quorum_follower_lag", G, ("node", "role"),
@@ -130,6 +135,8 @@ ALL: tuple[MetricSpec, ...] = KAFKA_EXPORTER_COMPATIBLE + OPSKIT
 BY_NAME: dict[str, MetricSpec] = {m.name: m for m in ALL}
 
 GROUP_STATUSES = ("OK", "WARN", "ERR", "STALL", "STOP", "REWIND", "UNKNOWN")
+#: values of the ``direction`` label of the replication throttle families
+THROTTLE_DIRECTIONS = ("leader", "follower")
 
 
 def exported_names() -> set[str]:

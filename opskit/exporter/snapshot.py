@@ -102,6 +102,20 @@ class HealthSnap:
 
 
 @dataclass(frozen=True)
+class BrokerThrottleSnap:
+    broker: int
+    direction: str  # "leader" or "follower"
+    bytes_per_second: int
+
+
+@dataclass(frozen=True)
+class TopicThrottleSnap:
+    topic: str
+    direction: str  # "leader" or "follower"
+    replicas: int
+
+
+@dataclass(frozen=True)
 class Snapshot:
     """Everything served from one successful collection cycle."""
 
@@ -115,3 +129,6 @@ class Snapshot:
     health: HealthSnap = field(default_factory=HealthSnap)
     #: lag-in-seconds reads skipped this cycle because of the per-cycle budget
     lag_time_skipped: int = 0
+    #: replication throttles set on brokers, and throttled replicas per topic
+    broker_throttles: tuple[BrokerThrottleSnap, ...] = ()
+    topic_throttles: tuple[TopicThrottleSnap, ...] = ()

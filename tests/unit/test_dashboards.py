@@ -92,7 +92,8 @@ def test_every_query_uses_known_metrics_and_a_datasource_object() -> None:
     ("kafka-topic-throughput.dashboard.py",
      {"Messages in per second", "Bytes in per second", "Dead letters per 5 minutes"}),
     ("kafka-operations.dashboard.py",
-     {"Reassignments in progress", "Replication throttles", "KRaft follower lag"}),
+     {"Reassignments in progress", "Replication throttles", "Topics with throttled replicas",
+      "KRaft follower lag"}),
 ])
 def test_required_panels(source: str, titles: set[str]) -> None:
     m = build(DASH / source, BASE)

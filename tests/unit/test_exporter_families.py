@@ -315,3 +315,8 @@ def test_fast_partition_text_equals_prometheus_client_rendering():
     g = (("consumergroup", 'we"ird\\grp\nx'), ("partition", "0"), ("topic", T))
     assert fast["opskit_consumergroup_lag_seconds"][g] == 1.25
     assert list(render_partition_families(snap, Granularity.TOPIC)) == []
+    # small chunks: the same text and series count, cut into more pieces
+    small_chunks = list(render_partition_families(snap, chunk_series=2))
+    assert "".join(t for t, _ in small_chunks) == fast_text
+    assert sum(n for _, n in small_chunks) == sum(n for _, n in chunks)
+    assert len(small_chunks) > len(chunks)
