@@ -169,7 +169,7 @@ def record_times(client: WireClient, positions: Iterable[Position],
             for t in resp.responses:
                 for p in t.partitions:
                     tp = TopicPartition(t.topic, p.partition_index)
-                    offs = want.get(tp)
+                    offs = want.get(tp) or []
                     if not offs:
                         continue
                     if p.error_code:

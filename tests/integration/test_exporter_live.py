@@ -160,7 +160,7 @@ def test_every_family_with_known_values_then_rates_then_deleted_group(any_kafka,
     # ones this single-broker scenario cannot produce
     seen = set(v) | set(v2)
     # (no ETA while falling behind: see the next test; a single voter has no followers)
-    # (replication throttles: set and removed in test_exporter_throttles.py)
+    # (replication throttles: set and removed in test_exporter_throttles_live.py)
     not_here = {"opskit_consumergroup_catchup_eta_seconds", "opskit_kraft_quorum_follower_lag",
                 "opskit_broker_replication_throttle_bytes_per_second",
                 "opskit_topic_throttled_replicas"}
