@@ -237,12 +237,20 @@ def _lag_no_time(t: Target, r: CliResult) -> str:
     return WORKS
 
 
+#: exit code of ``lag --window`` for each status (the scenario's lag is far below thresholds)
+_WINDOW_EXIT = {"OK": exits.OK, "WARN": 1, "STOP": 1, "REWIND": 1, "STALL": 2, "ERR": 2}
+
+
 def _lag_window(t: Target, r: CliResult) -> str:
-    assert r.code == exits.OK, f"exit {r.code}"
     data = r.json()
     [g] = [g for g in data["groups"] if g["group"] == t.group]
-    assert g["status"] == "OK" and g["total_lag"] == 2 * t.records - sum(t.committed.values()), \
-        f"status {g['status']} lag {g['total_lag']}"
+    # the group is idle with lag: OK while the sampled span is shorter than the status
+    # policy's minimum history, STOP/STALL once a slow machine stretches the sampling past
+    # it. Which one is timing, not compatibility: check the numbers and that the exit code
+    # follows the status.
+    assert g["status"] in ("OK", "STOP", "STALL"), f"status {g['status']}"
+    assert r.code == _WINDOW_EXIT[g["status"]], f"exit {r.code} for status {g['status']}"
+    assert g["total_lag"] == 2 * t.records - sum(t.committed.values()), f"lag {g['total_lag']}"
     _check_lag_rows(t, data["lag"], with_time=False)
     return WORKS
 
