@@ -27,6 +27,7 @@ from opskit.adapters.kafka_admin import KafkaAdmin
 from opskit.adapters.lag_source import LagReport, collect_lag
 from opskit.adapters.log_dirs import read_partition_sizes
 from opskit.adapters.record_times import Position, RecordTime, RecordTimeReader
+from opskit.core.lag import oldest_unconsumed_offset
 from opskit.core.models import GroupLag, LagThresholds, PartitionLag, TopicPartition
 from opskit.core.status import (
     DEFAULT_MIN_SPAN_MS,
@@ -42,9 +43,8 @@ from opskit.core.timing import (
     RetentionRisk,
     catch_up_eta,
     consume_rate,
-    partition_lag_time,
+    group_partition_time,
     produce_rate,
-    retention_risk,
 )
 
 log = logging.getLogger(__name__)
@@ -142,13 +142,8 @@ def _int_cfg(cfg: Mapping[str, tuple[str | None, bool]], key: str) -> int:
 
 
 def _read_position(p: PartitionLag) -> Position | None:
-    """Where the oldest unconsumed record is: committed offset, or log start if deleted."""
-    if p.committed is None or p.log_start is None or p.log_end is None:
-        return None
-    if p.committed >= p.log_end:
-        return None
-    start = max(p.committed, p.log_start)
-    return (p.tp, start) if start < p.log_end else None
+    off = oldest_unconsumed_offset(p)
+    return None if off is None else (p.tp, off)
 
 
 def add_lag_times(
@@ -170,29 +165,12 @@ def add_lag_times(
             pos = _read_position(p)
             rt = records.get(pos) if pos is not None else None
             ts = rt.timestamp_ms if rt is not None and rt.offset >= pos[1] else None  # type: ignore[index]
-            below = p.committed is not None and p.committed < p.log_start
-            lt = partition_lag_time(
-                now_ms,
-                committed=p.committed,
-                log_start=p.log_start,
-                log_end=p.log_end,
-                committed_record_ts_ms=None if below else ts,
-                log_start_record_ts_ms=ts if below else None,
-            )
             rc = retention.get(p.tp.topic)
-            rr = None
-            if rc is not None:
-                rr = retention_risk(
-                    now_ms,
-                    retention_ms=rc.retention_ms,
-                    retention_bytes=rc.retention_bytes,
-                    committed=p.committed,
-                    log_start=p.log_start,
-                    log_end=p.log_end,
-                    oldest_unconsumed_ts_ms=lt.record_timestamp_ms,
-                    timestamp_confidence=lt.confidence,
-                    partition_size_bytes=sizes.get(p.tp),
-                )
+            lt, rr = group_partition_time(
+                now_ms, p, record_ts_ms=ts,
+                retention=None if rc is None else (rc.retention_ms, rc.retention_bytes),
+                partition_size_bytes=sizes.get(p.tp),
+            )
             per[p.tp] = PartitionTime(lt, rr)
         times[g.group_id] = per
     return TimedLagReport(report, now_ms, times, time_read=True, sizes=dict(sizes))

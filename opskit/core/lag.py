@@ -61,6 +61,16 @@ def partition_lag(
     return PartitionLag(tp, committed, start, end, lag, m, tuple(anomalies), lost)
 
 
+def oldest_unconsumed_offset(p: PartitionLag) -> int | None:
+    """Offset of the oldest unconsumed record of a group partition: the committed
+    offset, or the log start when retention deleted past it. None when the group is
+    at the log end, or when the offsets needed are unknown."""
+    if p.committed is None or p.log_start is None or p.log_end is None or p.committed >= p.log_end:
+        return None
+    start = max(p.committed, p.log_start)
+    return start if start < p.log_end else None
+
+
 def severity_for(total_lag: int, thresholds: LagThresholds) -> Severity:
     """HIP-30: lag > warn is WARNING, lag > crit is CRITICAL."""
     if total_lag > thresholds.crit:

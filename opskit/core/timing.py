@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Protocol
 
+from opskit.core.models import PartitionLag
 from opskit.errors import InvalidInputError
 
 DEFAULT_TIMELINE_POINTS = 60
@@ -628,3 +629,44 @@ def _int(v: Any) -> int:
     if isinstance(v, bool) or not isinstance(v, int):
         raise TypeError(f"expected an integer, got {v!r}")
     return v
+
+
+def group_partition_time(
+    now_ms: int,
+    p: PartitionLag,
+    *,
+    record_ts_ms: int | None,
+    retention: tuple[int, int] | None,
+    partition_size_bytes: int | None = None,
+    timeline: OffsetTimeline | None = None,
+) -> tuple[LagTime, RetentionRisk | None]:
+    """Lag in time and retention risk of one group partition whose log start and end
+    are known. ``record_ts_ms`` is the timestamp of the record at
+    :func:`opskit.core.lag.oldest_unconsumed_offset`: the committed offset's record,
+    or the log start's when retention deleted past the committed offset.
+    ``retention`` is ``(retention.ms, retention.bytes)``; None skips the risk."""
+    assert p.log_start is not None and p.log_end is not None
+    below = p.committed is not None and p.committed < p.log_start
+    lt = partition_lag_time(
+        now_ms,
+        committed=p.committed,
+        log_start=p.log_start,
+        log_end=p.log_end,
+        committed_record_ts_ms=None if below else record_ts_ms,
+        log_start_record_ts_ms=record_ts_ms if below else None,
+        timeline=timeline,
+    )
+    if retention is None:
+        return lt, None
+    rr = retention_risk(
+        now_ms,
+        retention_ms=retention[0],
+        retention_bytes=retention[1],
+        committed=p.committed,
+        log_start=p.log_start,
+        log_end=p.log_end,
+        oldest_unconsumed_ts_ms=lt.record_timestamp_ms,
+        timestamp_confidence=lt.confidence,
+        partition_size_bytes=partition_size_bytes,
+    )
+    return lt, rr

@@ -24,6 +24,7 @@ from opskit.core.health import (
     Reassignment,
     evaluate_health,
 )
+from opskit.core.lag import oldest_unconsumed_offset
 from opskit.core.models import Anomaly, GroupLag, PartitionLag, PartitionOffsets, TopicPartition
 from opskit.core.status import OffsetSample, StatusPolicy, evaluate_group
 from opskit.core.timing import (
@@ -31,9 +32,8 @@ from opskit.core.timing import (
     RetentionBasis,
     catch_up_eta,
     consume_rate,
-    partition_lag_time,
+    group_partition_time,
     produce_rate,
-    retention_risk,
 )
 from opskit.exporter.history import History
 from opskit.exporter.names import THROTTLE_DIRECTIONS
@@ -95,11 +95,8 @@ class CycleInputs:
 
 
 def read_position(p: PartitionLag) -> Position | None:
-    """Where the oldest unconsumed record is: committed offset, or log start if deleted."""
-    if p.committed is None or p.log_start is None or p.log_end is None or p.committed >= p.log_end:
-        return None
-    start = max(p.committed, p.log_start)
-    return (p.tp, start) if start < p.log_end else None
+    off = oldest_unconsumed_offset(p)
+    return None if off is None else (p.tp, off)
 
 
 def lag_time_positions(groups: Iterable[GroupLag]) -> list[Position]:
@@ -160,25 +157,14 @@ def _lag_seconds(p: PartitionLag, inp: CycleInputs, history: History, now_ms: in
         return None, None
     pos = read_position(p)
     ts = inp.record_ts.get(pos) if pos is not None else None
-    below = p.committed < p.log_start
-    lt = partition_lag_time(
-        now_ms, committed=p.committed, log_start=p.log_start, log_end=p.log_end,
-        committed_record_ts_ms=None if below else ts,
-        log_start_record_ts_ms=ts if below else None,
-        timeline=history.timeline(p.tp),
+    lt, rr = group_partition_time(
+        now_ms, p, record_ts_ms=ts, retention=inp.retention.get(p.tp.topic),
+        partition_size_bytes=(inp.sizes or {}).get(p.tp), timeline=history.timeline(p.tp),
     )
     seconds = 0.0 if lt.basis is LagTimeBasis.NO_LAG else lt.seconds
     left: float | None = None
-    ret = inp.retention.get(p.tp.topic)
-    if ret is not None:
-        rr = retention_risk(
-            now_ms, retention_ms=ret[0], retention_bytes=ret[1], committed=p.committed,
-            log_start=p.log_start, log_end=p.log_end,
-            oldest_unconsumed_ts_ms=lt.record_timestamp_ms, timestamp_confidence=lt.confidence,
-            partition_size_bytes=(inp.sizes or {}).get(p.tp),
-        )
-        if rr.basis in (RetentionBasis.TIME, RetentionBasis.BYTES):
-            left = rr.time_left_seconds
+    if rr is not None and rr.basis in (RetentionBasis.TIME, RetentionBasis.BYTES):
+        left = rr.time_left_seconds
     return seconds, left
 
 
