@@ -296,7 +296,8 @@ def _recv_exact(sock: socket.socket, n: int, deadline: float) -> bytes:
     return bytes(buf)
 
 
-def _tls_context(conn: ConnectionConfig) -> ssl.SSLContext:
+def tls_context(conn: ConnectionConfig) -> ssl.SSLContext:
+    """The TLS context for a connection's CA and client certificate (SSL, SASL_SSL)."""
     ctx = ssl.create_default_context(cafile=conn.ca_file) if conn.ca_file else \
         ssl.create_default_context()
     if conn.cert_file and conn.key_file:
@@ -319,7 +320,7 @@ def api_versions(host: str, port: int, timeout: float,
     try:
         if proto in ("SSL", "SASL_SSL"):
             assert conn is not None
-            sock = _tls_context(conn).wrap_socket(raw, server_hostname=host)
+            sock = tls_context(conn).wrap_socket(raw, server_hostname=host)
         sock.settimeout(max(deadline - time.monotonic(), 0.05))
         sock.sendall(encode_api_versions_v0(corr, conn.client_id if conn else "opskit"))
         (size,) = struct.unpack(">i", _recv_exact(sock, 4, deadline))

@@ -24,18 +24,18 @@ API version, drops the connection or sends what we cannot decode also raises
 from __future__ import annotations
 
 import socket
-import ssl
 import struct
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from opskit.adapters.capabilities import probe, tls_context
 from opskit.core.connection import ConnectionConfig
 from opskit.errors import KafkaUnavailableError
 
 API_LIST_OFFSETS, API_FETCH, API_METADATA = 2, 1, 3
-API_OFFSET_FETCH, API_FIND_COORDINATOR, API_DESCRIBE_GROUPS, API_API_VERSIONS = 9, 10, 15, 18
+API_OFFSET_FETCH, API_FIND_COORDINATOR, API_DESCRIBE_GROUPS = 9, 10, 15
 
 
 class WireUnsupported(Exception):
@@ -71,10 +71,7 @@ class _Conn:
             raise KafkaUnavailableError(
                 f"cannot reach broker {node.node_id} at {node.host}:{node.port}: {e}") from e
         if conn.security_protocol.upper() == "SSL":
-            ctx = ssl.create_default_context(cafile=conn.ca_file)
-            if conn.cert_file and conn.key_file:
-                ctx.load_cert_chain(conn.cert_file, conn.key_file)
-            sock = ctx.wrap_socket(sock, server_hostname=node.host)
+            sock = tls_context(conn).wrap_socket(sock, server_hostname=node.host)
         self.sock = sock
         self.client_id = conn.client_id
 
@@ -177,18 +174,28 @@ class WireClient:
             raise WireUnsupported(f"batched read failed: {e}") from e
 
     def version(self, api: int, lowest: int, highest: int, deadline: float) -> int:
-        """The highest version <= ``highest`` the broker speaks, at least ``lowest``."""
-        if self._versions is None:
-            from kafka.protocol.metadata.api_versions import (  # type: ignore[import-untyped]
-                ApiVersionsRequest,
-                ApiVersionsResponse,
-            )
+        """The highest version <= ``highest`` the broker speaks, at least ``lowest``.
 
-            (resp,) = self.exchange(
-                [(self.first_node, ApiVersionsRequest(), 0, ApiVersionsResponse)], deadline)
-            self._versions = {a.api_key: (a.min_version, a.max_version) for a in resp.api_keys or []}
+        From the ApiVersions answer opskit's capability probe already has (cached per
+        bootstrap), so the batched path normally costs no ApiVersions request of its
+        own; only when the probe got no answer does the client ask itself (and then
+        fails as an unreachable or silent broker should).
+        """
+        if self._versions is None:
+            caps = probe(self.conn, max(deadline - time.monotonic(), 0.5))
+            self._versions = dict(caps.apis) if caps.known else self._ask_versions(deadline)
         lo, hi = self._versions.get(api, (0, -1))
         v = min(hi, highest)
         if v < lowest or v < lo:
             raise WireUnsupported(f"broker lacks API {api} v{lowest}+ (speaks v{lo}-v{hi})")
         return v
+
+    def _ask_versions(self, deadline: float) -> dict[int, tuple[int, int]]:
+        from kafka.protocol.metadata.api_versions import (  # type: ignore[import-untyped]
+            ApiVersionsRequest,
+            ApiVersionsResponse,
+        )
+
+        (resp,) = self.exchange(
+            [(self.first_node, ApiVersionsRequest(), 0, ApiVersionsResponse)], deadline)
+        return {a.api_key: (a.min_version, a.max_version) for a in resp.api_keys or []}
