@@ -61,6 +61,8 @@ def main() -> int:
     ap.add_argument("--kafka-version", default="3.7")
     ap.add_argument("--no-time", action="store_true",
                     help="run opskit with --no-time (lag in messages only, like the tool)")
+    ap.add_argument("--hold", type=float, default=0.0, metavar="SECONDS",
+                    help="after the measurements keep the cluster up this long (for profiling)")
     args = ap.parse_args()
 
     os.environ.setdefault("OPSKIT_STATE", tempfile.mkdtemp(prefix="opskit-bench-"))
@@ -197,6 +199,9 @@ def main() -> int:
             print(f"kafka-consumer-groups runs with missing groups: {incomplete}")
         ratio = med["kafka-consumer-groups"] / med["opskit"]
         print(f"ratio kafka-consumer-groups / opskit (wall clock, median of {args.runs}): {ratio:.1f}x")
+        if args.hold:
+            print(f"holding the cluster at {bs} for {args.hold:.0f} s", flush=True)
+            time.sleep(args.hold)
         return 0 if mismatches == 0 else 1
     finally:
         sb.down()

@@ -32,8 +32,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from opskit.core.connection import ConnectionConfig
 from opskit.core.models import LagThresholds
 from opskit.errors import ConfigError, NotFoundError, UsageError
@@ -53,6 +51,8 @@ class OpskitConfig:
         p = path or config_file()
         if not p.exists():
             return cls(path=p)
+        import yaml  # only when there is a file to read (saves its import on every command)
+
         try:
             data = yaml.safe_load(p.read_text()) or {}
         except yaml.YAMLError as e:
@@ -79,6 +79,8 @@ class OpskitConfig:
         if self.thresholds:
             data["thresholds"] = self.thresholds
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        import yaml
+
         fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".config.")
         with os.fdopen(fd, "w") as f:
             yaml.safe_dump(data, f, sort_keys=False)

@@ -14,14 +14,9 @@ import re
 import sys
 from collections.abc import Callable
 from contextlib import ExitStack
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-import yaml
-from rich.console import Console, Group, RenderableType
-from rich.live import Live
-from rich.table import Table
-from rich.text import Text
 
 from opskit.adapters.lag_sampler import (
     GroupJudgement,
@@ -44,12 +39,16 @@ from opskit.cli.common import (
     emit,
     fmt_int,
     load_config,
+    stderr,
     stdout,
 )
 from opskit.core.models import ANOMALY_MEANING, LagThresholds, Severity
 from opskit.core.status import Status, worst_severity
 from opskit.core.timing import Confidence, LagTimeBasis
 from opskit.errors import UsageError
+
+if TYPE_CHECKING:  # rendering imports rich only for tables (JSON output never needs it)
+    from rich.console import Console, RenderableType
 
 SEVERITY_STYLE = {Severity.OK: "green", Severity.WARNING: "yellow", Severity.CRITICAL: "red",
                   Severity.UNKNOWN: "magenta"}
@@ -195,11 +194,17 @@ def _run_watch(collect: Callable[[], TimedLagReport], interval_s: float,
             if output is Output.json:
                 sys.stdout.write(json.dumps(data, default=str) + "\n")
             else:
+                import yaml
+
                 sys.stdout.write("---\n" + yaml.safe_dump(data, sort_keys=False))
             sys.stdout.flush()
 
         st = _sample_until_interrupt(collect, policy, interval_s, iterations, on_data)
         return _final_code(st)
+
+    from rich.console import Group
+    from rich.live import Live
+    from rich.text import Text
 
     console = stdout()
     with Live(Text("collecting..."), console=console, auto_refresh=False,
@@ -237,7 +242,7 @@ def _final_code(st: Sampling) -> int:
 def _run_window(collect: Callable[[], TimedLagReport], window_s: float, interval_s: float,
                 output: Output) -> int:
     policy = policy_for_window(int(window_s * 1000))
-    err = Console(stderr=True)
+    err = stderr()
     show_progress = output is Output.table and sys.stderr.isatty()
 
     def progress(st: Sampling) -> None:
@@ -275,6 +280,9 @@ def _lag_time_cell(basis: LagTimeBasis | None, conf: Confidence | None, secs: fl
 
 def _renderables(timed: TimedLagReport, verdicts: list[GroupJudgement] | None = None,
                  st: Sampling | None = None) -> list[RenderableType]:
+    from rich.table import Table
+    from rich.text import Text
+
     report = timed.report
     out: list[RenderableType] = []
     if not report.groups:
@@ -364,6 +372,8 @@ def _rate(r: float | None) -> str:
 
 
 def render_status(console: Console, verdicts: list[GroupJudgement], st: Sampling) -> None:
+    from rich.table import Table
+
     span = ((st.last_ms or 0) - (st.started_ms or 0)) / 1000
     console.print(f"{st.rounds} samples over {fmt_seconds(span)}")
     if not verdicts:

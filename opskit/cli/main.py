@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import atexit
+import logging
+import os
 import sys
 import traceback
 from typing import Annotated
@@ -162,7 +165,19 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run() -> None:
-    sys.exit(main())
+    """Console entry point. Every command has finished its work (contexts closed,
+    files written) when ``main`` returns, so the interpreter's teardown (freeing
+    every module and object one by one, ~0.1-0.2 s after a large report) is
+    skipped: flush the standard streams and end the process."""
+    code = main()
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except BrokenPipeError:
+        pass
+    atexit._run_exitfuncs()  # what a normal exit would still run (safety nets)
+    logging.shutdown()
+    os._exit(code)
 
 
 if __name__ == "__main__":

@@ -19,8 +19,7 @@ class TopicPartition(NamedTuple):
         return f"{self.topic}:{self.partition}"
 
 
-@dataclass(frozen=True)
-class PartitionOffsets:
+class PartitionOffsets(NamedTuple):
     """Log state of one partition as read from its leader.
 
     ``log_end`` is the high watermark (what consumers can read up to), the same
@@ -110,8 +109,11 @@ ANOMALY_MEANING: dict[Anomaly, str] = {
 }
 
 
-@dataclass(frozen=True)
-class PartitionLag:
+class PartitionLag(NamedTuple):
+    """Lag of one group partition. Immutable; a named tuple rather than a frozen
+    dataclass because a report builds one per group partition (tens of thousands)
+    and a tuple is built about three times faster."""
+
     tp: TopicPartition
     committed: int | None
     log_start: int | None
@@ -135,7 +137,7 @@ class PartitionLag:
             "consumer_id": self.member.member_id if self.member else None,
             "client_id": self.member.client_id if self.member else None,
             "host": self.member.host if self.member else None,
-            "anomalies": [a.value for a in self.anomalies],
+            "anomalies": [a._value_ for a in self.anomalies],
         }
 
 

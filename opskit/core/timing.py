@@ -38,7 +38,7 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from opskit.core.models import PartitionLag
 from opskit.errors import InvalidInputError
@@ -67,9 +67,9 @@ class LagTimeBasis(str, Enum):
     UNKNOWN = "unknown"
 
 
-@dataclass(frozen=True)
-class LagTime:
-    """Age of the oldest unconsumed record of one partition."""
+class LagTime(NamedTuple):
+    """Age of the oldest unconsumed record of one partition (immutable; a named
+    tuple because a report builds one per group partition)."""
 
     #: never negative; None when there is no lag or no basis
     seconds: float | None
@@ -467,8 +467,7 @@ class RetentionBasis(str, Enum):
     UNKNOWN = "unknown"
 
 
-@dataclass(frozen=True)
-class RetentionRisk:
+class RetentionRisk(NamedTuple):
     """How close retention is to deleting records the group has not read."""
 
     #: records already deleted unread (log start - committed, when positive)
