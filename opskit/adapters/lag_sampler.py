@@ -204,7 +204,7 @@ def collect_timed_lag(
     if reader is None:
         return TimedLagReport(report, int(clock() * 1000))
     positions = {pos for g in report.groups for p in g.partitions if (pos := _read_position(p))}
-    records = reader.read(positions) if positions else {}
+    records = reader.read(positions, report.leaders, report.brokers) if positions else {}
     cache = retention_cache if retention_cache is not None else {}
     wanted = {tp.topic for tp, _ in positions} - set(cache)
     if wanted:

@@ -9,7 +9,7 @@ log end first).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,6 +38,11 @@ class LagReport:
     groups: list[GroupLag]
     offset_errors: dict[TopicPartition, str] = field(default_factory=dict)
     round_trips: int = 0
+    #: partition -> leader broker id from the metadata this report was read with
+    #: (lets the record-timestamp read skip a Metadata request of its own)
+    leaders: dict[TopicPartition, int] = field(default_factory=dict, repr=False)
+    #: broker id -> (host, port) from the same metadata
+    brokers: dict[int, tuple[str, int]] = field(default_factory=dict, repr=False)
 
     @property
     def severity(self) -> Severity:
@@ -86,7 +91,8 @@ def collect_lag(
         for gid in ids:
             wanted.update(partitions_of_interest(descs[gid], committed.get(gid, {}), counts, topic_list))
         existing = {tp for tp in wanted if tp.partition < counts.get(tp.topic, 0)}
-        offs = read_log_offsets(admin, md, existing, client)
+        leaders = leaders_of(md, {tp.topic for tp in existing})
+        offs = read_log_offsets(admin, md, existing, client, leaders)
     finally:
         trips = client.round_trips if client is not None else 0
         if client is not None:
@@ -98,7 +104,14 @@ def collect_lag(
     ]
     if topic_list is not None and explicit:
         lags = [g for g in lags if g.partitions] or lags
-    return LagReport(admin.conn.bootstrap, md.cluster_id, lags, offs.errors, admin.round_trips + trips)
+    return LagReport(admin.conn.bootstrap, md.cluster_id, lags, offs.errors, admin.round_trips + trips,
+                     leaders, {b.node_id: (b.host, b.port) for b in md.brokers})
+
+
+def leaders_of(md: ClusterMeta, topics: Iterable[str]) -> dict[TopicPartition, int]:
+    """Partition -> leader id (-1: none) of the given topics."""
+    return {TopicPartition(t, p.partition): p.leader
+            for t in topics for p in md.topics.get(t, ())}
 
 
 def wire_client(admin: KafkaAdmin, md: ClusterMeta) -> WireClient | None:
@@ -134,13 +147,15 @@ def read_groups(
 
 
 def read_log_offsets(admin: KafkaAdmin, md: ClusterMeta, tps: Iterable[TopicPartition],
-                     client: WireClient | None) -> OffsetsResult:
+                     client: WireClient | None,
+                     leaders: Mapping[TopicPartition, int] | None = None) -> OffsetsResult:
     """Log start and end offsets: one ListOffsets pair per leader when ``client`` is
     given, librdkafka for the rest (and for every partition without ``client``)."""
     wanted = sorted(set(tps))
     if client is None or not wanted:
         return admin.log_offsets(wanted)
-    leaders = {TopicPartition(t, p.partition): p.leader for t, ps in md.topics.items() for p in ps}
+    if leaders is None:
+        leaders = leaders_of(md, {tp.topic for tp in wanted})
     try:
         got, rest = offsets_wire.log_offsets(client, wanted, leaders)
     except WireUnsupported as e:

@@ -29,7 +29,7 @@ import logging
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Self
 
@@ -37,7 +37,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as CkTopicPartition
 
 from opskit.adapters import offsets_wire
-from opskit.adapters.wire import WireClient, WireUnsupported, usable
+from opskit.adapters.wire import Node, WireClient, WireUnsupported, usable
 from opskit.core.connection import ConnectionConfig
 from opskit.core.models import TopicPartition
 from opskit.errors import KafkaOperationError, OpskitError
@@ -146,8 +146,15 @@ class RecordTimeReader:
             self._cache.popitem(last=False)
 
     # ----- reads -----
-    def read(self, positions: Iterable[Position]) -> dict[Position, RecordTime | None]:
+    def read(self, positions: Iterable[Position],
+             leaders: Mapping[TopicPartition, int] | None = None,
+             brokers: Mapping[int, tuple[str, int]] | None = None,
+             ) -> dict[Position, RecordTime | None]:
         """The first record at or after each ``(partition, offset)``; None when unknown.
+
+        ``leaders`` (partition -> leader id) and ``brokers`` (id -> host, port), from
+        metadata the caller has just read, save a Metadata request; without them, or
+        when a partition or its leader is missing from them, the leaders are read here.
 
         Unknown: no record at or after the offset (at the log end), the
         partition's leader did not answer within the timeout, or a fetch error.
@@ -164,7 +171,7 @@ class RecordTimeReader:
             if not todo:
                 return out
             deadline = time.monotonic() + self.timeout
-            todo = self._read_wire(todo, out)
+            todo = self._read_wire(todo, out, leaders, brokers)
             # one offset per partition per round: a partition is assigned once
             rounds: list[list[Position]] = []
             per_tp: dict[TopicPartition, int] = {}
@@ -184,7 +191,9 @@ class RecordTimeReader:
                         self._cache_put(pos, rt)
         return out
 
-    def _read_wire(self, todo: list[Position], out: dict[Position, RecordTime | None]) -> list[Position]:
+    def _read_wire(self, todo: list[Position], out: dict[Position, RecordTime | None],
+                   leaders: Mapping[TopicPartition, int] | None = None,
+                   brokers: Mapping[int, tuple[str, int]] | None = None) -> list[Position]:
         """Fetch at the protocol level (one Fetch per leader for all partitions); returns
         the positions left for the consumer (errors, codecs we lack, SASL, ...)."""
         if not usable(self.conn):
@@ -192,7 +201,13 @@ class RecordTimeReader:
         try:
             if self._wire is None:
                 self._wire = offsets_wire.bootstrap_client(self.conn, self.timeout)
-            lead = offsets_wire.leaders(self._wire, {tp.topic for tp, _ in todo})
+            if (leaders is not None and brokers is not None
+                    and all(leaders.get(tp, -1) in brokers for tp, _ in todo)):
+                lead: Mapping[TopicPartition, int] = leaders
+                for node_id, (host, port) in brokers.items():
+                    self._wire.nodes.setdefault(node_id, Node(node_id, host, port))
+            else:
+                lead = offsets_wire.leaders(self._wire, {tp.topic for tp, _ in todo})
             found, rest = offsets_wire.record_times(self._wire, todo, lead)
         except (WireUnsupported, OpskitError) as e:
             log.debug("batched record read not available (%s); using the consumer", e)
