@@ -9,8 +9,8 @@ groups in each of those requests:
 * OffsetFetch v8 takes a list of groups (one request per coordinator).
 
 So reading the descriptions and committed offsets of N groups takes
-1 + 2 x (number of coordinators) requests, in flight together. The request
-and response classes are kafka-python's (``kafka.protocol``, encoding only);
+1 + 2 x (number of coordinators) requests, in flight together. Requests and
+answers go through opskit's own codec (:mod:`opskit.adapters.kafka_protocol`);
 the transport is a plain blocking socket per broker with one deadline, so
 nothing waits longer than the caller's timeout.
 
@@ -26,8 +26,9 @@ import logging
 import struct
 import time
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Self
 
+from opskit.adapters import kafka_protocol as kp
 from opskit.adapters.wire import (
     API_DESCRIBE_GROUPS,
     API_FIND_COORDINATOR,
@@ -92,7 +93,7 @@ class GroupWire:
     def close(self) -> None:
         self.client.close()
 
-    def __enter__(self) -> GroupWire:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -100,22 +101,17 @@ class GroupWire:
 
     # ----- the reads -----
     def coordinators(self, group_ids: Iterable[str], deadline: float) -> dict[str, int]:
-        from kafka.protocol.metadata.find_coordinator import (  # type: ignore[import-untyped]
-            FindCoordinatorRequest,
-            FindCoordinatorResponse,
-        )
-
         todo = sorted(set(group_ids))
         out: dict[str, int] = {}
         first = self.client.first_node
         v = self.client.version(API_FIND_COORDINATOR, 4, 4, deadline)
         last_err = ""
         while todo:
-            batch = [(first, FindCoordinatorRequest(key_type=0, coordinator_keys=todo[i:i + CHUNK]),
-                      v, FindCoordinatorResponse) for i in range(0, len(todo), CHUNK)]
+            batch: list[Call] = [(first, kp.find_coordinator(v, todo[i:i + CHUNK]))
+                                 for i in range(0, len(todo), CHUNK)]
             retry: list[str] = []
-            for resp in self.client.exchange(batch, deadline):
-                for c in resp.coordinators:
+            for coordinators in self.client.exchange(batch, deadline):
+                for c in coordinators:
                     if c.error_code == 0:
                         out[c.key] = c.node_id
                         if c.node_id not in self.client.nodes:
@@ -142,15 +138,6 @@ class GroupWire:
         The last list holds groups DescribeGroups cannot describe (Kafka 4's
         new-protocol consumer groups answer GROUP_ID_NOT_FOUND there).
         """
-        from kafka.protocol.admin.groups import (  # type: ignore[import-untyped]
-            DescribeGroupsRequest,
-            DescribeGroupsResponse,
-        )
-        from kafka.protocol.consumer.group import (  # type: ignore[import-untyped]
-            OffsetFetchRequest,
-            OffsetFetchResponse,
-        )
-
         deadline = time.monotonic() + self.timeout
         ids = sorted(set(group_ids))
         descs: dict[str, GroupDescription] = {}
@@ -168,15 +155,12 @@ class GroupWire:
             for node_id, gids in sorted(by_node.items()):
                 for i in range(0, len(gids), CHUNK):
                     chunk = gids[i:i + CHUNK]
-                    batch.append((node_id, DescribeGroupsRequest(
-                        groups=chunk, include_authorized_operations=False), v_dg, DescribeGroupsResponse))
-                    batch.append((node_id, OffsetFetchRequest(groups=[
-                        OffsetFetchRequest.OffsetFetchRequestGroup(group_id=g, topics=None)
-                        for g in chunk], require_stable=False), v_of, OffsetFetchResponse))
+                    batch.append((node_id, kp.describe_groups(v_dg, chunk)))
+                    batch.append((node_id, kp.offset_fetch(v_of, chunk)))
             retry: set[str] = set()
-            for (node_id, *_), resp in zip(batch, self.client.exchange(batch, deadline)):
-                if isinstance(resp, DescribeGroupsResponse):
-                    for g in resp.groups:
+            for (node_id, req), resp in zip(batch, self.client.exchange(batch, deadline)):
+                if req.api_key == API_DESCRIBE_GROUPS:
+                    for g in resp:
                         if g.error_code in _RETRY:
                             retry.add(g.group_id)
                         elif g.error_code == _GROUP_ID_NOT_FOUND:
@@ -186,7 +170,7 @@ class GroupWire:
                         else:
                             descs[g.group_id] = _description(g, node_id)
                 else:
-                    for g in resp.groups:
+                    for g in resp:
                         if g.error_code in _RETRY:
                             retry.add(g.group_id)
                         elif g.error_code and g.error_code != _GROUP_ID_NOT_FOUND:
@@ -205,34 +189,33 @@ class GroupWire:
         return descs, committed, sorted(set(other))
 
 
-def _description(g: Any, node_id: int) -> GroupDescription:
+def _description(g: kp.DescribedGroup, node_id: int) -> GroupDescription:
     consumer = g.protocol_type == "consumer"
     members = tuple(
         Member(
             member_id=m.member_id,
             client_id=m.client_id,
-            host=(m.client_host or "").lstrip("/"),
-            assignment=decode_assignment(m.member_assignment) if consumer else (),
+            host=m.client_host.lstrip("/"),
+            assignment=decode_assignment(m.assignment) if consumer else (),
         )
-        for m in g.members or []
+        for m in g.members
     )
     return GroupDescription(
         group_id=g.group_id,
-        state=_STATES.get(g.group_state, GroupState.UNKNOWN),
+        state=_STATES.get(g.state, GroupState.UNKNOWN),
         members=members,
         protocol_type=g.protocol_type or "simple",
         coordinator=node_id,
     )
 
 
-def _offsets(g: Any) -> dict[TopicPartition, int]:
+def _offsets(g: kp.GroupOffsets) -> dict[TopicPartition, int]:
     out: dict[TopicPartition, int] = {}
-    for t in g.topics or []:
-        for p in t.partitions or []:
-            if p.error_code:
-                log.warning("group %s %s:%s offset error code %s", g.group_id, t.name,
-                            p.partition_index, p.error_code)
+    for topic, parts in g.topics:
+        for partition, offset, err in parts:
+            if err:
+                log.warning("group %s %s:%s offset error code %s", g.group_id, topic, partition, err)
                 continue
-            if p.committed_offset >= 0:
-                out[TopicPartition(t.name, p.partition_index)] = p.committed_offset
+            if offset >= 0:
+                out[TopicPartition(topic, partition)] = offset
     return out

@@ -10,7 +10,9 @@
 
 Both return what they could not answer instead of guessing; the caller reads
 those the slower way (librdkafka), so a missing codec, a leader change or an
-offset below log start never gives a wrong number.
+offset below log start never gives a wrong number. Record batches are decoded
+by :mod:`opskit.adapters.kafka_protocol`: uncompressed and gzip here;
+snappy, lz4, zstd and the old message formats (magic 0/1) go to librdkafka.
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from opskit.adapters.wire import API_FETCH, API_LIST_OFFSETS, Call, WireClient
+from opskit.adapters import kafka_protocol as kp
+from opskit.adapters.wire import API_FETCH, API_LIST_OFFSETS, API_METADATA, Call, Node, WireClient
 from opskit.core.models import PartitionOffsets, TopicPartition
 
 log = logging.getLogger(__name__)
@@ -29,7 +32,6 @@ EARLIEST, LATEST = -2, -1
 #: bytes asked per partition in a fetch round, then per round after that
 PARTITION_BYTES = (16 * 1024, 1024 * 1024)
 RESPONSE_BYTES = 32 * 1024 * 1024
-_TS_TYPES = {0: "create", 1: "log_append"}
 
 Position = tuple[TopicPartition, int]
 
@@ -51,38 +53,26 @@ def log_offsets(client: WireClient, tps: Iterable[TopicPartition],
                 leaders: Mapping[TopicPartition, int]
                 ) -> tuple[dict[TopicPartition, PartitionOffsets], list[TopicPartition]]:
     """(log start and end per partition, partitions to read another way)."""
-    from kafka.protocol.consumer.offsets import (  # type: ignore[import-untyped]
-        ListOffsetsRequest,
-        ListOffsetsResponse,
-    )
-
     deadline = time.monotonic() + client.timeout
     wanted = sorted(set(tps))
     groups, rest = _by_leader(wanted, leaders)
     if not groups:
         return {}, rest
     v = client.version(API_LIST_OFFSETS, 1, 5, deadline)
-    T = ListOffsetsRequest.ListOffsetsTopic
-    P = T.ListOffsetsPartition
-
-    def request(topics: dict[str, list[int]], ts: int) -> Any:
-        return ListOffsetsRequest(replica_id=-1, isolation_level=0, topics=[
-            T(name=t, partitions=[P(partition_index=p, current_leader_epoch=-1, timestamp=ts)
-                                  for p in ps]) for t, ps in topics.items()])
 
     calls: list[Call] = []
     for leader, topics in sorted(groups.items()):
-        calls.append((leader, request(topics, EARLIEST), v, ListOffsetsResponse))
-        calls.append((leader, request(topics, LATEST), v, ListOffsetsResponse))
+        calls.append((leader, kp.list_offsets(v, topics, EARLIEST)))
+        calls.append((leader, kp.list_offsets(v, topics, LATEST)))
     answers = client.exchange(calls, deadline)
     start: dict[TopicPartition, int] = {}
     end: dict[TopicPartition, int] = {}
-    for i, resp in enumerate(answers):
+    for i, answer in enumerate(answers):
         into = start if i % 2 == 0 else end
-        for t in resp.topics:
-            for p in t.partitions:
-                if p.error_code == 0 and p.offset >= 0:
-                    into[TopicPartition(t.name, p.partition_index)] = p.offset
+        for topic, parts in answer:
+            for partition, err, _ts, offset in parts:
+                if err == 0 and offset >= 0:
+                    into[TopicPartition(topic, partition)] = offset
     out: dict[TopicPartition, PartitionOffsets] = {}
     for tp in wanted:
         if tp in start and tp in end:
@@ -95,32 +85,23 @@ def log_offsets(client: WireClient, tps: Iterable[TopicPartition],
 def first_record_at_or_after(records: Any, offsets: list[int]) -> dict[int, tuple[int, int, str]]:
     """From fetched record data: for each wanted offset, (offset, timestamp ms, type) of
     the first data record at or after it. Control records (transaction markers) are
-    skipped; a wanted offset past the last complete batch is left out."""
-    from kafka.record import MemoryRecords  # type: ignore[import-untyped]
+    skipped; a wanted offset past the last complete batch is left out.
 
+    Raises :class:`~opskit.adapters.wire.WireUnsupported` for record formats and
+    codecs the codec lacks (magic 0/1; snappy, lz4, zstd)."""
     found: dict[int, tuple[int, int, str]] = {}
     todo = sorted(offsets)
     if not records or not todo:
         return found
-    mr = MemoryRecords(bytes(records))
-    while todo and mr.has_next():
-        batch = mr.next_batch()
-        if batch is None:
-            break
-        if getattr(batch, "is_control_batch", False):
-            continue
-        last = getattr(batch, "last_offset", None)
-        if last is not None and last < todo[0]:
-            continue  # the whole batch is before the first wanted offset
-        ts_type = _TS_TYPES.get(getattr(batch, "timestamp_type", -1) or 0, "create")
-        if getattr(batch, "magic", 2) == 0:
-            ts_type = "none"
-        for rec in batch:
-            while todo and rec.offset >= todo[0]:
-                ts = rec.timestamp if rec.timestamp is not None else -1
-                found[todo.pop(0)] = (rec.offset, int(ts), ts_type if ts >= 0 else "none")
-            if not todo:
-                break
+    for batch in kp.record_batches(records):
+        if batch.last_offset < todo[0] or batch.attributes & kp.CONTROL:
+            continue  # before the first wanted offset, or transaction markers
+        ts_type = "log_append" if batch.attributes & kp.TIMESTAMP_LOG_APPEND else "create"
+        for offset, ts in kp.batch_records(records, batch):
+            while offset >= todo[0]:
+                found[todo.pop(0)] = (offset, ts, ts_type if ts >= 0 else "none")
+                if not todo:
+                    return found
     return found
 
 
@@ -128,11 +109,6 @@ def record_times(client: WireClient, positions: Iterable[Position],
                  leaders: Mapping[TopicPartition, int]
                  ) -> tuple[dict[Position, tuple[int, int, str]], list[Position]]:
     """(first record at or after each position, positions to read another way)."""
-    from kafka.protocol.consumer.fetch import (  # type: ignore[import-untyped]
-        FetchRequest,
-        FetchResponse,
-    )
-
     deadline = time.monotonic() + client.timeout
     want: dict[TopicPartition, list[int]] = {}
     for tp, off in set(positions):
@@ -142,8 +118,6 @@ def record_times(client: WireClient, positions: Iterable[Position],
     found: dict[Position, tuple[int, int, str]] = {}
     give_up: set[Position] = set()
     v = client.version(API_FETCH, 4, 11, deadline)
-    T = FetchRequest.FetchTopic
-    P = T.FetchPartition
     for round_no in range(8):
         pending = {tp: offs for tp, offs in want.items() if offs}
         if not pending or time.monotonic() >= deadline:
@@ -152,28 +126,25 @@ def record_times(client: WireClient, positions: Iterable[Position],
         for tp in no_leader:
             give_up.update((tp, o) for o in want.pop(tp))
         part_bytes = PARTITION_BYTES[min(round_no, 1)]
-        calls: list[Call] = []
-        for leader, topics in sorted(groups.items()):
-            calls.append((leader, FetchRequest(
-                replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=RESPONSE_BYTES,
-                isolation_level=0, session_id=0, session_epoch=-1, rack_id="",
-                forgotten_topics_data=[],
-                topics=[T(topic=t, partitions=[
-                    P(partition=p, current_leader_epoch=-1, log_start_offset=-1,
-                      fetch_offset=want[TopicPartition(t, p)][0], partition_max_bytes=part_bytes)
-                    for p in ps]) for t, ps in topics.items()]), v, FetchResponse))
+        calls: list[Call] = [
+            (leader, kp.fetch(v, {t: [(p, want[TopicPartition(t, p)][0], part_bytes) for p in ps]
+                                  for t, ps in topics.items()},
+                              max_wait_ms=0, min_bytes=0, max_bytes=RESPONSE_BYTES))
+            for leader, topics in sorted(groups.items())]
         if not calls:
             break
         progress = False
-        for resp in client.exchange(calls, deadline):
-            for t in resp.responses:
-                for p in t.partitions:
-                    tp = TopicPartition(t.topic, p.partition_index)
+        for answer in client.exchange(calls, deadline):
+            for topic, parts in answer:
+                for p in parts:
+                    tp = TopicPartition(topic, p.partition)
                     offs = want.get(tp) or []
                     if not offs:
                         continue
                     if p.error_code:
                         # offset out of range, not leader, ...: the slow path handles it
+                        log.debug("fetching %s at %s: error code %s; reading it another way",
+                                  tp, offs[0], p.error_code)
                         give_up.update((tp, o) for o in offs)
                         want[tp] = []
                         continue
@@ -205,33 +176,22 @@ def record_times(client: WireClient, positions: Iterable[Position],
 
 def bootstrap_client(conn: Any, timeout: float) -> WireClient:
     """A client knowing only the first bootstrap server (as node -1) until :func:`leaders`."""
-    from opskit.adapters.wire import Node
-
     host, _, port = conn.bootstrap.split(",")[0].strip().rpartition(":")
     return WireClient(conn, [Node(-1, host, int(port))], timeout)
 
 
 def leaders(client: WireClient, topics: Iterable[str]) -> dict[TopicPartition, int]:
     """Leader of every partition of the topics (one Metadata request); learns the brokers."""
-    from kafka.protocol.metadata.metadata import (  # type: ignore[import-untyped]
-        MetadataRequest,
-        MetadataResponse,
-    )
-    from opskit.adapters.wire import API_METADATA, Node
-
     deadline = time.monotonic() + client.timeout
     v = client.version(API_METADATA, 1, 8, deadline)
-    req = MetadataRequest(
-        topics=[MetadataRequest.MetadataRequestTopic(name=t) for t in sorted(set(topics))],
-        allow_auto_topic_creation=False, include_cluster_authorized_operations=False,
-        include_topic_authorized_operations=False)
-    (resp,) = client.exchange([(client.first_node, req, v, MetadataResponse)], deadline)
-    for b in resp.brokers:
+    req = kp.metadata(v, sorted(set(topics)))
+    ((brokers, topic_mds),) = client.exchange([(client.first_node, req)], deadline)
+    for b in brokers:
         client.nodes.setdefault(b.node_id, Node(b.node_id, b.host, b.port))
     out: dict[TopicPartition, int] = {}
-    for t in resp.topics:
+    for t in topic_mds:
         if t.error_code:
             continue
-        for p in t.partitions:
-            out[TopicPartition(t.name, p.partition_index)] = p.leader_id if not p.error_code else -1
+        for err, partition, leader in t.partitions:
+            out[TopicPartition(t.name, partition)] = leader if not err else -1
     return out

@@ -9,9 +9,10 @@ requests over plain blocking sockets, one per broker, pipelined: every request
 of a round is sent before any answer is read, so a round costs one network
 round trip whatever the number of brokers.
 
-Request and response classes are kafka-python's (``kafka.protocol``), used
-only to encode and decode. The transport is ours so every wait is bounded by
-the caller's deadline.
+Requests are encoded and answers decoded by opskit's own small codec
+(:mod:`opskit.adapters.kafka_protocol`), which reads the answers straight
+into tuples; the transport is ours too, so every wait is bounded by the
+caller's deadline.
 
 Only PLAINTEXT and SSL: SASL needs a handshake this client does not do, so
 with SASL :class:`WireUnsupported` sends the caller to the librdkafka path,
@@ -28,18 +29,29 @@ import struct
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Self
 
+from opskit.adapters import kafka_protocol as kp
 from opskit.adapters.capabilities import probe, tls_context
+from opskit.adapters.kafka_protocol import (
+    API_DESCRIBE_GROUPS,
+    API_FETCH,
+    API_FIND_COORDINATOR,
+    API_LIST_OFFSETS,
+    API_METADATA,
+    API_OFFSET_FETCH,
+    Request,
+    WireUnsupported,
+)
 from opskit.core.connection import ConnectionConfig
 from opskit.errors import KafkaUnavailableError
 
-API_LIST_OFFSETS, API_FETCH, API_METADATA = 2, 1, 3
-API_OFFSET_FETCH, API_FIND_COORDINATOR, API_DESCRIBE_GROUPS = 9, 10, 15
+__all__ = ["API_DESCRIBE_GROUPS", "API_FETCH", "API_FIND_COORDINATOR", "API_LIST_OFFSETS",
+           "API_METADATA", "API_OFFSET_FETCH", "Call", "Node", "WireClient", "WireUnsupported",
+           "usable"]
 
-
-class WireUnsupported(Exception):
-    """The batched path cannot be used here; use the librdkafka path instead."""
+#: answers larger than this are not a Kafka answer to our requests
+_MAX_FRAME = 1 << 30
 
 
 @dataclass(frozen=True)
@@ -49,8 +61,8 @@ class Node:
     port: int
 
 
-#: one request of a round: (broker id, request, version, response class)
-Call = tuple[int, Any, int, Any]
+#: one request of a round: (broker id, request)
+Call = tuple[int, Request]
 
 
 def usable(conn: ConnectionConfig) -> bool:
@@ -63,7 +75,7 @@ class _Conn:
     def __init__(self, node: Node, conn: ConnectionConfig, deadline: float) -> None:
         self.node = node
         self._next_cid = 1
-        self._pending: list[tuple[int, Any, int]] = []
+        self._pending: list[tuple[int, Request]] = []
         left = max(deadline - time.monotonic(), 0.01)
         try:
             sock = socket.create_connection((node.host, node.port), timeout=left)
@@ -75,12 +87,11 @@ class _Conn:
         self.sock = sock
         self.client_id = conn.client_id
 
-    def send(self, req: Any, version: int, resp_cls: Any) -> None:
+    def send(self, req: Request) -> None:
         cid = self._next_cid
         self._next_cid += 1
-        req.with_header(correlation_id=cid, client_id=self.client_id)
-        self.sock.sendall(req.encode(version=version, header=True, framed=True))
-        self._pending.append((cid, resp_cls, version))
+        self.sock.sendall(kp.encode_request(req, cid, self.client_id))
+        self._pending.append((cid, req))
 
     def _read_exact(self, n: int, deadline: float) -> bytearray:
         buf = bytearray(n)
@@ -98,14 +109,14 @@ class _Conn:
         return buf
 
     def receive(self, deadline: float) -> Any:
-        cid, resp_cls, version = self._pending.pop(0)
+        cid, req = self._pending.pop(0)
         (size,) = struct.unpack(">i", self._read_exact(4, deadline))
-        data = self._read_exact(size, deadline)
-        resp = resp_cls.decode(memoryview(data), version=version, header=True)
-        got = resp.header.correlation_id if resp.header is not None else cid
+        if not 4 <= size <= _MAX_FRAME:
+            raise ValueError(f"implausible answer size {size}")
+        got, answer = kp.decode_response(req, self._read_exact(size, deadline))
         if got != cid:
             raise ConnectionError(f"answer out of order (correlation id {got}, expected {cid})")
-        return resp
+        return answer
 
     def close(self) -> None:
         try:
@@ -134,7 +145,7 @@ class WireClient:
             c.close()
         self._conns.clear()
 
-    def __enter__(self) -> WireClient:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -157,12 +168,12 @@ class WireClient:
     def exchange(self, calls: list[Call], deadline: float) -> list[Any]:
         """Send every request, then read every answer (in the same order)."""
         try:
-            for node_id, req, version, resp_cls in calls:
-                self._conn(node_id, deadline).send(req, version, resp_cls)
+            for node_id, req in calls:
+                self._conn(node_id, deadline).send(req)
                 self.round_trips += 1
-            return [self._conns[node_id].receive(deadline) for node_id, *_ in calls]
-        except KafkaUnavailableError:
-            self.close()
+            return [self._conns[node_id].receive(deadline) for node_id, _ in calls]
+        except (KafkaUnavailableError, WireUnsupported):
+            self.close()  # answers may be left unread: these connections are done
             raise
         except (OSError, ConnectionError, TimeoutError, ValueError, struct.error) as e:
             self.close()
@@ -191,11 +202,5 @@ class WireClient:
         return v
 
     def _ask_versions(self, deadline: float) -> dict[int, tuple[int, int]]:
-        from kafka.protocol.metadata.api_versions import (  # type: ignore[import-untyped]
-            ApiVersionsRequest,
-            ApiVersionsResponse,
-        )
-
-        (resp,) = self.exchange(
-            [(self.first_node, ApiVersionsRequest(), 0, ApiVersionsResponse)], deadline)
-        return {a.api_key: (a.min_version, a.max_version) for a in resp.api_keys or []}
+        ((_err, apis),) = self.exchange([(self.first_node, kp.api_versions())], deadline)
+        return dict(apis)
