@@ -144,19 +144,31 @@ class KafkaAdmin:
         self.timeout = timeout
         self._last_error: str | None = None
         self._lock = threading.Lock()
-        conf = conn.to_librdkafka()
-        conf.update({
+        self._conf = conn.to_librdkafka()
+        self._conf.update({
             "logger": rdlog,
             "error_cb": self._on_error,
             "socket.timeout.ms": int(max(timeout, 1) * 1000),
             "socket.connection.setup.timeout.ms": int(max(timeout, 1) * 1000),
         })
-        try:
-            self._admin = AdminClient(conf)
-        except KafkaException as e:
-            raise KafkaOperationError(f"invalid client configuration: {error_text(e)}") from e
+        self._client: AdminClient | None = None
+        self._closed = False
         self.round_trips = 0
         self._caps: Capabilities | None = None
+
+    @property
+    def _admin(self) -> AdminClient:
+        """librdkafka's admin client, created on first use: a command served entirely
+        by the protocol-level reads never starts it (a bad configuration is then
+        reported by the first call that needs it, as a one-line error)."""
+        if self._client is None:
+            if self._closed:
+                raise KafkaOperationError("the Kafka admin client is closed")
+            try:
+                self._client = AdminClient(self._conf)
+            except KafkaException as e:
+                raise KafkaOperationError(f"invalid client configuration: {error_text(e)}") from e
+        return self._client
 
     # ----- capabilities -----
     @property
@@ -176,7 +188,8 @@ class KafkaAdmin:
 
     def close(self) -> None:
         # AdminClient has no close(); dropping the reference lets librdkafka tear down.
-        self._admin = None  # type: ignore[assignment]
+        self._client = None
+        self._closed = True
 
     def __enter__(self) -> KafkaAdmin:
         return self

@@ -12,6 +12,8 @@ Metadata            3         1-8                    no (9+)
 OffsetFetch         9         8 (many groups)        yes
 FindCoordinator     10        4 (many keys)          yes
 DescribeGroups      15        0-5                    v5
+ListGroups          16        0-4                    v3+
+DescribeConfigs     32        1-3 (topics)           no (4+)
 ApiVersions         18        0                      no
 ==================  ========  =====================  ==========================
 
@@ -43,15 +45,17 @@ from typing import Any, NamedTuple
 
 API_FETCH, API_LIST_OFFSETS, API_METADATA = 1, 2, 3
 API_OFFSET_FETCH, API_FIND_COORDINATOR, API_DESCRIBE_GROUPS = 9, 10, 15
-API_API_VERSIONS = 18
+API_API_VERSIONS, API_LIST_GROUPS, API_DESCRIBE_CONFIGS = 18, 16, 32
 
 #: first flexible version of each API (compact strings / arrays, tagged fields)
 FLEXIBLE_FROM = {API_FETCH: 12, API_LIST_OFFSETS: 6, API_METADATA: 9, API_OFFSET_FETCH: 6,
-                 API_FIND_COORDINATOR: 3, API_DESCRIBE_GROUPS: 5, API_API_VERSIONS: 3}
+                 API_FIND_COORDINATOR: 3, API_DESCRIBE_GROUPS: 5, API_API_VERSIONS: 3,
+                 API_LIST_GROUPS: 3, API_DESCRIBE_CONFIGS: 4}
 #: versions this codec encodes and decodes, per API
 SUPPORTED = {API_FETCH: (4, 11), API_LIST_OFFSETS: (1, 5), API_METADATA: (1, 8),
              API_OFFSET_FETCH: (8, 8), API_FIND_COORDINATOR: (4, 4),
-             API_DESCRIBE_GROUPS: (0, 5), API_API_VERSIONS: (0, 0)}
+             API_DESCRIBE_GROUPS: (0, 5), API_API_VERSIONS: (0, 0), API_LIST_GROUPS: (0, 4),
+             API_DESCRIBE_CONFIGS: (1, 3)}
 
 Buf = bytes | bytearray | memoryview
 #: decodes a response body: (buffer, position after the response header, version)
@@ -544,12 +548,26 @@ class Broker(NamedTuple):
 class TopicMetadata(NamedTuple):
     error_code: int
     name: str
-    #: [(error code, partition, leader id)]
-    partitions: list[tuple[int, int, int]]
+    #: [(error code, partition, leader id)], or with ``metadata(..., replicas=True)``
+    #: [(error code, partition, leader id, replicas, in-sync replicas)]
+    partitions: list[tuple[Any, ...]]
 
 
-def metadata(version: int, topics: Sequence[str] | None) -> Request:
-    """Brokers, and the partitions of ``topics`` (None: of every topic); never creates topics."""
+class ClusterMetadata(NamedTuple):
+    """A whole Metadata answer (``metadata(..., replicas=True)``)."""
+
+    brokers: list[Broker]
+    cluster_id: str | None
+    controller_id: int
+    topics: list[TopicMetadata]
+
+
+def metadata(version: int, topics: Sequence[str] | None, replicas: bool = False) -> Request:
+    """Brokers, and the partitions of ``topics`` (None: of every topic); never creates topics.
+
+    The answer decodes to ``(brokers, topics)`` with partitions as (error, partition,
+    leader); with ``replicas`` to a :class:`ClusterMetadata` whose partitions also
+    carry their replica and in-sync replica ids."""
     _check(API_METADATA, version)
     parts = [_count(None if topics is None else len(topics), False)]
     parts += [_string(t, False) for t in topics or ()]
@@ -557,7 +575,8 @@ def metadata(version: int, topics: Sequence[str] | None) -> Request:
         parts.append(b"\x00")  # allow auto topic creation: no
     if version >= 8:
         parts.append(b"\x00\x00")  # include cluster / topic authorized operations: no
-    return Request(API_METADATA, version, b"".join(parts), _decode_metadata)
+    return Request(API_METADATA, version, b"".join(parts),
+                   _decode_cluster_metadata if replicas else _decode_metadata)
 
 
 _PARTITION_MD = struct.Struct(">hii")  # error code, partition, leader
@@ -572,8 +591,15 @@ def _skip_int32s(buf: Buf, pos: int, arrays: int) -> int:
     return pos
 
 
-def _decode_metadata(buf: Buf, pos: int, version: int
-                     ) -> tuple[tuple[list[Broker], list[TopicMetadata]], int]:
+def _read_int32s(buf: Buf, pos: int) -> tuple[tuple[int, ...], int]:
+    (n,) = _I32.unpack_from(buf, pos)
+    if n <= 0:
+        return (), pos + 4
+    return struct.unpack_from(f">{n}i", buf, pos + 4), pos + 4 + 4 * n
+
+
+def _metadata_body(buf: Buf, pos: int, version: int, replicas: bool
+                   ) -> tuple[ClusterMetadata, int]:
     if version >= 3:
         pos += 4  # throttle time
     n, pos = _read_count(buf, pos, False)
@@ -584,9 +610,11 @@ def _decode_metadata(buf: Buf, pos: int, version: int
         (port,) = _I32.unpack_from(buf, pos)
         _rack, pos = _read_str(buf, pos + 4)
         brokers.append(Broker(node_id, host or "", port))
+    cluster_id = None
     if version >= 2:
-        _cluster, pos = _read_str(buf, pos)
-    pos += 4  # controller id
+        cluster_id, pos = _read_str(buf, pos)
+    (controller_id,) = _I32.unpack_from(buf, pos)
+    pos += 4
     epoch = 4 if version >= 7 else 0
     arrays = 3 if version >= 5 else 2
     n, pos = _read_count(buf, pos, False)
@@ -596,18 +624,135 @@ def _decode_metadata(buf: Buf, pos: int, version: int
         name, pos = _read_str(buf, pos + 2)
         pos += 1  # is internal
         k, pos = _read_count(buf, pos, False)
-        parts: list[tuple[int, int, int]] = []
+        parts: list[tuple[Any, ...]] = []
         for _ in range(k):
-            parts.append(_PARTITION_MD.unpack_from(buf, pos))
-            pos += 10
-            # (leader epoch), replicas, in-sync replicas, (offline replicas)
-            pos = _skip_int32s(buf, pos + epoch, arrays)
+            head = _PARTITION_MD.unpack_from(buf, pos)
+            pos += 10 + epoch  # (leader epoch)
+            if replicas:
+                reps, pos = _read_int32s(buf, pos)
+                isr, pos = _read_int32s(buf, pos)
+                pos = _skip_int32s(buf, pos, arrays - 2)  # (offline replicas)
+                parts.append((*head, reps, isr))
+            else:
+                parts.append(head)
+                pos = _skip_int32s(buf, pos, arrays)  # replicas, isr, (offline replicas)
         if version >= 8:
             pos += 4  # topic authorized operations
         topics.append(TopicMetadata(err, name or "", parts))
     if version >= 8:
         pos += 4  # cluster authorized operations
-    return (brokers, topics), pos
+    return ClusterMetadata(brokers, cluster_id, controller_id, topics), pos
+
+
+def _decode_metadata(buf: Buf, pos: int, version: int
+                     ) -> tuple[tuple[list[Broker], list[TopicMetadata]], int]:
+    md, pos = _metadata_body(buf, pos, version, False)
+    return (md.brokers, md.topics), pos
+
+
+def _decode_cluster_metadata(buf: Buf, pos: int, version: int) -> tuple[ClusterMetadata, int]:
+    return _metadata_body(buf, pos, version, True)
+
+
+# ----- ListGroups v0-v4 -----
+class ListedGroup(NamedTuple):
+    group_id: str
+    protocol_type: str
+    #: v4+; None before
+    state: str | None
+
+
+def list_groups(version: int) -> Request:
+    """Every group the broker coordinates (no state filter)."""
+    flexible = _check(API_LIST_GROUPS, version)
+    body = b""
+    if version >= 4:
+        body += _count(0, True)  # states filter: empty, every state
+    if flexible:
+        body += b"\x00"
+    return Request(API_LIST_GROUPS, version, body, _decode_list_groups)
+
+
+def _decode_list_groups(buf: Buf, pos: int, version: int
+                        ) -> tuple[tuple[int, list[ListedGroup]], int]:
+    """(error code, groups)."""
+    flexible = version >= FLEXIBLE_FROM[API_LIST_GROUPS]
+    read = _str_reader(flexible)
+    if version >= 1:
+        pos += 4  # throttle time
+    (err,) = _I16.unpack_from(buf, pos)
+    n, pos = _read_count(buf, pos + 2, flexible)
+    out: list[ListedGroup] = []
+    for _ in range(n):
+        gid, pos = read(buf, pos)
+        ptype, pos = read(buf, pos)
+        state = None
+        if version >= 4:
+            state, pos = read(buf, pos)
+        if flexible:
+            pos = _skip_tags(buf, pos)
+        out.append(ListedGroup(gid or "", ptype or "", state))
+    if flexible:
+        pos = _skip_tags(buf, pos)
+    return (err, out), pos
+
+
+# ----- DescribeConfigs v1-v3 (topics) -----
+RESOURCE_TOPIC = 2
+CONFIG_SOURCE_DEFAULT = 5
+
+
+class ConfigResult(NamedTuple):
+    error_code: int
+    error_message: str | None
+    resource_type: int
+    name: str
+    #: config name -> (value, is the default: config source DEFAULT_CONFIG)
+    configs: dict[str, tuple[str | None, bool]]
+
+
+def describe_configs(version: int, topics: Sequence[str],
+                     keys: Sequence[str] | None = None) -> Request:
+    """The configs of ``topics`` (only ``keys`` when given), without synonyms or docs."""
+    _check(API_DESCRIBE_CONFIGS, version)
+    parts = [_count(len(topics), False)]
+    for t in topics:
+        parts += [_I8.pack(RESOURCE_TOPIC), _string(t, False),
+                  _count(None if keys is None else len(keys), False)]
+        parts += [_string(k, False) for k in keys or ()]
+    parts.append(b"\x00")  # include synonyms: no
+    if version >= 3:
+        parts.append(b"\x00")  # include documentation: no
+    return Request(API_DESCRIBE_CONFIGS, version, b"".join(parts), _decode_describe_configs)
+
+
+def _decode_describe_configs(buf: Buf, pos: int, version: int) -> tuple[list[ConfigResult], int]:
+    pos += 4  # throttle time
+    n, pos = _read_count(buf, pos, False)
+    out: list[ConfigResult] = []
+    for _ in range(n):
+        (err,) = _I16.unpack_from(buf, pos)
+        msg, pos = _read_str(buf, pos + 2)
+        (rtype,) = _I8.unpack_from(buf, pos)
+        name, pos = _read_str(buf, pos + 1)
+        k, pos = _read_count(buf, pos, False)
+        configs: dict[str, tuple[str | None, bool]] = {}
+        for _ in range(k):
+            key, pos = _read_str(buf, pos)
+            value, pos = _read_str(buf, pos)
+            source = buf[pos + 1]  # after read only
+            pos += 3  # read only, config source, is sensitive
+            m, pos = _read_count(buf, pos, False)  # synonyms (none asked for)
+            for _ in range(m):
+                _s, pos = _read_str(buf, pos)
+                _v, pos = _read_str(buf, pos)
+                pos += 1
+            if version >= 3:
+                pos += 1  # config type
+                _doc, pos = _read_str(buf, pos)
+            configs[key or ""] = (value, source == CONFIG_SOURCE_DEFAULT)
+        out.append(ConfigResult(err, msg, rtype, name or "", configs))
+    return out, pos
 
 
 # ----- record batches (magic v2) -----

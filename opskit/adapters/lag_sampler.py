@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from opskit.adapters.kafka_admin import KafkaAdmin
-from opskit.adapters.lag_source import LagReport, collect_lag
+from opskit.adapters.lag_source import LagReport, collect_lag, read_topic_configs
 from opskit.adapters.log_dirs import read_partition_sizes
 from opskit.adapters.record_times import Position, RecordTime, RecordTimeReader
 from opskit.core.lag import oldest_unconsumed_offset
@@ -127,6 +127,10 @@ class TimedLagReport:
         return d
 
 
+#: the topic configs :class:`RetentionConfig` reads
+RETENTION_KEYS = ("cleanup.policy", "retention.ms", "retention.bytes")
+
+
 @dataclass(frozen=True)
 class RetentionConfig:
     retention_ms: int = -1
@@ -209,7 +213,7 @@ def collect_timed_lag(
     wanted = {tp.topic for tp, _ in positions} - set(cache)
     if wanted:
         try:
-            for t, cfg in admin.topic_configs(wanted).items():
+            for t, cfg in read_topic_configs(admin, wanted, list(RETENTION_KEYS)).items():
                 cache[t] = RetentionConfig.from_topic_config(cfg)
         except Exception as e:  # noqa: BLE001 - retention is extra information
             log.warning("could not read topic retention configs: %s", e)

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from opskit.adapters import offsets_wire
+from opskit.adapters import cluster_wire, offsets_wire
 from opskit.adapters.group_wire import GroupWire
 from opskit.adapters.kafka_admin import ClusterMeta, KafkaAdmin, OffsetsResult
 from opskit.adapters.wire import Node, WireClient, WireUnsupported, usable
@@ -26,7 +26,7 @@ from opskit.core.models import (
     Severity,
     TopicPartition,
 )
-from opskit.errors import NotFoundError, UsageError
+from opskit.errors import KafkaUnavailableError, NotFoundError, UsageError
 
 log = logging.getLogger(__name__)
 
@@ -65,19 +65,39 @@ def collect_lag(
     meta: ClusterMeta | None = None,
 ) -> LagReport:
     """Lag of the named groups (or of all groups when ``groups`` is None)."""
-    md = meta or admin.metadata()
+    client: WireClient | None = None
+    md = meta
+    if md is None and usable(admin.conn):
+        # metadata and the group list at the protocol level (librdkafka when that fails)
+        # (its first bootstrap server only, and at most 3 s: an unreachable or slow
+        # first server leaves it to librdkafka, which tries every bootstrap server)
+        client = offsets_wire.bootstrap_client(admin.conn, min(admin.timeout, 3.0))
+        try:
+            md = cluster_wire.read_cluster(client)
+            client.timeout = admin.timeout
+        except (WireUnsupported, KafkaUnavailableError) as e:
+            log.debug("metadata at the protocol level not available (%s); using librdkafka", e)
+            client.close()
+            client = None
+    if md is None:
+        md = admin.metadata()
     topic_list = sorted(set(topics)) if topics else None
-    for t in topic_list or []:
-        if t not in md.topics:
-            raise NotFoundError(f"unknown topic {t!r}")
     explicit = groups is not None
-    if groups is None:
-        ids = sorted(admin.list_groups())
-    else:
-        ids = sorted(set(groups))
-        if not ids:
-            raise UsageError("no group given: use --group NAME (repeatable) or --all-groups")
-    client = wire_client(admin, md)
+    try:
+        for t in topic_list or []:
+            if t not in md.topics:
+                raise NotFoundError(f"unknown topic {t!r}")
+        if groups is None:
+            ids = _all_group_ids(admin, md, client)
+        else:
+            ids = sorted(set(groups))
+            if not ids:
+                raise UsageError("no group given: use --group NAME (repeatable) or --all-groups")
+    except BaseException:
+        if client is not None:
+            client.close()
+        raise
+    client = client or wire_client(admin, md)
     try:
         descs, committed = read_groups(admin, ids, client)
         if explicit:
@@ -112,6 +132,15 @@ def leaders_of(md: ClusterMeta, topics: Iterable[str]) -> dict[TopicPartition, i
     """Partition -> leader id (-1: none) of the given topics."""
     return {TopicPartition(t, p.partition): p.leader
             for t in topics for p in md.topics.get(t, ())}
+
+
+def _all_group_ids(admin: KafkaAdmin, md: ClusterMeta, client: WireClient | None) -> list[str]:
+    if client is not None:
+        try:
+            return sorted(cluster_wire.list_groups(client, [b.node_id for b in md.brokers]))
+        except WireUnsupported as e:
+            log.debug("ListGroups at the protocol level not available (%s); using librdkafka", e)
+    return sorted(admin.list_groups())
 
 
 def wire_client(admin: KafkaAdmin, md: ClusterMeta) -> WireClient | None:
@@ -164,3 +193,23 @@ def read_log_offsets(admin: KafkaAdmin, md: ClusterMeta, tps: Iterable[TopicPart
     res = admin.log_offsets(rest) if rest else OffsetsResult()
     res.offsets.update(got)
     return res
+
+
+def read_topic_configs(admin: KafkaAdmin, topics: Iterable[str], keys: list[str] | None = None
+                       ) -> dict[str, dict[str, tuple[str | None, bool]]]:
+    """topic -> {config: (value, is_default)}: one DescribeConfigs at the protocol level
+    when the connection allows (only ``keys`` when given), else librdkafka's
+    ``describe_configs`` (all configs)."""
+    wanted = sorted(set(topics))
+    if not wanted:
+        return {}
+    if usable(admin.conn):
+        client = offsets_wire.bootstrap_client(admin.conn, min(admin.timeout, 3.0))
+        try:
+            return cluster_wire.topic_configs(client, wanted, keys)
+        except (WireUnsupported, KafkaUnavailableError) as e:
+            log.debug("DescribeConfigs at the protocol level not available (%s); using librdkafka", e)
+        finally:
+            client.close()
+    return admin.topic_configs(wanted)
+

@@ -11,7 +11,13 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from kafka.protocol.admin.groups import DescribeGroupsRequest, DescribeGroupsResponse
+from kafka.protocol.admin.groups import (
+    DescribeGroupsRequest,
+    DescribeGroupsResponse,
+    ListGroupsRequest,
+    ListGroupsResponse,
+)
+from kafka.protocol.admin.configs import DescribeConfigsRequest, DescribeConfigsResponse
 from kafka.protocol.consumer.fetch import FetchRequest, FetchResponse
 from kafka.protocol.consumer.group import OffsetFetchRequest, OffsetFetchResponse
 from kafka.protocol.consumer.offsets import ListOffsetsRequest, ListOffsetsResponse
@@ -245,6 +251,82 @@ def test_metadata_answer(version: int) -> None:
     assert brokers == [kp.Broker(1, "h1", 9092), kp.Broker(2, "h2", 9093)]
     assert topics == [kp.TopicMetadata(0, "alpha", [(0, 0, 2), (5, 1, -1)]),
                       kp.TopicMetadata(3, "missing", [])]
+
+
+@pytest.mark.parametrize("version", range(1, 9))
+def test_metadata_answer_with_replicas(version: int) -> None:
+    B = MetadataResponse.MetadataResponseBroker
+    T = MetadataResponse.MetadataResponseTopic
+    P = T.MetadataResponsePartition
+    resp = MetadataResponse(
+        throttle_time_ms=0, cluster_id="cid-1", controller_id=2,
+        brokers=[B(node_id=1, host="h1", port=9092, rack=None)],
+        topics=[T(error_code=0, name="alpha", is_internal=False, authorized_operations=None,
+                  partitions=[
+                      P(error_code=0, partition_index=0, leader_id=2, leader_epoch=5,
+                        replica_nodes=[2, 1, 3], isr_nodes=[2, 3], offline_replicas=[1]),
+                      P(error_code=5, partition_index=1, leader_id=-1, leader_epoch=-1,
+                        replica_nodes=[1], isr_nodes=[], offline_replicas=[])])])
+    md = _answer(kp.metadata(version, None, replicas=True), _body(resp, version))
+    assert md.brokers == [kp.Broker(1, "h1", 9092)]
+    assert md.cluster_id == ("cid-1" if version >= 2 else None)
+    assert md.controller_id == 2
+    assert md.topics == [kp.TopicMetadata(0, "alpha", [(0, 0, 2, (2, 1, 3), (2, 3)),
+                                                       (5, 1, -1, (1,), ())])]
+
+
+@pytest.mark.parametrize("version", range(5))
+def test_list_groups_request(version: int) -> None:
+    ref = ListGroupsRequest(states_filter=[]) if version >= 4 else ListGroupsRequest()
+    assert _ours(kp.list_groups(version)) == _reference(ref, version)
+
+
+@pytest.mark.parametrize("version", range(5))
+def test_list_groups_answer(version: int) -> None:
+    G = ListGroupsResponse.ListedGroup
+    groups = [G(group_id="analytics-ingest", protocol_type="consumer", group_state="Stable"),
+              G(group_id="g\u00e9", protocol_type="", group_state="Empty")]
+    resp = ListGroupsResponse(throttle_time_ms=7, error_code=0, groups=groups)
+    err, got = _answer(kp.list_groups(version), _body(resp, version))
+    assert err == 0
+    want_state = ["Stable", "Empty"] if version >= 4 else [None, None]
+    assert got == [kp.ListedGroup("analytics-ingest", "consumer", want_state[0]),
+                   kp.ListedGroup("g\u00e9", "", want_state[1])]
+
+
+@pytest.mark.parametrize("version", [1, 2, 3])
+@pytest.mark.parametrize("keys", [None, ["retention.ms", "cleanup.policy"]])
+def test_describe_configs_request(version: int, keys: list[str] | None) -> None:
+    Res = DescribeConfigsRequest.DescribeConfigsResource
+    ref = DescribeConfigsRequest(
+        resources=[Res(resource_type=2, resource_name=t, configuration_keys=keys)
+                   for t in ("alpha", "beta")],
+        include_synonyms=False, include_documentation=False)
+    assert _ours(kp.describe_configs(version, ["alpha", "beta"], keys)) == _reference(ref, version)
+
+
+@pytest.mark.parametrize("version", [1, 2, 3])
+def test_describe_configs_answer(version: int) -> None:
+    Result = DescribeConfigsResponse.DescribeConfigsResult
+    C = Result.DescribeConfigsResourceResult
+    S = C.DescribeConfigsSynonym
+    resp = DescribeConfigsResponse(throttle_time_ms=0, results=[
+        Result(error_code=0, error_message=None, resource_type=2, resource_name="alpha", configs=[
+            C(name="retention.ms", value="60000", read_only=False, config_source=1,
+              is_sensitive=False, synonyms=[S(name="log.retention.ms", value="1", source=5)],
+              config_type=5, documentation="doc"),
+            C(name="cleanup.policy", value="delete", read_only=False, config_source=5,
+              is_sensitive=False, synonyms=[], config_type=2, documentation=None),
+            C(name="secret", value=None, read_only=True, config_source=4, is_sensitive=True,
+              synonyms=[], config_type=9, documentation=None)]),
+        Result(error_code=3, error_message="unknown", resource_type=2, resource_name="gone",
+               configs=[])])
+    got = _answer(kp.describe_configs(version, ["alpha", "gone"]), _body(resp, version))
+    assert got == [
+        kp.ConfigResult(0, None, 2, "alpha", {"retention.ms": ("60000", False),
+                                              "cleanup.policy": ("delete", True),
+                                              "secret": (None, False)}),
+        kp.ConfigResult(3, "unknown", 2, "gone", {})]
 
 
 # ----- hand-built answers: tagged fields, null arrays, cut-short answers -----

@@ -1,0 +1,86 @@
+"""Metadata, ListGroups and DescribeConfigs at the protocol level equal librdkafka's answers."""
+
+from __future__ import annotations
+
+import pytest
+
+from opskit.adapters import cluster_wire, offsets_wire
+from opskit.adapters.lag_source import collect_lag, read_topic_configs
+from opskit.adapters.lag_sampler import RETENTION_KEYS
+from opskit.adapters.wire import WireUnsupported
+from opskit.core.connection import ConnectionConfig
+from tests.helpers import commit_retrying, create_topic, produce
+
+
+def test_cluster_metadata_and_groups_equal_librdkafkas(kafka3, uniq) -> None:  # type: ignore[no-untyped-def]
+    """On 3 brokers: every topic's leaders, replicas and ISR, and the groups of every
+    coordinator (ListGroups goes to each broker)."""
+    bs = kafka3.bootstrap
+    t = f"cw_{uniq}"
+    create_topic(bs, t, 6, rf=3)
+    groups = [f"cw-g{i}-{uniq}" for i in range(12)]  # spread over the coordinators
+    for g in groups:
+        commit_retrying(bs, g, {(t, 0): 0})
+    admin = kafka3.admin()
+    want = admin.metadata()
+    want_groups = admin.list_groups()
+    with offsets_wire.bootstrap_client(admin.conn, 15) as client:
+        got = cluster_wire.read_cluster(client)
+        got_groups = cluster_wire.list_groups(client, [b.node_id for b in got.brokers])
+    assert got.cluster_id == want.cluster_id and got.cluster_id
+    # KRaft brokers answer Metadata with a random live broker as "controller": not comparable
+    assert got.controller_id in {b.node_id for b in want.brokers}
+    assert got.brokers == want.brokers and len(got.brokers) == 3
+    assert got.topics == want.topics
+    assert [(p.leader, sorted(p.replicas), sorted(p.isr)) for p in got.topics[t]] == \
+        [(p.leader, sorted(p.replicas), sorted(p.isr)) for p in want.topics[t]]
+    assert all(len(p.replicas) == 3 for p in got.topics[t])
+    assert set(groups) <= set(got_groups)
+    assert got_groups == want_groups
+    coordinators = {d.coordinator for d in admin.describe_groups(groups).values()}
+    assert len(coordinators) > 1  # the groups really came from more than one broker
+
+
+def test_topic_configs_equal_librdkafkas(any_kafka, uniq) -> None:  # type: ignore[no-untyped-def]
+    bs = any_kafka.bootstrap
+    t1, t2 = f"cw_ret_{uniq}", f"cw_cmp_{uniq}"
+    create_topic(bs, t1, 1, config={"retention.ms": "3600000", "retention.bytes": "1048576"})
+    create_topic(bs, t2, 1, config={"cleanup.policy": "compact"})
+    admin = any_kafka.admin()
+    want = admin.topic_configs([t1, t2])
+    got = read_topic_configs(admin, [t1, t2], list(RETENTION_KEYS))
+    for t in (t1, t2):
+        assert got[t] == {k: want[t][k] for k in RETENTION_KEYS}
+    assert got[t1]["retention.ms"] == ("3600000", False)
+    assert got[t2]["cleanup.policy"] == ("compact", False)
+    assert got[t2]["retention.ms"][1] is True  # the broker default
+    with offsets_wire.bootstrap_client(admin.conn, 15) as client, pytest.raises(WireUnsupported):
+        cluster_wire.topic_configs(client, [f"cw_missing_{uniq}"])
+
+
+def test_lag_report_without_librdkafka_equals_with_it(any_kafka, uniq) -> None:  # type: ignore[no-untyped-def]
+    """The all-groups lag report read over the protocol-level path (metadata and group list
+    included) equals the one read with librdkafka's metadata, and librdkafka is never started."""
+    bs = any_kafka.bootstrap
+    t = f"cw_lag_{uniq}"
+    create_topic(bs, t, 3)
+    produce(bs, t, {0: 5, 1: 7, 2: 0})
+    g = f"cw-lag-{uniq}"
+    commit_retrying(bs, g, {(t, 0): 2, (t, 1): 7})
+    admin = any_kafka.admin()
+    fresh = type(admin)(admin.conn, timeout=15)
+    ours = collect_lag(fresh, None)
+    assert fresh._client is None  # served entirely at the protocol level
+    theirs = collect_lag(admin, None, meta=admin.metadata())
+    a = {x.group_id: x for x in ours.groups}
+    b = {x.group_id: x for x in theirs.groups}
+    assert a[g].partitions == b[g].partitions
+    assert [(p.committed, p.log_start, p.log_end, p.lag) for p in a[g].partitions] == \
+        [(2, 0, 5, 3), (7, 0, 7, 0), (None, 0, 0, None)]
+    assert set(a) == set(b)
+
+
+def test_sasl_connection_is_left_to_librdkafka() -> None:
+    conn = ConnectionConfig(bootstrap="127.0.0.1:1", security_protocol="SASL_PLAINTEXT")
+    with pytest.raises(WireUnsupported):
+        offsets_wire.bootstrap_client(conn, 1)
