@@ -29,25 +29,8 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from confluent_kafka import (
-    ConsumerGroupState,
-    ConsumerGroupTopicPartitions,
-    KafkaError,
-    KafkaException,
-)
-from confluent_kafka import TopicPartition as CkTopicPartition
-from confluent_kafka.admin import (
-    AdminClient,
-    AlterConfigOpType,
-    ConfigEntry,
-    ConfigResource,
-    NewPartitions,
-    NewTopic,
-    OffsetSpec,
-    ResourceType,
-)
-
 from opskit.adapters import capabilities as caps_mod
+from opskit.adapters import confluent as ck
 from opskit.adapters.capabilities import Capabilities
 from opskit.core.connection import ConnectionConfig
 from opskit.core.models import (
@@ -124,13 +107,13 @@ class OffsetsResult:
 
 
 def error_name(exc: BaseException) -> str:
-    if isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], KafkaError):
+    if isinstance(exc, ck.KafkaException) and exc.args and isinstance(exc.args[0], ck.KafkaError):
         return str(exc.args[0].name())
     return type(exc).__name__
 
 
 def error_text(exc: BaseException) -> str:
-    if isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], KafkaError):
+    if isinstance(exc, ck.KafkaException) and exc.args and isinstance(exc.args[0], ck.KafkaError):
         e = exc.args[0]
         return f"{e.name()}: {e.str()}"
     return str(exc) or type(exc).__name__
@@ -151,13 +134,13 @@ class KafkaAdmin:
             "socket.timeout.ms": int(max(timeout, 1) * 1000),
             "socket.connection.setup.timeout.ms": int(max(timeout, 1) * 1000),
         })
-        self._client: AdminClient | None = None
+        self._client: ck.AdminClient | None = None
         self._closed = False
         self.round_trips = 0
         self._caps: Capabilities | None = None
 
     @property
-    def _admin(self) -> AdminClient:
+    def _admin(self) -> ck.AdminClient:
         """librdkafka's admin client, created on first use: a command served entirely
         by the protocol-level reads never starts it (a bad configuration is then
         reported by the first call that needs it, as a one-line error)."""
@@ -165,8 +148,8 @@ class KafkaAdmin:
             if self._closed:
                 raise KafkaOperationError("the Kafka admin client is closed")
             try:
-                self._client = AdminClient(self._conf)
-            except KafkaException as e:
+                self._client = ck.AdminClient(self._conf)
+            except ck.KafkaException as e:
                 raise KafkaOperationError(f"invalid client configuration: {error_text(e)}") from e
         return self._client
 
@@ -182,7 +165,7 @@ class KafkaAdmin:
         """Raise UnsupportedError when the broker lacks an API ``operation`` needs."""
         caps_mod.require(self.capabilities, operation, what)
 
-    def _on_error(self, err: KafkaError) -> None:
+    def _on_error(self, err: ck.KafkaError) -> None:
         with self._lock:
             self._last_error = f"{err.name()}: {err.str()}"
 
@@ -249,7 +232,7 @@ class KafkaAdmin:
             raise self.translate(e, "reading cluster metadata") from e
         topics: dict[str, tuple[PartitionMeta, ...]] = {}
         for name, t in md.topics.items():
-            if t.error is not None and t.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+            if t.error is not None and t.error.code() == ck.KafkaError.UNKNOWN_TOPIC_OR_PART:
                 continue
             parts = tuple(
                 PartitionMeta(p.id, p.leader, tuple(p.replicas), tuple(p.isrs))
@@ -292,7 +275,7 @@ class KafkaAdmin:
                 for m in d.members
             )
             state = d.state
-            st = _STATE_MAP.get(state.name if isinstance(state, ConsumerGroupState) else str(state),
+            st = _STATE_MAP.get(state.name if isinstance(state, ck.ConsumerGroupState) else str(state),
                                 GroupState.UNKNOWN)
             out[gid] = GroupDescription(
                 group_id=gid, state=st, members=members,
@@ -311,13 +294,13 @@ class KafkaAdmin:
         if ids:
             self.require("committed_offsets", "reading committed offsets")
         explicit = (None if partitions is None else
-                    [CkTopicPartition(tp.topic, tp.partition) for tp in sorted(set(partitions))])
+                    [ck.TopicPartition(tp.topic, tp.partition) for tp in sorted(set(partitions))])
         futs: dict[str, Future[Any]] = {}
         for gid in ids:  # one group per request; all in flight at once
             if explicit is not None and not explicit:
                 continue
             futs.update(self._admin.list_consumer_group_offsets(
-                [ConsumerGroupTopicPartitions(gid, explicit)], **self._kw()))
+                [ck.ConsumerGroupTopicPartitions(gid, explicit)], **self._kw()))
         out: dict[str, dict[TopicPartition, int]] = {}
         for gid, fut in futs.items():
             res = self._result(fut, f"reading committed offsets of group {gid}", "committed_offsets")
@@ -332,12 +315,12 @@ class KafkaAdmin:
         return out
 
     # ----- partitions -----
-    def _submit_offsets(self, tps: list[TopicPartition], spec: OffsetSpec,
+    def _submit_offsets(self, tps: list[TopicPartition], spec: ck.OffsetSpec,
                         what: str) -> dict[Any, Future[Any]]:
         if not tps:
             return {}
         self.require("log_offsets", what)
-        req = {CkTopicPartition(tp.topic, tp.partition): spec for tp in tps}
+        req = {ck.TopicPartition(tp.topic, tp.partition): spec for tp in tps}
         self.round_trips += 1
         try:
             return self._admin.list_offsets(req, **self._kw())  # type: ignore[no-any-return]
@@ -366,8 +349,8 @@ class KafkaAdmin:
     def log_offsets(self, tps: Iterable[TopicPartition]) -> OffsetsResult:
         """Log start and high watermark of each partition (two batched ListOffsets in flight)."""
         wanted = sorted(set(tps))
-        f_start = self._submit_offsets(wanted, OffsetSpec.earliest(), "reading log start offsets")
-        f_end = self._submit_offsets(wanted, OffsetSpec.latest(), "reading log end offsets")
+        f_start = self._submit_offsets(wanted, ck.OffsetSpec.earliest(), "reading log start offsets")
+        f_end = self._submit_offsets(wanted, ck.OffsetSpec.latest(), "reading log end offsets")
         start, e1 = self._collect_offsets(f_start, "reading log start offsets")
         end, e2 = self._collect_offsets(f_end, "reading log end offsets")
         res = OffsetsResult()
@@ -382,7 +365,7 @@ class KafkaAdmin:
         """Earliest offset whose timestamp >= ts_ms per partition (None: no such record)."""
         what = "looking up offsets by timestamp"
         ok, errs = self._collect_offsets(
-            self._submit_offsets(sorted(set(tps)), OffsetSpec.for_timestamp(ts_ms), what), what)
+            self._submit_offsets(sorted(set(tps)), ck.OffsetSpec.for_timestamp(ts_ms), what), what)
         if errs:
             tp, msg = next(iter(errs.items()))
             raise KafkaOperationError(f"offset lookup by time failed for {tp}: {msg}")
@@ -391,7 +374,7 @@ class KafkaAdmin:
     # ----- topics -----
     def topic_configs(self, topics: Iterable[str]) -> dict[str, dict[str, tuple[str | None, bool]]]:
         """topic -> {config: (value, is_default)}."""
-        res = [ConfigResource(ResourceType.TOPIC, t) for t in sorted(set(topics))]
+        res = [ck.ConfigResource(ck.ResourceType.TOPIC, t) for t in sorted(set(topics))]
         if not res:
             return {}
         self.require("topic_configs", "reading topic configs")
@@ -413,7 +396,7 @@ class KafkaAdmin:
         if not ids:
             return {}
         self.require("topic_configs", "reading broker configs")  # the same DescribeConfigs API
-        futs = [(b, self._admin.describe_configs([ConfigResource(ResourceType.BROKER, str(b))],
+        futs = [(b, self._admin.describe_configs([ck.ConfigResource(ck.ResourceType.BROKER, str(b))],
                                                  **self._kw())) for b in ids]
         out: dict[int, dict[str, tuple[str | None, bool]]] = {}
         for b, by_res in futs:
@@ -428,7 +411,7 @@ class KafkaAdmin:
         return out
 
     def create_topics(self, topics: list[tuple[str, int, int, dict[str, str]]]) -> None:
-        new = [NewTopic(n, num_partitions=p, replication_factor=rf, config=cfg) for n, p, rf, cfg in topics]
+        new = [ck.NewTopic(n, num_partitions=p, replication_factor=rf, config=cfg) for n, p, rf, cfg in topics]
         if not new:
             return
         self.require("create_topics", "creating topics")
@@ -439,8 +422,8 @@ class KafkaAdmin:
     def alter_topic_configs(self, changes: Mapping[str, Mapping[str, str]]) -> None:
         res = []
         for topic, cfg in changes.items():
-            r = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=[
-                ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in cfg.items()
+            r = ck.ConfigResource(ck.ResourceType.TOPIC, topic, incremental_configs=[
+                ck.ConfigEntry(k, v, incremental_operation=ck.AlterConfigOpType.SET) for k, v in cfg.items()
             ])
             res.append(r)
         if not res:
@@ -451,7 +434,7 @@ class KafkaAdmin:
             self._result(fut, f"altering configs of topic {r.name}", "alter_topic_configs")
 
     def create_partitions(self, increases: Mapping[str, int]) -> None:
-        new = [NewPartitions(t, n) for t, n in increases.items()]
+        new = [ck.NewPartitions(t, n) for t, n in increases.items()]
         if not new:
             return
         self.require("create_partitions", "adding partitions")

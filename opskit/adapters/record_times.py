@@ -33,9 +33,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Self
 
-from confluent_kafka import Consumer, KafkaError, KafkaException
-from confluent_kafka import TopicPartition as CkTopicPartition
-
+from opskit.adapters import confluent as ck
 from opskit.adapters import offsets_wire
 from opskit.adapters.wire import Node, WireClient, WireUnsupported, usable
 from opskit.core.connection import ConnectionConfig
@@ -106,8 +104,8 @@ class RecordTimeReader:
                 "logger": rdlog,
             })
             try:
-                self._consumer = Consumer(conf)
-            except KafkaException as e:
+                self._consumer = ck.Consumer(conf)
+            except ck.KafkaException as e:
                 raise KafkaOperationError(f"cannot create a record reader: {e}") from e
         return self._consumer
 
@@ -119,7 +117,7 @@ class RecordTimeReader:
         if c is not None:
             try:
                 c.close()
-            except (KafkaException, RuntimeError):  # pragma: no cover - closing anyway
+            except (ck.KafkaException, RuntimeError):  # pragma: no cover - closing anyway
                 pass
 
     def __enter__(self) -> Self:
@@ -230,7 +228,7 @@ class RecordTimeReader:
         found: dict[Position, RecordTime | None] = {pos: None for pos in batch}
         pending = set(by_tp)
         try:
-            parts = [CkTopicPartition(tp.topic, tp.partition, off) for tp, off in batch]
+            parts = [ck.TopicPartition(tp.topic, tp.partition, off) for tp, off in batch]
             c.assign(parts)
             c.resume(parts)  # paused in an earlier round
             while pending:
@@ -245,7 +243,7 @@ class RecordTimeReader:
                         continue  # only the first record per partition counts
                     err = m.error()
                     if err is not None:
-                        if err.code() == KafkaError._PARTITION_EOF:
+                        if err.code() == ck.KafkaError._PARTITION_EOF:
                             done.append(tp)  # nothing at or after the offset
                         else:
                             log.debug("reading %s at %s: %s", tp, by_tp[tp], err)
@@ -260,14 +258,14 @@ class RecordTimeReader:
                     done.append(tp)
                 if done:
                     pending.difference_update(done)
-                    c.pause([CkTopicPartition(tp.topic, tp.partition) for tp in done])
+                    c.pause([ck.TopicPartition(tp.topic, tp.partition) for tp in done])
             if pending:
                 log.debug("no record read in time for %d partition(s)", len(pending))
-        except KafkaException as e:
+        except ck.KafkaException as e:
             log.warning("reading record timestamps failed: %s", e)
         finally:
             try:
                 c.unassign()
-            except KafkaException:  # pragma: no cover
+            except ck.KafkaException:  # pragma: no cover
                 pass
         return found

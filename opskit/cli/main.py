@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import gc
 import logging
 import os
 import sys
@@ -169,6 +170,13 @@ def run() -> None:
     files written) when ``main`` returns, so the interpreter's teardown (freeing
     every module and object one by one, ~0.1-0.2 s after a large report) is
     skipped: flush the standard streams and end the process."""
+    # The objects created so far (modules, classes: ~100k) live for the whole process:
+    # freeze them out of the cyclic collector, and collect young objects less often.
+    # A report of 20,000 group partitions allocates a few hundred thousand short-lived
+    # objects; with the defaults the collector rescans them many times (~10% of a run).
+    # Long-running commands (exporter, --watch) still collect, only less often.
+    gc.freeze()
+    gc.set_threshold(20_000, 20, 20)
     code = main()
     try:
         sys.stdout.flush()

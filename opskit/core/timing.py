@@ -616,9 +616,13 @@ def retention_risk(
             lost, None, RetentionBasis.UNKNOWN, Confidence.UNKNOWN,
             bytes_headroom=headroom, notes=tuple(notes),
         )  # fmt: skip
-    left_s, basis, conf, eligible = min(candidates, key=lambda c: c[0])
+    # the smaller time left wins; on a tie the first rule (time) names the basis
+    best = candidates[0]
+    for c in candidates[1:]:
+        if c[0] < best[0]:
+            best = c
     notes.append(_SEGMENT_NOTE)
-    return RetentionRisk(lost, left_s, basis, conf, eligible, headroom, tuple(notes))
+    return RetentionRisk(lost, best[0], best[1], best[2], best[3], headroom, tuple(notes))
 
 
 # --------------------------------------------------------------------------- helpers
