@@ -108,8 +108,11 @@ def collect_lag(
                     raise NotFoundError(f"consumer group {gid!r} does not exist")
         counts = md.partition_counts
         wanted: set[TopicPartition] = set()
+        of_interest: dict[str, list[TopicPartition]] = {}
         for gid in ids:
-            wanted.update(partitions_of_interest(descs[gid], committed.get(gid, {}), counts, topic_list))
+            of_interest[gid] = partitions_of_interest(descs[gid], committed.get(gid, {}), counts,
+                                                      topic_list)
+            wanted.update(of_interest[gid])
         existing = {tp for tp in wanted if tp.partition < counts.get(tp.topic, 0)}
         leaders = leaders_of(md, {tp.topic for tp in existing})
         offs = read_log_offsets(admin, md, existing, client, leaders)
@@ -119,7 +122,8 @@ def collect_lag(
             client.close()
     th = thresholds or (lambda _g: LagThresholds())
     lags = [
-        compute_group_lag(descs[gid], committed.get(gid, {}), offs.offsets, counts, th(gid), topic_list)
+        compute_group_lag(descs[gid], committed.get(gid, {}), offs.offsets, counts, th(gid), topic_list,
+                          of_interest[gid])
         for gid in ids
     ]
     if topic_list is not None and explicit:

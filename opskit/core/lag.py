@@ -118,8 +118,12 @@ def compute_group_lag(
     partition_counts: Mapping[str, int],
     thresholds: LagThresholds | None = None,
     topics: Iterable[str] | None = None,
+    partitions: Iterable[TopicPartition] | None = None,
 ) -> GroupLag:
-    """Lag of a whole group: per partition, per topic, total, and its severity."""
+    """Lag of a whole group: per partition, per topic, total, and its severity.
+
+    ``partitions``: the group's :func:`partitions_of_interest` when the caller has
+    already computed them (the same arguments give the same list)."""
     th = thresholds or LagThresholds()
     owner: dict[TopicPartition, Member] = {}
     for m in group.members:  # the first member owning a partition, as member_for
@@ -130,7 +134,8 @@ def compute_group_lag(
             tp, committed.get(tp), log_offsets.get(tp), owner.get(tp),
             exists=tp.partition < partition_counts.get(tp.topic, 0),
         )
-        for tp in partitions_of_interest(group, committed, partition_counts, topics)
+        for tp in (partitions if partitions is not None
+                   else partitions_of_interest(group, committed, partition_counts, topics))
     ]
     per_topic: dict[str, list[PartitionLag]] = {}
     for r in rows:
