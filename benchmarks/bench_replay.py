@@ -23,6 +23,7 @@ import argparse
 import json
 import os
 import random
+import resource
 import shutil
 import subprocess
 import sys
@@ -30,6 +31,7 @@ import tempfile
 import time
 import uuid
 from collections import defaultdict
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -128,20 +130,54 @@ def spark_job(bootstrap: str, ends: dict[int, int], out: Path, master: str) -> d
     cmd = build_command(jars, SubmitOptions(master=master, driver_memory="2g"),
                         ["--spec", json.dumps(spec), "--bootstrap", bootstrap,
                          "--output", str(out)])
-    t0 = time.monotonic()
+    t0, cpu0 = time.monotonic(), _cpu(resource.RUSAGE_CHILDREN)
     res = run_spark_submit(cmd, lambda m: print(f"  spark: {m}", file=sys.stderr))
-    wall = time.monotonic() - t0
+    wall, cpu = time.monotonic() - t0, _cpu(resource.RUSAGE_CHILDREN) - cpu0
     if res.returncode != 0 or res.result_line is None:
         raise SystemExit(f"spark job failed: {res.tail}")
     result = json.loads(res.result_line)
     records = sum(p["records"] for p in result["partitions"])
     return {"records": records, "job_seconds": result["seconds"], "wall": wall,
-            "verified": result["verified_rows"]}
+            "verified": result["verified_rows"], "cpu": cpu}
+
+
+def _cpu(who: int) -> float:
+    """User + system CPU seconds of this process or of its waited-for children."""
+    r = resource.getrusage(who)
+    return r.ru_utime + r.ru_stime
+
+
+def _envelope(raw: bytes | None) -> tuple[dict[str, Any] | None, datetime | None, str | None]:
+    """The job's validation in Python: (envelope, event time, reason or None)."""
+    if raw is None:
+        return None, None, "empty value"
+    try:
+        ev = json.loads(raw)
+    except ValueError:
+        return None, None, "not a JSON object"
+    if not isinstance(ev, dict):
+        return None, None, "not a JSON object"
+    if ev.get("schema") != SCHEMA_ID:
+        return None, None, f"unknown schema {ev.get('schema') or '(none)'}"
+    for f in REQUIRED:
+        if not ev.get(f):
+            return None, None, f"missing field '{f}'"
+    try:
+        ts = datetime.fromisoformat(str(ev["timestamp"]))
+    except ValueError:
+        return None, None, f"bad timestamp {ev['timestamp']}"
+    ts = ts.replace(tzinfo=UTC) if ts.tzinfo is None else ts.astimezone(UTC)
+    return ev, ts, None
 
 
 def single_consumer(bootstrap: str, ends: dict[int, int], out: Path) -> dict[str, Any]:
-    """One confluent-kafka consumer doing the job's work, written plainly."""
+    """One confluent-kafka consumer doing the job's work, written plainly: parse
+    and validate every envelope (schema, required fields, timestamp), Parquet by
+    event date and type plus dead letters with reasons, per-partition count and
+    min/max offset while reading, and a read-back of the written files' source
+    partitions to verify them, as the Spark job does."""
     import pyarrow as pa
+    import pyarrow.dataset as ds
     import pyarrow.parquet as pq
 
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-single",
@@ -151,6 +187,7 @@ def single_consumer(bootstrap: str, ends: dict[int, int], out: Path) -> dict[str
     remaining = {p for p, e in ends.items() if e > 0}
     buf: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
     dead: list[dict[str, Any]] = []
+    seen: dict[int, list[int]] = {}  # partition -> [count, min offset, max offset]
     files = 0
     n = 0
 
@@ -158,16 +195,17 @@ def single_consumer(bootstrap: str, ends: dict[int, int], out: Path) -> dict[str
         nonlocal files
         for (date, typ), rows in list(buf.items()):
             if rows and (final or len(rows) >= 50_000):
-                d = out / "events" / f"event_date={date}" / f"event_type={typ}"
+                d = out / "sink=events" / f"event_date={date}" / f"event_type={typ}"
                 d.mkdir(parents=True, exist_ok=True)
                 pq.write_table(pa.Table.from_pylist(rows), d / f"part-{files:05d}.parquet")
                 files += 1
                 buf[(date, typ)] = []
         if final and dead:
-            (out / "dead_letter").mkdir(parents=True, exist_ok=True)
-            pq.write_table(pa.Table.from_pylist(dead), out / "dead_letter" / "part-0.parquet")
+            (out / "sink=dead_letter").mkdir(parents=True, exist_ok=True)
+            pq.write_table(pa.Table.from_pylist(dead),
+                           out / "sink=dead_letter" / "part-0.parquet")
 
-    t0 = time.monotonic()
+    t0, cpu0 = time.monotonic(), _cpu(resource.RUSAGE_SELF)
     while remaining:
         for msg in c.consume(num_messages=10_000, timeout=1.0):
             err = msg.error()
@@ -182,39 +220,36 @@ def single_consumer(bootstrap: str, ends: dict[int, int], out: Path) -> dict[str
             if off == ends[part] - 1:
                 remaining.discard(part)
             n += 1
+            st = seen.get(part)
+            if st is None:
+                seen[part] = [1, off, off]
+            else:
+                st[0] += 1
+                st[1] = min(st[1], off)
+                st[2] = max(st[2], off)
             raw = msg.value()
-            reason = None
-            try:
-                ev = json.loads(raw)
-            except ValueError:
-                ev, reason = None, "not a JSON object"
-            if ev is not None and not isinstance(ev, dict):
-                reason = "not a JSON object"
-            if reason is None:
-                assert isinstance(ev, dict)
-                if ev.get("schema") != SCHEMA_ID:
-                    reason = f"unknown schema {ev.get('schema')}"
-                else:
-                    for f in REQUIRED:
-                        if not ev.get(f):
-                            reason = f"missing field '{f}'"
-                            break
+            ev, ts, reason = _envelope(raw)
             key = msg.key().decode() if msg.key() else None
-            if reason is not None:
+            if ev is None or ts is None:
                 dead.append({"topic": TOPIC, "partition": part, "offset": off, "key": key,
-                             "reason": reason, "original": raw.decode(errors="replace")})
+                             "reason": reason,
+                             "original": raw.decode(errors="replace") if raw else None})
                 continue
-            assert isinstance(ev, dict)
-            buf[(ev["timestamp"][:10], ev["type"])].append({
-                "id": ev["id"], "source": ev["source"], "event_ts": ev["timestamp"],
+            buf[(ts.date().isoformat(), ev["type"])].append({
+                "id": ev["id"], "source": ev["source"], "event_ts": ts,
                 "team_id": ev.get("team_id"), "org_id": ev.get("org_id"),
                 "data": json.dumps(ev.get("data")), "key": key, "topic": TOPIC,
                 "partition": part, "offset": off, "kafka_timestamp": msg.timestamp()[1]})
         flush()
     flush(final=True)
-    secs = time.monotonic() - t0
+    back = ds.dataset(out, format="parquet", partitioning="hive").to_table(
+        columns=["sink", "partition"]).group_by(["sink", "partition"]).aggregate(
+        [([], "count_all")])
+    verified = sum(back.column("count_all").to_pylist())
+    secs, cpu = time.monotonic() - t0, _cpu(resource.RUSAGE_SELF) - cpu0
     c.close()
-    return {"records": n, "seconds": secs}
+    assert sum(v[0] for v in seen.values()) == n
+    return {"records": n, "seconds": secs, "verified": verified, "cpu": cpu}
 
 
 def main(argv: list[str]) -> int:
@@ -229,6 +264,7 @@ def main(argv: list[str]) -> int:
     if own_state:
         os.environ["OPSKIT_STATE"] = tempfile.mkdtemp(prefix="opskit-bench-replay-")
     work = Path(tempfile.mkdtemp(prefix="bench-replay-out-"))
+    load = {"start": os.getloadavg()[0]}
     sb = Sandbox(f"bench-replay-{uuid.uuid4().hex[:6]}")
     st, _ = sb.up(brokers=1, version=a.kafka_version, port=free_port_block(1))
     try:
@@ -240,9 +276,12 @@ def main(argv: list[str]) -> int:
         total = sum(ends.values())
         print(f"  produced in {prod:.1f}s; running kafka-consumer-perf-test", file=sys.stderr)
         perf = perf_test(st.version, b, total)
-        print("  running the Spark job", file=sys.stderr)
+        load["spark"] = os.getloadavg()[0]
+        print(f"  running the Spark job (load average {load['spark']:.2f})", file=sys.stderr)
         spark = spark_job(b, ends, work / "spark", a.master)
-        print("  running the single consumer", file=sys.stderr)
+        load["single"] = os.getloadavg()[0]
+        print(f"  running the single consumer (load average {load['single']:.2f})",
+              file=sys.stderr)
         single = single_consumer(b, ends, work / "single")
     finally:
         sb.down()
@@ -250,24 +289,26 @@ def main(argv: list[str]) -> int:
         if own_state:
             shutil.rmtree(os.environ["OPSKIT_STATE"], ignore_errors=True)
     assert spark["records"] == total == single["records"], (spark, total, single)
-    assert spark["verified"] == total
+    assert spark["verified"] == total == single["verified"], (spark, single)
     spark_rate = total / spark["job_seconds"]
     spark_wall_rate = total / spark["wall"]
     single_rate = total / single["seconds"]
     ceiling = perf["rate"]
     print(f"\n`python benchmarks/bench_replay.py --records {a.records} --partitions "
           f"{a.partitions} --master '{a.master}'` (Kafka {st.version}, 1 broker, "
-          f"{os.cpu_count()} cores, {total:,} records of ~{a.size} B)\n")
-    print("| reader | records/s | vs ceiling | seconds |")
-    print("|---|---:|---:|---:|")
+          f"{os.cpu_count()} cores, {total:,} records of ~{a.size} B; 1-minute load "
+          f"average {load['start']:.2f} at start, {load['spark']:.2f} before Spark, "
+          f"{load['single']:.2f} before the single consumer)\n")
+    print("| reader | records/s | vs ceiling | seconds | CPU seconds |")
+    print("|---|---:|---:|---:|---:|")
     print(f"| kafka-consumer-perf-test (read only; fetch rate) | {ceiling:,.0f} | 100% | "
-          f"{perf['wall']:.1f} wall |")
+          f"{perf['wall']:.1f} wall | |")
     print(f"| Spark job ({a.master}), inside the job | {spark_rate:,.0f} | "
-          f"{spark_rate / ceiling:.0%} | {spark['job_seconds']:.1f} |")
+          f"{spark_rate / ceiling:.0%} | {spark['job_seconds']:.1f} | |")
     print(f"| Spark job incl. spark-submit/JVM start | {spark_wall_rate:,.0f} | "
-          f"{spark_wall_rate / ceiling:.0%} | {spark['wall']:.1f} |")
+          f"{spark_wall_rate / ceiling:.0%} | {spark['wall']:.1f} | {spark['cpu']:.1f} |")
     print(f"| single confluent-kafka consumer | {single_rate:,.0f} | "
-          f"{single_rate / ceiling:.0%} | {single['seconds']:.1f} |")
+          f"{single_rate / ceiling:.0%} | {single['seconds']:.1f} | {single['cpu']:.1f} |")
     print(f"\nSpark / single consumer: {spark_rate / single_rate:.2f}x (job), "
           f"{spark_wall_rate / single_rate:.2f}x (incl. start-up)")
     return 0

@@ -24,6 +24,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,6 +45,12 @@ ARTIFACTS = ("spark-sql-kafka-0-10_2.13", "spark-token-provider-kafka-0-10_2.13"
 FALLBACKS: dict[str, tuple[str, str]] = {
     "4.3.0": ("4.2.0", "4.0.0"),
 }
+#: the throughput collector for the driver and executors (unless ``--conf`` sets
+#: their ``extraJavaOptions``): with G1, Java's default, the replay of 1M records
+#: used about a fifth more CPU on a 2-core machine (docs/replay.md, "Benchmark")
+GC_OPTION = "-XX:+UseParallelGC"
+#: suffix of the class-data-sharing archive while a run is writing it
+CDS_PARTIAL = ".partial-"
 #: the result line the job prints on the driver's stdout
 RESULT_PREFIX = "OPSKIT_RESULT "
 PROGRESS_PREFIX = "OPSKIT_PROGRESS "
@@ -185,6 +192,50 @@ class SubmitOptions:
     conf: tuple[tuple[str, str], ...] = ()
 
 
+def cds_archive(jars: SparkJars) -> Path:
+    """The driver JVM's class-data-sharing archive for this PySpark version."""
+    return jars_dir(jars.pyspark) / "driver-classes.jsa"
+
+
+def driver_java_options(jars: SparkJars, opts: SubmitOptions) -> list[str]:
+    """JVM options of the driver.
+
+    With a local master (the driver runs the tasks, on this machine) the driver
+    uses a class-data-sharing archive (Java's AppCDS) of the classes a replay
+    loads: the first run writes it at exit (``-XX:ArchiveClassesAtExit``), later
+    runs map it (``-XX:SharedArchiveFile``) instead of loading and verifying
+    several thousand classes from the jars, which saved about 5 s of CPU per run
+    on a 2-core machine. An archive the JVM cannot use (another Java build) is
+    ignored by the JVM; deleting the file makes the next run write a new one."""
+    flags = [GC_OPTION]
+    if opts.master.startswith("local") and opts.deploy_mode in (None, "client"):
+        archive = cds_archive(jars)
+        if archive.exists():
+            flags.append(f"-XX:SharedArchiveFile={archive}")
+        else:
+            # a unique name: run_spark_submit moves it into place after a clean exit
+            flags.append(f"-XX:ArchiveClassesAtExit={archive}{CDS_PARTIAL}{uuid.uuid4().hex[:8]}")
+        flags.append("-Xlog:cds=off,cds+dynamic=off")  # no per-class warnings on stderr
+    return flags
+
+
+def _adopt_cds_archive(cmd: Sequence[str], ok: bool) -> None:
+    """Move a class-data-sharing archive written by this run into place."""
+    for arg in cmd:
+        for flag in arg.split():
+            if not flag.startswith("-XX:ArchiveClassesAtExit="):
+                continue
+            partial = Path(flag.partition("=")[2])
+            final = Path(str(partial).rpartition(CDS_PARTIAL)[0])
+            try:
+                if ok and partial.exists() and not final.exists():
+                    os.replace(partial, final)
+                else:
+                    partial.unlink(missing_ok=True)
+            except OSError as e:
+                log.warning("cannot keep the driver class archive %s: %s", partial, e)
+
+
 def build_command(jars: SparkJars, opts: SubmitOptions, job_args: Sequence[str]) -> list[str]:
     """The exact ``spark-submit`` command line (also shown to the operator)."""
     cmd = [spark_submit_binary(), "--master", opts.master, "--name", "opskit-lag-replay",
@@ -193,7 +244,9 @@ def build_command(jars: SparkJars, opts: SubmitOptions, job_args: Sequence[str])
         cmd += ["--deploy-mode", opts.deploy_mode]
     if opts.executor_memory:
         cmd += ["--executor-memory", opts.executor_memory]
-    conf = {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "4"}
+    conf = {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "4",
+            "spark.driver.extraJavaOptions": " ".join(driver_java_options(jars, opts)),
+            "spark.executor.extraJavaOptions": GC_OPTION}
     conf.update(dict(opts.conf))
     for k, v in conf.items():
         cmd += ["--conf", f"{k}={v}"]
@@ -245,6 +298,7 @@ def run_spark_submit(cmd: Sequence[str], on_progress: Callable[[str], None],
         proc.wait()
         raise
     t.join(5)
+    _adopt_cds_archive(cmd, rc == 0)
     errors = [ln for ln in tail if "Error" in ln or "Exception" in ln]
     return SubmitResult(rc, result[-1] if result else None,
                         (errors[-1] if errors else (tail[-1] if tail else "")).strip())

@@ -53,3 +53,42 @@ def test_parse_conf() -> None:
     assert ss.parse_conf(["a=b", "c.d=e=f"]) == (("a", "b"), ("c.d", "e=f"))
     with pytest.raises(UsageError):
         ss.parse_conf(["novalue"])
+
+
+def _java_options(cmd: list[str], who: str) -> list[str]:
+    key = f"spark.{who}.extraJavaOptions="
+    found = [a[len(key):] for a in cmd if a.startswith(key)]
+    assert len(found) == 1, cmd
+    return found[0].split()
+
+
+def test_local_driver_writes_then_uses_a_class_archive(tmp_path, monkeypatch):  # type: ignore[no-untyped-def]
+    _cache(tmp_path, monkeypatch, NAMES, "# pyspark=9.9.9\n# connector=9.8.0\n")
+    jars = ss.ensure_spark_jars("9.9.9")
+    archive = ss.cds_archive(jars)
+    first = ss.build_command(jars, ss.SubmitOptions(master="local[2]"), [])
+    opts = _java_options(first, "driver")
+    assert "-XX:+UseParallelGC" in opts and _java_options(first, "executor") == ["-XX:+UseParallelGC"]
+    writing = [o.partition("=")[2] for o in opts if o.startswith("-XX:ArchiveClassesAtExit=")]
+    assert len(writing) == 1 and writing[0].startswith(str(archive) + ss.CDS_PARTIAL)
+    # a failed run leaves no archive; a clean one moves the written file into place
+    Path(writing[0]).write_bytes(b"jsa")
+    ss._adopt_cds_archive(first, ok=False)
+    assert not Path(writing[0]).exists() and not archive.exists()
+    Path(writing[0]).write_bytes(b"jsa")
+    ss._adopt_cds_archive(first, ok=True)
+    assert archive.read_bytes() == b"jsa" and not Path(writing[0]).exists()
+    later = _java_options(ss.build_command(jars, ss.SubmitOptions(master="local[2]"), []), "driver")
+    assert f"-XX:SharedArchiveFile={archive}" in later
+    assert not any(o.startswith("-XX:ArchiveClassesAtExit") for o in later)
+
+
+def test_remote_driver_and_own_java_options_get_no_archive(tmp_path, monkeypatch):  # type: ignore[no-untyped-def]
+    _cache(tmp_path, monkeypatch, NAMES, "# pyspark=9.9.9\n# connector=9.8.0\n")
+    jars = ss.ensure_spark_jars("9.9.9")
+    remote = ss.build_command(jars, ss.SubmitOptions(master="k8s://https://k:6443",
+                                                     deploy_mode="cluster"), [])
+    assert _java_options(remote, "driver") == ["-XX:+UseParallelGC"]
+    own = ss.build_command(jars, ss.SubmitOptions(
+        master="local[2]", conf=(("spark.driver.extraJavaOptions", "-Xss4m"),)), [])
+    assert _java_options(own, "driver") == ["-Xss4m"]
