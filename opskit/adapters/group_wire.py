@@ -158,7 +158,9 @@ class GroupWire:
                     batch.append((node_id, kp.describe_groups(v_dg, chunk)))
                     batch.append((node_id, kp.offset_fetch(v_of, chunk)))
             retry: set[str] = set()
-            for (node_id, req), resp in zip(batch, self.client.exchange(batch, deadline)):
+            # DescribeGroups and OffsetFetch of a coordinator on two connections: in parallel
+            answers = self.client.exchange(batch, deadline, lanes=2)
+            for (node_id, req), resp in zip(batch, answers, strict=True):
                 if req.api_key == API_DESCRIBE_GROUPS:
                     for g in resp:
                         if g.error_code in _RETRY:

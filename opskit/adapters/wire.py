@@ -136,7 +136,7 @@ class WireClient:
         self.conn = conn
         self.nodes = {n.node_id: n for n in nodes}
         self.timeout = timeout
-        self._conns: dict[int, _Conn] = {}
+        self._conns: dict[tuple[int, int], _Conn] = {}
         self._versions: dict[int, tuple[int, int]] | None = None
         self.round_trips = 0
 
@@ -156,22 +156,35 @@ class WireClient:
         """A broker to ask cluster-wide questions (a bootstrap server counts as -1)."""
         return min(self.nodes)
 
-    def _conn(self, node_id: int, deadline: float) -> _Conn:
-        c = self._conns.get(node_id)
+    def _conn(self, node_id: int, lane: int, deadline: float) -> _Conn:
+        c = self._conns.get((node_id, lane))
         if c is None:
             node = self.nodes.get(node_id)
             if node is None:
                 raise WireUnsupported(f"broker {node_id} is not in the metadata")
-            c = self._conns[node_id] = _Conn(node, self.conn, deadline)
+            c = self._conns[(node_id, lane)] = _Conn(node, self.conn, deadline)
         return c
 
-    def exchange(self, calls: list[Call], deadline: float) -> list[Any]:
-        """Send every request, then read every answer (in the same order)."""
+    def exchange(self, calls: list[Call], deadline: float, lanes: int = 1) -> list[Any]:
+        """Send every request, then read every answer (in the same order).
+
+        A broker handles the requests of one connection one at a time, in order. With
+        ``lanes`` > 1 the requests of this round to the same broker are spread over up
+        to that many connections, so the broker works on them in parallel (its I/O
+        threads): worth it for heavy requests (a Fetch or ListOffsets over thousands of
+        partitions), not for small ones, since each lane is a connection of its own
+        (and a TLS handshake with SSL)."""
         try:
+            per_node: dict[int, int] = {}
+            route: list[tuple[int, int]] = []
             for node_id, req in calls:
-                self._conn(node_id, deadline).send(req)
+                k = per_node.get(node_id, 0)
+                per_node[node_id] = k + 1
+                key = (node_id, k % max(lanes, 1))
+                self._conn(*key, deadline).send(req)
+                route.append(key)
                 self.round_trips += 1
-            return [self._conns[node_id].receive(deadline) for node_id, _ in calls]
+            return [self._conns[key].receive(deadline) for key in route]
         except (KafkaUnavailableError, WireUnsupported):
             self.close()  # answers may be left unread: these connections are done
             raise

@@ -7,8 +7,9 @@ import pytest
 from opskit.adapters import cluster_wire, offsets_wire
 from opskit.adapters.lag_source import collect_lag, read_topic_configs
 from opskit.adapters.lag_sampler import RETENTION_KEYS
-from opskit.adapters.wire import WireUnsupported
+from opskit.adapters.wire import Node, WireUnsupported
 from opskit.core.connection import ConnectionConfig
+from opskit.core.models import TopicPartition
 from tests.helpers import commit_retrying, create_topic, produce
 
 
@@ -84,3 +85,41 @@ def test_sasl_connection_is_left_to_librdkafka() -> None:
     conn = ConnectionConfig(bootstrap="127.0.0.1:1", security_protocol="SASL_PLAINTEXT")
     with pytest.raises(WireUnsupported):
         offsets_wire.bootstrap_client(conn, 1)
+
+
+def test_record_times_split_over_connections(kafka, uniq) -> None:  # type: ignore[no-untyped-def]
+    """A leader's Fetch over many partitions goes out as LANES requests on as many
+    connections, and every partition's record time still comes back, equal to what
+    was produced."""
+    bs = kafka.bootstrap
+    t = f"cw_split_{uniq}"
+    n = offsets_wire.SPLIT_FROM + 50
+    create_topic(bs, t, n)
+    produce(bs, t, {p: 2 for p in range(n)}, timestamp_ms=1_700_000_000_000)
+    produce(bs, t, {p: 1 for p in range(n)}, timestamp_ms=1_700_000_100_000)
+    admin = kafka.admin()
+    md = admin.metadata()
+    leaders = {TopicPartition(t, p.partition): p.leader for p in md.topics[t]}
+    positions = [(TopicPartition(t, p), 0) for p in range(n)] + \
+        [(TopicPartition(t, p), 2) for p in range(0, n, 3)]
+    with offsets_wire.bootstrap_client(admin.conn, 15) as client:
+        for b in md.brokers:
+            client.nodes.setdefault(b.node_id, Node(b.node_id, b.host, b.port))
+        found, rest = offsets_wire.record_times(client, positions, leaders)
+        fetches = client.round_trips
+        lanes = {lane for _node, lane in client._conns}
+    assert rest == []
+    assert fetches == offsets_wire.LANES  # one round, split in LANES requests
+    assert lanes == set(range(offsets_wire.LANES))
+    for tp, off in positions:
+        want_ts = 1_700_000_000_000 if off == 0 else 1_700_000_100_000
+        assert found[(tp, off)][:2] == (off, want_ts), (tp, off)
+
+
+def test_split_keeps_every_partition_once() -> None:
+    topics = {"a": list(range(150)), "b": list(range(120))}
+    parts = offsets_wire._split(topics, 4)
+    assert len(parts) == 4
+    flat = sorted((t, p) for chunk in parts for t, ps in chunk.items() for p in ps)
+    assert flat == sorted((t, p) for t, ps in topics.items() for p in ps)
+    assert offsets_wire._split({"a": [0, 1]}, 4) == [{"a": [0, 1]}]
