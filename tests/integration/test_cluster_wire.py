@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from opskit.adapters import cluster_wire, offsets_wire
-from opskit.adapters.lag_source import collect_lag, read_topic_configs
 from opskit.adapters.lag_sampler import RETENTION_KEYS
+from opskit.adapters.lag_source import collect_lag, read_topic_configs
 from opskit.adapters.wire import Node, WireUnsupported
 from opskit.core.connection import ConnectionConfig
 from opskit.core.models import TopicPartition
