@@ -649,6 +649,36 @@ def group_partition_time(
     or the log start's when retention deleted past the committed offset.
     ``retention`` is ``(retention.ms, retention.bytes)``; None skips the risk."""
     assert p.log_start is not None and p.log_end is not None
+    c = p.committed
+    if (retention is not None and retention[1] == -1 and retention[0] >= 0 and timeline is None
+            and c is not None and p.log_start <= c < p.log_end
+            and record_ts_ms is not None and record_ts_ms >= 0):
+        # The usual case, computed directly (a report has one per group partition):
+        # exactly what partition_lag_time and retention_risk give for it, which
+        # test_timing.py checks on generated inputs.
+        diff = now_ms - record_ts_ms
+        age, skew = (diff / 1000.0, 0) if diff >= 0 else (0.0, -diff)
+        lt = LagTime(age, _COMMITTED_RECORD, _EXACT, record_ts_ms, age, age, skew)
+        left_ms = retention[0] - (diff if diff > 0 else 0)
+        if left_ms < 0:
+            left_ms = 0
+        return lt, RetentionRisk(0, left_ms / 1000.0, _BY_TIME, _LOWER_BOUND, left_ms == 0, None,
+                                 _SEGMENT_NOTES)
+    return _group_partition_time(now_ms, p, record_ts_ms, retention, partition_size_bytes,
+                                 timeline)
+
+
+_COMMITTED_RECORD, _EXACT = LagTimeBasis.COMMITTED_RECORD, Confidence.EXACT
+_LOWER_BOUND, _BY_TIME = Confidence.LOWER_BOUND, RetentionBasis.TIME
+_SEGMENT_NOTES = (_SEGMENT_NOTE,)
+
+
+def _group_partition_time(
+    now_ms: int, p: PartitionLag, record_ts_ms: int | None, retention: tuple[int, int] | None,
+    partition_size_bytes: int | None, timeline: OffsetTimeline | None,
+) -> tuple[LagTime, RetentionRisk | None]:
+    """:func:`group_partition_time` by the general rules (every case)."""
+    assert p.log_start is not None and p.log_end is not None
     below = p.committed is not None and p.committed < p.log_start
     lt = partition_lag_time(
         now_ms,

@@ -499,3 +499,32 @@ def test_property_retention_never_negative(
     assert r.time_left_seconds is None or r.time_left_seconds >= 0
     if committed is not None:
         assert r.records_lost == max(0, log_start - committed)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    now=st.integers(0, 2**41), ts=st.one_of(st.none(), st.integers(-2, 2**41)),
+    start=st.integers(0, 1000), span=st.integers(0, 1000), at=st.integers(-5, 2100),
+    committed_none=st.booleans(),
+    retention=st.one_of(st.none(), st.tuples(st.integers(-1, 10**9),
+                                            st.one_of(st.just(-1), st.integers(-1, 10**6)))),
+    size=st.one_of(st.none(), st.integers(0, 10**7)),
+)
+@example(now=10_000, ts=4_000, start=0, span=10, at=3, committed_none=False,
+         retention=(604_800_000, -1), size=None)  # the fast path
+@example(now=1_000, ts=5_000, start=0, span=10, at=3, committed_none=False,
+         retention=(2_000, -1), size=None)  # fast path, clock skew
+def test_group_partition_time_fast_path_equals_general_rules(
+    now: int, ts: int | None, start: int, span: int, at: int, committed_none: bool,
+    retention: tuple[int, int] | None, size: int | None,
+) -> None:
+    from opskit.core.models import PartitionLag, TopicPartition
+    from opskit.core.timing import _group_partition_time, group_partition_time
+
+    committed = None if committed_none else at
+    p = PartitionLag(TopicPartition("t", 0), committed, start, start + span, None)
+    fast = group_partition_time(now, p, record_ts_ms=ts, retention=retention,
+                                partition_size_bytes=size)
+    general = _group_partition_time(now, p, ts, retention, size, None)
+    assert fast == general
+    assert type(fast[0]) is type(general[0]) and type(fast[1]) is type(general[1])
