@@ -106,7 +106,10 @@ def test_lag_path_imports_nothing_from_kafka_python(kafka, uniq) -> None:  # typ
     script = (
         "import sys\n"
         "from opskit.cli.main import main\n"
-        f"code = main(['lag', '--all-groups', '-o', 'json', '-b', {bs!r}, '--timeout', '30'])\n"
+        # one group (not --all-groups): a group of another test on a topic with
+        # retention.bytes would rightly bring in kafka-python's DescribeLogDirs
+        f"code = main(['lag', '--group', 'codec-lag-{uniq}', '-o', 'json', '-b', {bs!r}, "
+        "'--timeout', '30'])\n"
         "sys.stdout.flush()\n"
         "print(code, sorted(m for m in sys.modules if m.split('.')[0] == 'kafka'), file=sys.stderr)\n"
     )
