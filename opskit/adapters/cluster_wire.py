@@ -19,11 +19,10 @@ import time
 
 from opskit.adapters import kafka_protocol as kp
 from opskit.adapters.kafka_admin import BrokerMeta, ClusterMeta, PartitionMeta
-from opskit.adapters.wire import API_METADATA, Node, WireClient, WireUnsupported
+from opskit.adapters.wire import API_METADATA, WireClient, WireUnsupported
 from opskit.core.models import GroupState
 
 _UNKNOWN_TOPIC_OR_PARTITION = 3
-_STATES = {s.value: s for s in GroupState}
 
 
 def read_cluster(client: WireClient) -> ClusterMeta:
@@ -32,8 +31,7 @@ def read_cluster(client: WireClient) -> ClusterMeta:
     deadline = time.monotonic() + client.timeout
     v = client.version(API_METADATA, 1, 8, deadline)
     (md,) = client.exchange([(client.first_node, kp.metadata(v, None, replicas=True))], deadline)
-    for b in md.brokers:
-        client.nodes.setdefault(b.node_id, Node(b.node_id, b.host, b.port))
+    client.learn(md.brokers)
     topics: dict[str, tuple[PartitionMeta, ...]] = {}
     for t in md.topics:
         if t.error_code == _UNKNOWN_TOPIC_OR_PARTITION:
@@ -59,8 +57,7 @@ def list_groups(client: WireClient, broker_ids: list[int]) -> dict[str, GroupSta
         if err:
             raise WireUnsupported(f"ListGroups error {err} from broker {broker}")
         for g in groups:
-            out[g.group_id] = GroupState.UNKNOWN if g.state is None else _STATES.get(
-                g.state, GroupState.UNKNOWN)
+            out[g.group_id] = GroupState.parse(g.state)
     return out
 
 

@@ -53,7 +53,6 @@ _GROUP_ID_NOT_FOUND = 69
 #: groups per DescribeGroups / OffsetFetch request (keeps requests and answers modest)
 CHUNK = 500
 
-_STATES = {s.value: s for s in GroupState}
 
 
 def decode_assignment(data: bytes | None) -> tuple[TopicPartition, ...]:
@@ -204,7 +203,7 @@ def _description(g: kp.DescribedGroup, node_id: int) -> GroupDescription:
     )
     return GroupDescription(
         group_id=g.group_id,
-        state=_STATES.get(g.state, GroupState.UNKNOWN),
+        state=GroupState.parse(g.state),
         members=members,
         protocol_type=g.protocol_type or "simple",
         coordinator=node_id,

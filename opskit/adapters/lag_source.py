@@ -69,9 +69,7 @@ def collect_lag(
     md = meta
     if md is None and usable(admin.conn):
         # metadata and the group list at the protocol level (librdkafka when that fails)
-        # (its first bootstrap server only, and at most 3 s: an unreachable or slow
-        # first server leaves it to librdkafka, which tries every bootstrap server)
-        client = offsets_wire.bootstrap_client(admin.conn, min(admin.timeout, 3.0))
+        client = _first_try_client(admin)
         try:
             md = cluster_wire.read_cluster(client)
             client.timeout = admin.timeout
@@ -115,7 +113,7 @@ def collect_lag(
             wanted.update(of_interest[gid])
         existing = {tp for tp in wanted if tp.partition < counts.get(tp.topic, 0)}
         leaders = leaders_of(md, {tp.topic for tp in existing})
-        offs = read_log_offsets(admin, md, existing, client, leaders)
+        offs = read_log_offsets(admin, existing, client, leaders)
     finally:
         trips = client.round_trips if client is not None else 0
         if client is not None:
@@ -130,6 +128,18 @@ def collect_lag(
         lags = [g for g in lags if g.partitions] or lags
     return LagReport(admin.conn.bootstrap, md.cluster_id, lags, offs.errors, admin.round_trips + trips,
                      leaders, {b.node_id: (b.host, b.port) for b in md.brokers})
+
+
+#: how long a protocol-level read that starts from the bootstrap server may take
+#: before librdkafka is asked instead
+FIRST_TRY_S = 3.0
+
+
+def _first_try_client(admin: KafkaAdmin) -> WireClient:
+    """A protocol-level client on the first bootstrap server only, bounded by
+    FIRST_TRY_S: an unreachable or slow first server leaves the read to librdkafka,
+    which tries every bootstrap server."""
+    return offsets_wire.bootstrap_client(admin.conn, min(admin.timeout, FIRST_TRY_S))
 
 
 def leaders_of(md: ClusterMeta, topics: Iterable[str]) -> dict[TopicPartition, int]:
@@ -179,16 +189,13 @@ def read_groups(
     return descs, committed
 
 
-def read_log_offsets(admin: KafkaAdmin, md: ClusterMeta, tps: Iterable[TopicPartition],
-                     client: WireClient | None,
-                     leaders: Mapping[TopicPartition, int] | None = None) -> OffsetsResult:
+def read_log_offsets(admin: KafkaAdmin, tps: Iterable[TopicPartition], client: WireClient | None,
+                     leaders: Mapping[TopicPartition, int]) -> OffsetsResult:
     """Log start and end offsets: one ListOffsets pair per leader when ``client`` is
     given, librdkafka for the rest (and for every partition without ``client``)."""
     wanted = sorted(set(tps))
     if client is None or not wanted:
         return admin.log_offsets(wanted)
-    if leaders is None:
-        leaders = leaders_of(md, {tp.topic for tp in wanted})
     try:
         got, rest = offsets_wire.log_offsets(client, wanted, leaders)
     except WireUnsupported as e:
@@ -208,7 +215,7 @@ def read_topic_configs(admin: KafkaAdmin, topics: Iterable[str], keys: list[str]
     if not wanted:
         return {}
     if usable(admin.conn):
-        client = offsets_wire.bootstrap_client(admin.conn, min(admin.timeout, 3.0))
+        client = _first_try_client(admin)
         try:
             return cluster_wire.topic_configs(client, wanted, keys)
         except (WireUnsupported, KafkaUnavailableError) as e:

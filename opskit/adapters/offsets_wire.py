@@ -207,8 +207,7 @@ def leaders(client: WireClient, topics: Iterable[str]) -> dict[TopicPartition, i
     v = client.version(API_METADATA, 1, 8, deadline)
     req = kp.metadata(v, sorted(set(topics)))
     ((brokers, topic_mds),) = client.exchange([(client.first_node, req)], deadline)
-    for b in brokers:
-        client.nodes.setdefault(b.node_id, Node(b.node_id, b.host, b.port))
+    client.learn(brokers)
     out: dict[TopicPartition, int] = {}
     for t in topic_mds:
         if t.error_code:

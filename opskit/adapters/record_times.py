@@ -35,7 +35,7 @@ from typing import Any, Self
 
 from opskit.adapters import confluent as ck
 from opskit.adapters import offsets_wire
-from opskit.adapters.wire import Node, WireClient, WireUnsupported, usable
+from opskit.adapters.wire import WireClient, WireUnsupported, usable
 from opskit.core.connection import ConnectionConfig
 from opskit.core.models import TopicPartition
 from opskit.errors import KafkaOperationError, OpskitError
@@ -202,8 +202,7 @@ class RecordTimeReader:
             if (leaders is not None and brokers is not None
                     and all(leaders.get(tp, -1) in brokers for tp, _ in todo)):
                 lead: Mapping[TopicPartition, int] = leaders
-                for node_id, (host, port) in brokers.items():
-                    self._wire.nodes.setdefault(node_id, Node(node_id, host, port))
+                self._wire.learn((node_id, host, port) for node_id, (host, port) in brokers.items())
             else:
                 lead = offsets_wire.leaders(self._wire, {tp.topic for tp, _ in todo})
             found, rest = offsets_wire.record_times(self._wire, todo, lead)

@@ -27,7 +27,7 @@ from __future__ import annotations
 import socket
 import struct
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Self
 
@@ -150,6 +150,11 @@ class WireClient:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def learn(self, brokers: Iterable[tuple[int, str, int]]) -> None:
+        """Add brokers (id, host, port) from metadata; known ones are kept."""
+        for node_id, host, port in brokers:
+            self.nodes.setdefault(node_id, Node(node_id, host, port))
 
     @property
     def first_node(self) -> int:

@@ -48,6 +48,15 @@ class GroupState(str, Enum):
         """True when no member consumes: the only states where offsets may be changed."""
         return self in (GroupState.EMPTY, GroupState.DEAD)
 
+    @classmethod
+    def parse(cls, name: str | None) -> GroupState:
+        """The state a broker names (DescribeGroups, ListGroups v4+); UNKNOWN for None
+        or a name opskit does not know."""
+        return _GROUP_STATES.get(name or "", cls.UNKNOWN)
+
+
+_GROUP_STATES = {s.value: s for s in GroupState}
+
 
 @dataclass(frozen=True)
 class Member:

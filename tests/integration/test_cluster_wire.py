@@ -7,7 +7,7 @@ import pytest
 from opskit.adapters import cluster_wire, offsets_wire
 from opskit.adapters.lag_sampler import RETENTION_KEYS
 from opskit.adapters.lag_source import collect_lag, read_topic_configs
-from opskit.adapters.wire import Node, WireUnsupported
+from opskit.adapters.wire import WireUnsupported
 from opskit.core.connection import ConnectionConfig
 from opskit.core.models import TopicPartition
 from tests.helpers import commit_retrying, create_topic, produce
@@ -103,8 +103,7 @@ def test_record_times_split_over_connections(kafka, uniq) -> None:  # type: igno
     positions = [(TopicPartition(t, p), 0) for p in range(n)] + \
         [(TopicPartition(t, p), 2) for p in range(0, n, 3)]
     with offsets_wire.bootstrap_client(admin.conn, 15) as client:
-        for b in md.brokers:
-            client.nodes.setdefault(b.node_id, Node(b.node_id, b.host, b.port))
+        client.learn((b.node_id, b.host, b.port) for b in md.brokers)
         found, rest = offsets_wire.record_times(client, positions, leaders)
         fetches = client.round_trips
         lanes = {lane for _node, lane in client._conns}
