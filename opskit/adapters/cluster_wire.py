@@ -16,10 +16,11 @@ retries.
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from opskit.adapters import kafka_protocol as kp
 from opskit.adapters.kafka_admin import BrokerMeta, ClusterMeta, PartitionMeta
-from opskit.adapters.wire import API_METADATA, WireClient, WireUnsupported
+from opskit.adapters.wire import API_METADATA, Call, WireClient, WireUnsupported
 from opskit.core.models import GroupState
 
 _UNKNOWN_TOPIC_OR_PARTITION = 3
@@ -61,17 +62,30 @@ def list_groups(client: WireClient, broker_ids: list[int]) -> dict[str, GroupSta
     return out
 
 
-def topic_configs(client: WireClient, topics: list[str], keys: list[str] | None = None
-                  ) -> dict[str, dict[str, tuple[str | None, bool]]]:
+Configs = dict[str, dict[str, tuple[str | None, bool]]]
+
+
+def topic_configs(client: WireClient, topics: list[str], keys: list[str] | None = None) -> Configs:
     """topic -> {config: (value, is_default)}, as ``KafkaAdmin.topic_configs`` (only
     ``keys`` when given); one DescribeConfigs request for all topics."""
     if not topics:
         return {}
     deadline = time.monotonic() + client.timeout
+    (results,) = client.exchange([topic_configs_call(client, topics, keys, deadline)], deadline)
+    return topic_configs_answer(results)
+
+
+def topic_configs_call(client: WireClient, topics: list[str], keys: list[str] | None,
+                       deadline: float) -> Call:
+    """The DescribeConfigs request of :func:`topic_configs`, to send in some round."""
     v = client.version(kp.API_DESCRIBE_CONFIGS, 1, 3, deadline)
-    (results,) = client.exchange(
-        [(client.first_node, kp.describe_configs(v, sorted(set(topics)), keys))], deadline)
-    out: dict[str, dict[str, tuple[str | None, bool]]] = {}
+    return client.first_node, kp.describe_configs(v, sorted(set(topics)), keys)
+
+
+def topic_configs_answer(results: list[Any]) -> Configs:
+    """The answer to :func:`topic_configs_call`; raises :class:`WireUnsupported` on an
+    error for any topic."""
+    out: Configs = {}
     for r in results:
         if r.error_code:
             raise WireUnsupported(f"DescribeConfigs error {r.error_code} for topic {r.name}: "

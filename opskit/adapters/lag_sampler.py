@@ -20,13 +20,16 @@ import logging
 import math
 import time
 from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from opskit.adapters import cluster_wire, offsets_wire
 from opskit.adapters.kafka_admin import KafkaAdmin
 from opskit.adapters.lag_source import LagReport, collect_lag, read_topic_configs
 from opskit.adapters.log_dirs import read_partition_sizes
 from opskit.adapters.record_times import Position, RecordTime, RecordTimeReader
+from opskit.adapters.wire import API_FETCH, Call, WireClient, WireUnsupported, usable
 from opskit.core.lag import oldest_unconsumed_offset
 from opskit.core.models import GroupLag, LagThresholds, PartitionLag, TopicPartition
 from opskit.core.status import (
@@ -168,24 +171,86 @@ def add_lag_times(
     """Lag in time and retention risk per partition from already-read records and
     partition sizes (no I/O). ``sizes`` feeds the retention.bytes headroom."""
     sizes = sizes or {}
+    # per topic once: (retention.ms, retention.bytes) or None (a report has thousands of
+    # group partitions per topic)
+    by_topic: dict[str, tuple[int, int] | None] = {}
     times: dict[str, dict[TopicPartition, PartitionTime]] = {}
     for g in report.groups:
         per: dict[TopicPartition, PartitionTime] = {}
         for p in g.partitions:
-            if p.log_start is None or p.log_end is None:
+            tp, c, start, end = p.tp, p.committed, p.log_start, p.log_end
+            if start is None or end is None:
                 continue
-            pos = _read_position(p)
-            rt = records.get(pos) if pos is not None else None
-            ts = rt.timestamp_ms if rt is not None and rt.offset >= pos[1] else None  # type: ignore[index]
-            rc = retention.get(p.tp.topic)
-            lt, rr = group_partition_time(
-                now_ms, p, record_ts_ms=ts,
-                retention=None if rc is None else (rc.retention_ms, rc.retention_bytes),
-                partition_size_bytes=sizes.get(p.tp),
-            )
-            per[p.tp] = PartitionTime(lt, rr)
+            ts = None
+            if c is not None and c < end:  # as _read_position, inline
+                pos = (tp, c if c > start else start)
+                if pos[1] < end:
+                    rt = records.get(pos)
+                    if rt is not None and rt.offset >= pos[1]:
+                        ts = rt.timestamp_ms
+            topic = tp.topic
+            if topic in by_topic:
+                ret = by_topic[topic]
+            else:
+                rc = retention.get(topic)
+                ret = by_topic[topic] = None if rc is None else (rc.retention_ms, rc.retention_bytes)
+            per[tp] = PartitionTime._make(group_partition_time(
+                now_ms, p, record_ts_ms=ts, retention=ret, partition_size_bytes=sizes.get(tp)))
         times[g.group_id] = per
     return TimedLagReport(report, now_ms, times, time_read=True, sizes=dict(sizes))
+
+
+class _TimeRider:
+    """The record at each committed offset and the topics' retention configs, fetched
+    in the round that reads the log offsets (an :class:`offsets_wire.Rider`): a lag
+    report with lag in time then costs no round of its own for them.
+
+    The committed offset is the record lag in time needs unless retention deleted it
+    (then the log start's, read afterwards by the reader) or the group is caught up
+    (the fetch then finds nothing, cheaply). Anything this round does not answer is
+    read afterwards as before."""
+
+    def __init__(self, reader: RecordTimeReader, cache: dict[str, RetentionConfig]) -> None:
+        self.reader = reader
+        self.cache = cache
+        self.found: dict[Position, RecordTime] = {}
+        self._want: dict[TopicPartition, list[int]] = {}
+        self._fetches = 0
+        self._configs = False
+
+    def calls(self, client: WireClient, committed: AbstractSet[Position],
+              leaders: Mapping[TopicPartition, int], deadline: float) -> list[Call]:
+        calls: list[Call] = []
+        todo = self.reader.uncached(committed)
+        if todo:
+            try:
+                v = client.version(API_FETCH, 4, 11, deadline)
+            except WireUnsupported as e:
+                log.debug("no record fetch with the log offsets (%s)", e)
+            else:
+                self._want = offsets_wire.wanted_offsets(todo)
+                calls, _no_leader = offsets_wire.fetch_calls(v, self._want, leaders)
+        self._fetches = len(calls)
+        topics = sorted({tp.topic for tp, _ in committed} - set(self.cache))
+        if topics:
+            try:
+                calls.append(cluster_wire.topic_configs_call(client, topics, list(RETENTION_KEYS),
+                                                             deadline))
+                self._configs = True
+            except WireUnsupported as e:
+                log.debug("no DescribeConfigs with the log offsets (%s)", e)
+        return calls
+
+    def take(self, answers: list[Any]) -> None:
+        found: offsets_wire.Found = {}
+        offsets_wire.take_fetch(answers[:self._fetches], self._want, found, set())
+        self.found = {pos: RecordTime(*rec) for pos, rec in found.items()}
+        if self._configs:
+            try:
+                for t, cfg in cluster_wire.topic_configs_answer(answers[-1]).items():
+                    self.cache[t] = RetentionConfig.from_topic_config(cfg)
+            except WireUnsupported as e:
+                log.debug("retention configs with the log offsets: %s", e)
 
 
 def collect_timed_lag(
@@ -199,17 +264,23 @@ def collect_timed_lag(
 ) -> TimedLagReport:
     """Lag report, then (with a reader) the record timestamps and topic retention.
 
+    At the protocol level the records at the committed offsets and the retention
+    configs are fetched in the log-offsets round (:class:`_TimeRider`); the reader
+    then reads only what that round did not answer.
     ``now_ms`` is taken after the records are read, so a lag in seconds is
     never younger than the truth by the time the reads took.
     ``retention_cache`` (topic -> config) saves the DescribeConfigs call in
     repeated collections.
     """
-    report = collect_lag(admin, groups, topics, thresholds)
+    cache = retention_cache if retention_cache is not None else {}
+    rider = _TimeRider(reader, cache) if reader is not None and usable(admin.conn) else None
+    report = collect_lag(admin, groups, topics, thresholds, rider=rider)
     if reader is None:
         return TimedLagReport(report, int(clock() * 1000))
     positions = {pos for g in report.groups for p in g.partitions if (pos := _read_position(p))}
-    records = reader.read(positions, report.leaders, report.brokers) if positions else {}
-    cache = retention_cache if retention_cache is not None else {}
+    records = (reader.read(positions, report.leaders, report.brokers,
+                           known=rider.found if rider is not None else None)
+               if positions else {})
     wanted = {tp.topic for tp, _ in positions} - set(cache)
     if wanted:
         try:

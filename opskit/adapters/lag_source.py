@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -63,8 +64,12 @@ def collect_lag(
     topics: Iterable[str] | None = None,
     thresholds: Callable[[str], LagThresholds] | None = None,
     meta: ClusterMeta | None = None,
+    rider: offsets_wire.Rider | None = None,
 ) -> LagReport:
-    """Lag of the named groups (or of all groups when ``groups`` is None)."""
+    """Lag of the named groups (or of all groups when ``groups`` is None).
+
+    A ``rider``'s requests go in the round that reads the log offsets, when that
+    round is read at the protocol level (see :func:`offsets_wire.log_offsets`)."""
     client: WireClient | None = None
     md = meta
     if md is None and usable(admin.conn):
@@ -113,7 +118,13 @@ def collect_lag(
             wanted.update(of_interest[gid])
         existing = {tp for tp in wanted if tp.partition < counts.get(tp.topic, 0)}
         leaders = leaders_of(md, {tp.topic for tp in existing})
-        offs = read_log_offsets(admin, existing, client, leaders)
+        at_committed: set[tuple[TopicPartition, int]] = set()
+        if rider is not None:
+            for gid in ids:
+                c = committed.get(gid, {})
+                at_committed.update((tp, o) for tp in of_interest[gid]
+                                    if tp in existing and (o := c.get(tp)) is not None)
+        offs = read_log_offsets(admin, existing, client, leaders, rider, at_committed)
     finally:
         trips = client.round_trips if client is not None else 0
         if client is not None:
@@ -190,14 +201,16 @@ def read_groups(
 
 
 def read_log_offsets(admin: KafkaAdmin, tps: Iterable[TopicPartition], client: WireClient | None,
-                     leaders: Mapping[TopicPartition, int]) -> OffsetsResult:
+                     leaders: Mapping[TopicPartition, int], rider: offsets_wire.Rider | None = None,
+                     committed: AbstractSet[tuple[TopicPartition, int]] = frozenset()) -> OffsetsResult:
     """Log start and end offsets: one ListOffsets pair per leader when ``client`` is
-    given, librdkafka for the rest (and for every partition without ``client``)."""
+    given (with ``rider``'s requests in the same round), librdkafka for the rest (and
+    for every partition without ``client``)."""
     wanted = sorted(set(tps))
     if client is None or not wanted:
         return admin.log_offsets(wanted)
     try:
-        got, rest = offsets_wire.log_offsets(client, wanted, leaders)
+        got, rest = offsets_wire.log_offsets(client, wanted, leaders, rider, committed)
     except WireUnsupported as e:
         log.debug("batched ListOffsets not available (%s); using librdkafka", e)
         got, rest = {}, wanted

@@ -20,10 +20,19 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Set as AbstractSet
+from typing import Any, Protocol
 
 from opskit.adapters import kafka_protocol as kp
-from opskit.adapters.wire import API_FETCH, API_LIST_OFFSETS, API_METADATA, Call, Node, WireClient
+from opskit.adapters.wire import (
+    API_FETCH,
+    API_LIST_OFFSETS,
+    API_METADATA,
+    Call,
+    Node,
+    WireClient,
+    WireUnsupported,
+)
 from opskit.core.models import PartitionOffsets, TopicPartition
 
 log = logging.getLogger(__name__)
@@ -70,10 +79,31 @@ def _split(topics: dict[str, list[int]], parts: int) -> list[dict[str, list[int]
     return out
 
 
+class Rider(Protocol):
+    """Requests that travel in the log-offsets round of a lag read (the last round),
+    so a lag report with lag in time costs no round of its own for the record
+    timestamps and topic configs. See :func:`log_offsets`."""
+
+    def calls(self, client: WireClient, committed: AbstractSet[Position],
+              leaders: Mapping[TopicPartition, int], deadline: float) -> list[Call]:
+        """The requests to add (none is fine), given the committed position of every
+        group partition the round reads log offsets for."""
+        ...
+
+    def take(self, answers: list[Any]) -> None:
+        """The answers to those requests, in order (not called when the round failed)."""
+        ...
+
+
 def log_offsets(client: WireClient, tps: Iterable[TopicPartition],
-                leaders: Mapping[TopicPartition, int]
+                leaders: Mapping[TopicPartition, int],
+                rider: Rider | None = None, committed: AbstractSet[Position] = frozenset(),
                 ) -> tuple[dict[TopicPartition, PartitionOffsets], list[TopicPartition]]:
-    """(log start and end per partition, partitions to read another way)."""
+    """(log start and end per partition, partitions to read another way).
+
+    A ``rider``'s requests are sent in the same round, each heavy request on a
+    connection of its own; when that round fails, the log offsets are read again
+    without them (the rider then gets nothing, and reads its way)."""
     deadline = time.monotonic() + client.timeout
     wanted = sorted(set(tps))
     groups, rest = _by_leader(wanted, leaders)
@@ -85,7 +115,22 @@ def log_offsets(client: WireClient, tps: Iterable[TopicPartition],
     for leader, topics in sorted(groups.items()):
         calls.append((leader, kp.list_offsets(v, topics, EARLIEST)))
         calls.append((leader, kp.list_offsets(v, topics, LATEST)))
-    answers = client.exchange(calls, deadline, lanes=2)  # earliest and latest in parallel
+    extra = rider.calls(client, committed, leaders, deadline) if rider is not None else []
+    if extra:
+        per_node: dict[int, int] = {}
+        for node, _req in calls + extra:
+            per_node[node] = per_node.get(node, 0) + 1
+        try:
+            answers = client.exchange(calls + extra, deadline, lanes=min(max(per_node.values()), 8))
+        except WireUnsupported as e:
+            log.debug("log offsets with riders failed (%s); without them", e)
+            answers = client.exchange(calls, deadline, lanes=2)
+        else:
+            assert rider is not None
+            rider.take(answers[len(calls):])
+            answers = answers[:len(calls)]
+    else:
+        answers = client.exchange(calls, deadline, lanes=2)  # earliest and latest in parallel
     start: dict[TopicPartition, int] = {}
     end: dict[TopicPartition, int] = {}
     for i, answer in enumerate(answers):
@@ -126,67 +171,94 @@ def first_record_at_or_after(records: Any, offsets: list[int]) -> dict[int, tupl
     return found
 
 
-def record_times(client: WireClient, positions: Iterable[Position],
-                 leaders: Mapping[TopicPartition, int]
-                 ) -> tuple[dict[Position, tuple[int, int, str]], list[Position]]:
-    """(first record at or after each position, positions to read another way)."""
-    deadline = time.monotonic() + client.timeout
+#: what a fetch found: position -> (offset, timestamp ms, timestamp type)
+Found = dict[Position, tuple[int, int, str]]
+
+
+def wanted_offsets(positions: Iterable[Position]) -> dict[TopicPartition, list[int]]:
+    """Partition -> its wanted offsets, ascending."""
     want: dict[TopicPartition, list[int]] = {}
     for tp, off in set(positions):
         want.setdefault(tp, []).append(off)
     for offs in want.values():
         offs.sort()
-    found: dict[Position, tuple[int, int, str]] = {}
+    return want
+
+
+def fetch_calls(version: int, want: Mapping[TopicPartition, list[int]],
+                leaders: Mapping[TopicPartition, int], part_bytes: int = PARTITION_BYTES[0]
+                ) -> tuple[list[Call], list[TopicPartition]]:
+    """(one fetch round: each partition with wanted offsets at its first one, split per
+    leader over LANES requests; the partitions without a leader)."""
+    pending = [tp for tp, offs in want.items() if offs]
+    groups, no_leader = _by_leader(pending, leaders)
+    calls: list[Call] = [
+        (leader, kp.fetch(version, {t: [(p, want[TopicPartition(t, p)][0], part_bytes) for p in ps]
+                                    for t, ps in part.items()},
+                          max_wait_ms=0, min_bytes=0, max_bytes=RESPONSE_BYTES))
+        for leader, topics in sorted(groups.items()) for part in _split(topics, LANES)]
+    return calls, no_leader
+
+
+def take_fetch(answers: Iterable[Any], want: dict[TopicPartition, list[int]], found: Found,
+               give_up: set[Position]) -> bool:
+    """Record what a fetch round answered into ``found``; a partition's offsets left
+    unanswered stay in ``want`` (for a next round), or go to ``give_up`` on an error
+    or a codec we lack. True when something was found."""
+    progress = False
+    for answer in answers:
+        for topic, parts in answer:
+            for p in parts:
+                tp = TopicPartition(topic, p.partition)
+                offs = want.get(tp) or []
+                if not offs:
+                    continue
+                if p.error_code:
+                    # offset out of range, not leader, ...: the slow path handles it
+                    log.debug("fetching %s at %s: error code %s; reading it another way",
+                              tp, offs[0], p.error_code)
+                    give_up.update((tp, o) for o in offs)
+                    want[tp] = []
+                    continue
+                try:
+                    got = first_record_at_or_after(p.records, offs)
+                except Exception as e:  # noqa: BLE001 - a codec we lack, a corrupt batch
+                    log.debug("decoding %s failed (%s); reading it another way", tp, e)
+                    give_up.update((tp, o) for o in offs)
+                    want[tp] = []
+                    continue
+                for o, rec in got.items():
+                    found[(tp, o)] = rec
+                if got:
+                    progress = True
+                left = [o for o in offs if o not in got]
+                hw = p.high_watermark
+                if left and hw >= 0 and left[0] >= hw:
+                    # nothing at or after these offsets yet: known, not an error
+                    want[tp] = []
+                else:
+                    want[tp] = left
+    return progress
+
+
+def record_times(client: WireClient, positions: Iterable[Position],
+                 leaders: Mapping[TopicPartition, int]
+                 ) -> tuple[Found, list[Position]]:
+    """(first record at or after each position, positions to read another way)."""
+    deadline = time.monotonic() + client.timeout
+    want = wanted_offsets(positions)
+    found: Found = {}
     give_up: set[Position] = set()
     v = client.version(API_FETCH, 4, 11, deadline)
     for round_no in range(8):
-        pending = {tp: offs for tp, offs in want.items() if offs}
-        if not pending or time.monotonic() >= deadline:
+        if not any(want.values()) or time.monotonic() >= deadline:
             break
-        groups, no_leader = _by_leader(pending, leaders)
+        calls, no_leader = fetch_calls(v, want, leaders, PARTITION_BYTES[min(round_no, 1)])
         for tp in no_leader:
             give_up.update((tp, o) for o in want.pop(tp))
-        part_bytes = PARTITION_BYTES[min(round_no, 1)]
-        calls: list[Call] = [
-            (leader, kp.fetch(v, {t: [(p, want[TopicPartition(t, p)][0], part_bytes) for p in ps]
-                                  for t, ps in part.items()},
-                              max_wait_ms=0, min_bytes=0, max_bytes=RESPONSE_BYTES))
-            for leader, topics in sorted(groups.items()) for part in _split(topics, LANES)]
         if not calls:
             break
-        progress = False
-        for answer in client.exchange(calls, deadline, lanes=LANES):
-            for topic, parts in answer:
-                for p in parts:
-                    tp = TopicPartition(topic, p.partition)
-                    offs = want.get(tp) or []
-                    if not offs:
-                        continue
-                    if p.error_code:
-                        # offset out of range, not leader, ...: the slow path handles it
-                        log.debug("fetching %s at %s: error code %s; reading it another way",
-                                  tp, offs[0], p.error_code)
-                        give_up.update((tp, o) for o in offs)
-                        want[tp] = []
-                        continue
-                    try:
-                        got = first_record_at_or_after(p.records, offs)
-                    except Exception as e:  # noqa: BLE001 - a codec we lack, a corrupt batch
-                        log.debug("decoding %s failed (%s); reading it another way", tp, e)
-                        give_up.update((tp, o) for o in offs)
-                        want[tp] = []
-                        continue
-                    for o, rec in got.items():
-                        found[(tp, o)] = rec
-                    if got:
-                        progress = True
-                    left = [o for o in offs if o not in got]
-                    hw = p.high_watermark
-                    if left and hw >= 0 and left[0] >= hw:
-                        # nothing at or after these offsets yet: known, not an error
-                        want[tp] = []
-                    else:
-                        want[tp] = left
+        progress = take_fetch(client.exchange(calls, deadline, lanes=LANES), want, found, give_up)
         if not progress and round_no >= 1:
             break
     for tp, offs in want.items():

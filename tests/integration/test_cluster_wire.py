@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from opskit.adapters import cluster_wire, offsets_wire
@@ -122,3 +124,87 @@ def test_split_keeps_every_partition_once() -> None:
     flat = sorted((t, p) for chunk in parts for t, ps in chunk.items() for p in ps)
     assert flat == sorted((t, p) for t, ps in topics.items() for p in ps)
     assert offsets_wire._split({"a": [0, 1]}, 4) == [{"a": [0, 1]}]
+
+
+def test_lag_time_reads_ride_with_the_log_offsets(kafka, uniq) -> None:  # type: ignore[no-untyped-def]
+    """With lag in time, the records at the committed offsets and the retention configs
+    travel in the log-offsets round: the reader sends nothing of its own, except for a
+    partition whose committed record was deleted (read at the log start afterwards).
+    The times equal a plain read."""
+    from confluent_kafka import TopicPartition as CkTP
+    from confluent_kafka.admin import AdminClient
+
+    from opskit.adapters.lag_sampler import collect_timed_lag
+    from opskit.adapters.record_times import RecordTimeReader
+
+    bs = kafka.bootstrap
+    t = f"cw_ride_{uniq}"
+    create_topic(bs, t, 3, config={"retention.ms": "86400000"})
+    old = int(time.time() * 1000) - 60_000  # within retention
+    produce(bs, t, {0: 4, 1: 3, 2: 20}, timestamp_ms=old)
+    produce(bs, t, {0: 4, 1: 3, 2: 20}, timestamp_ms=old + 50_000)
+    g = f"cw-ride-{uniq}"
+    commit_retrying(bs, g, {(t, 0): 5, (t, 1): 6, (t, 2): 3})
+    deleter = AdminClient({"bootstrap.servers": bs})  # kept referenced until the futures end
+    for f in deleter.delete_records([CkTP(t, 2, 30)]).values():
+        f.result(30)
+    admin = kafka.admin()
+    with RecordTimeReader(admin.conn, timeout=10) as reader:
+        timed = collect_timed_lag(admin, reader, [g])
+        assert reader._wire is not None  # the deleted record's partition needed a read
+        assert reader._consumer is None
+    with RecordTimeReader(admin.conn, timeout=10) as plain:
+        want = plain.read([(TopicPartition(t, 0), 5), (TopicPartition(t, 2), 30)])
+    (gl,) = timed.groups
+    p0, p1, p2 = (timed.partition_time(g, p.tp) for p in gl.partitions)
+    assert p0 is not None and p1 is not None and p2 is not None
+    assert p0.lag_time.record_timestamp_ms == want[(TopicPartition(t, 0), 5)].timestamp_ms \
+        == old + 50_000
+    assert p1.lag_time.basis.value == "no_lag"
+    assert p2.lag_time.record_timestamp_ms == want[(TopicPartition(t, 2), 30)].timestamp_ms \
+        == old + 50_000  # the log start's record: retention deleted the committed one
+    assert p0.retention is not None and p0.retention.basis.value == "time"
+
+    # nothing deleted: the reader opens no connection at all
+    g2 = f"cw-ride2-{uniq}"
+    commit_retrying(bs, g2, {(t, 0): 1, (t, 1): 6})
+    with RecordTimeReader(admin.conn, timeout=10) as reader:
+        timed = collect_timed_lag(admin, reader, [g2])
+        assert reader._wire is None and reader._consumer is None
+        assert reader.reads == 1
+    pt = timed.partition_time(g2, TopicPartition(t, 0))
+    assert pt is not None and pt.lag_time.record_timestamp_ms == old
+
+
+def test_lag_time_when_the_riding_round_fails(kafka, uniq, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A log-offsets round whose riders break it (here: a Fetch the broker cannot
+    decode, so it drops the connection) is sent again without them; the record times
+    are then read by the reader, and the report is the same."""
+    from opskit.adapters import kafka_protocol as kp
+    from opskit.adapters import lag_sampler
+    from opskit.adapters.lag_sampler import collect_timed_lag
+    from opskit.adapters.record_times import RecordTimeReader
+
+    bs = kafka.bootstrap
+    t = f"cw_fail_{uniq}"
+    create_topic(bs, t, 2)
+    produce(bs, t, {0: 3, 1: 3}, timestamp_ms=1_700_000_000_000)
+    g = f"cw-fail-{uniq}"
+    commit_retrying(bs, g, {(t, 0): 1, (t, 1): 2})
+    admin = kafka.admin()
+    real_calls = lag_sampler._TimeRider.calls
+
+    def broken(self, client, committed, leaders, deadline):  # type: ignore[no-untyped-def]
+        calls = real_calls(self, client, committed, leaders, deadline)
+        return [(node, kp.Request(req.api_key, req.version, b"\xff\xff", req.decode))
+                for node, req in calls]
+
+    monkeypatch.setattr(lag_sampler._TimeRider, "calls", broken)
+    with RecordTimeReader(admin.conn, timeout=10) as reader:
+        timed = collect_timed_lag(admin, reader, [g])
+        assert reader._wire is not None  # read by the reader itself
+    (gl,) = timed.groups
+    assert [(p.committed, p.log_end, p.lag) for p in gl.partitions] == [(1, 3, 2), (2, 3, 1)]
+    for p in gl.partitions:
+        pt = timed.partition_time(g, p.tp)
+        assert pt is not None and pt.lag_time.record_timestamp_ms == 1_700_000_000_000
