@@ -41,6 +41,7 @@ from opskit.core.status import (
     evaluate_group,
 )
 from opskit.core.timing import (
+    USUAL_FIELDS,
     CatchUp,
     LagTime,
     RetentionRisk,
@@ -48,6 +49,8 @@ from opskit.core.timing import (
     consume_rate,
     group_partition_time,
     produce_rate,
+    usual_case,
+    usual_time,
 )
 
 log = logging.getLogger(__name__)
@@ -67,21 +70,43 @@ class PartitionTime(NamedTuple):
 
 @dataclass
 class TimedLagReport:
-    """A lag report, the instant it describes, and per-partition lag in time."""
+    """A lag report, the instant it describes, and per-partition lag in time.
+
+    Lag in time is kept as what it is computed from (the records read, each topic's
+    retention, partition sizes); :attr:`times` computes the per-partition objects on
+    first use, and :meth:`to_dict` builds the usual partitions' fields directly
+    without them (a report has tens of thousands of group partitions)."""
 
     report: LagReport
     now_ms: int
-    #: group -> partition -> times; empty when time was not read (--no-time)
-    times: dict[str, dict[TopicPartition, PartitionTime]] = field(default_factory=dict)
     time_read: bool = False
     #: partition sizes (DescribeLogDirs), read only for topics with retention.bytes set
     sizes: dict[TopicPartition, int] = field(default_factory=dict)
     #: why sizes were needed but could not be read (None: read, or not needed)
     sizes_unavailable: str | None = None
+    #: the record read at each read position (None: unknown)
+    records: Mapping[Position, RecordTime | None] = field(default_factory=dict, repr=False)
+    #: topic -> retention config (absent: unknown)
+    retention: Mapping[str, RetentionConfig] = field(default_factory=dict, repr=False)
+    _times: dict[str, dict[TopicPartition, PartitionTime]] | None = field(
+        default=None, init=False, repr=False)
 
     @property
     def groups(self) -> list[GroupLag]:
         return self.report.groups
+
+    @property
+    def times(self) -> dict[str, dict[TopicPartition, PartitionTime]]:
+        """group -> partition -> times; empty when time was not read (--no-time)."""
+        if self._times is None:
+            self._times = {}
+            if self.time_read:
+                timer = self._timer()
+                for g in self.report.groups:
+                    self._times[g.group_id] = {
+                        p.tp: PartitionTime._make(timer(p)) for p in g.partitions
+                        if p.log_start is not None and p.log_end is not None}
+        return self._times
 
     def partition_time(self, group_id: str, tp: TopicPartition) -> PartitionTime | None:
         return self.times.get(group_id, {}).get(tp)
@@ -95,20 +120,92 @@ class TimedLagReport:
         ]
         return max(known) if known else None
 
+    def _retention_of(self) -> Callable[[str], tuple[int, int] | None]:
+        """topic -> (retention.ms, retention.bytes) or None, looked up once per topic."""
+        by_topic: dict[str, tuple[int, int] | None] = {}
+        retention = self.retention
+
+        def of(topic: str) -> tuple[int, int] | None:
+            if topic in by_topic:
+                return by_topic[topic]
+            rc = retention.get(topic)
+            ret = by_topic[topic] = None if rc is None else (rc.retention_ms, rc.retention_bytes)
+            return ret
+
+        return of
+
+    def _record_ts(self, p: PartitionLag) -> int | None:
+        """Timestamp of the record at the partition's read position, when read."""
+        c, start, end = p.committed, p.log_start, p.log_end
+        if c is None or start is None or end is None or c >= end:
+            return None
+        pos = (p.tp, c if c > start else start)  # as _read_position
+        if pos[1] >= end:
+            return None
+        rt = self.records.get(pos)
+        return rt.timestamp_ms if rt is not None and rt.offset >= pos[1] else None
+
+    def _timer(self) -> Callable[[PartitionLag], tuple[LagTime, RetentionRisk | None]]:
+        """Lag in time and retention risk of a group partition (log start and end known)."""
+        now, sizes, retention_of, record_ts = self.now_ms, self.sizes, self._retention_of(), \
+            self._record_ts
+
+        def timer(p: PartitionLag) -> tuple[LagTime, RetentionRisk | None]:
+            return group_partition_time(now, p, record_ts_ms=record_ts(p),
+                                        retention=retention_of(p.tp.topic),
+                                        partition_size_bytes=sizes.get(p.tp))
+
+        return timer
+
     def to_dict(self) -> dict[str, Any]:
-        """The lag report's dict, each partition and group with time fields added."""
+        """The lag report's dict, each partition and group with time fields added.
+
+        Until :attr:`times` is used, a usual partition's fields (see
+        :func:`opskit.core.timing.usual_case`) are computed directly from its record
+        timestamp; any other partition goes through the general rules. Both give the
+        same values as the objects in :attr:`times` (tests/unit/test_lag_sampler.py)."""
         d = self.report.to_dict()
         d["time_read"] = self.time_read
         d["sizes_unavailable"] = self.sizes_unavailable
+        sizes, now = self.sizes, self.now_ms
+        direct = self._times is None and self.time_read
+        timer, retention_of, record_ts = self._timer(), self._retention_of(), self._record_ts
+        basis, confidence, by_time, notes = USUAL_FIELDS
         for g, gd in zip(self.report.groups, d["groups"], strict=True):
-            gd["max_lag_seconds"] = self.max_lag_seconds(g.group_id)
-            times = self.times.get(g.group_id, {})
+            times = {} if direct else self.times.get(g.group_id, {})
+            most: float | None = None
             for p, pd in zip(g.partitions, gd["partitions"], strict=True):
-                pt = times.get(p.tp)
-                lt = pt.lag_time if pt else None
-                rr = pt.retention if pt else None
+                lt: LagTime | None = None
+                rr: RetentionRisk | None = None
+                if direct:
+                    if p.log_start is not None and p.log_end is not None:
+                        ts = record_ts(p)
+                        ret = retention_of(p.tp.topic)
+                        if ret is not None and ts is not None and usual_case(p, ts, ret):
+                            age, _skew, left_ms = usual_time(now, ts, ret[0])
+                            pd["lag_seconds"] = age
+                            pd["lag_time_basis"] = basis
+                            pd["lag_time_confidence"] = confidence
+                            pd["oldest_unconsumed_timestamp_ms"] = ts
+                            pd["retention_time_left_seconds"] = left_ms / 1000.0
+                            pd["retention_basis"] = by_time
+                            pd["retention_eligible_now"] = left_ms == 0
+                            pd["partition_size_bytes"] = sizes.get(p.tp)
+                            pd["retention_bytes_headroom"] = None
+                            pd["retention_notes"] = list(notes)
+                            if most is None or age > most:
+                                most = age
+                            continue
+                        lt, rr = timer(p)
+                else:
+                    pt = times.get(p.tp)
+                    if pt is not None:
+                        lt, rr = pt
                 if lt is not None:  # enum ._value_: the same string as .value, read faster
-                    pd["lag_seconds"] = lt.seconds
+                    secs = lt.seconds
+                    if secs is not None and math.isfinite(secs) and (most is None or secs > most):
+                        most = secs
+                    pd["lag_seconds"] = secs
                     pd["lag_time_basis"] = lt.basis._value_
                     pd["lag_time_confidence"] = lt.confidence._value_
                     pd["oldest_unconsumed_timestamp_ms"] = lt.record_timestamp_ms
@@ -122,11 +219,12 @@ class TimedLagReport:
                 else:
                     pd["retention_time_left_seconds"] = pd["retention_basis"] = None
                     pd["retention_eligible_now"] = None
-                pd["partition_size_bytes"] = self.sizes.get(p.tp)
+                pd["partition_size_bytes"] = sizes.get(p.tp)
                 # retention.bytes minus the (estimated) unconsumed bytes: how much newer data
                 # can still arrive before the oldest unconsumed record's segment may be deleted
                 pd["retention_bytes_headroom"] = rr.bytes_headroom if rr else None
                 pd["retention_notes"] = list(rr.notes) if rr else []
+            gd["max_lag_seconds"] = most
         return d
 
 
@@ -169,35 +267,10 @@ def add_lag_times(
     sizes: Mapping[TopicPartition, int] | None = None,
 ) -> TimedLagReport:
     """Lag in time and retention risk per partition from already-read records and
-    partition sizes (no I/O). ``sizes`` feeds the retention.bytes headroom."""
-    sizes = sizes or {}
-    # per topic once: (retention.ms, retention.bytes) or None (a report has thousands of
-    # group partitions per topic)
-    by_topic: dict[str, tuple[int, int] | None] = {}
-    times: dict[str, dict[TopicPartition, PartitionTime]] = {}
-    for g in report.groups:
-        per: dict[TopicPartition, PartitionTime] = {}
-        for p in g.partitions:
-            tp, c, start, end = p.tp, p.committed, p.log_start, p.log_end
-            if start is None or end is None:
-                continue
-            ts = None
-            if c is not None and c < end:  # as _read_position, inline
-                pos = (tp, c if c > start else start)
-                if pos[1] < end:
-                    rt = records.get(pos)
-                    if rt is not None and rt.offset >= pos[1]:
-                        ts = rt.timestamp_ms
-            topic = tp.topic
-            if topic in by_topic:
-                ret = by_topic[topic]
-            else:
-                rc = retention.get(topic)
-                ret = by_topic[topic] = None if rc is None else (rc.retention_ms, rc.retention_bytes)
-            per[tp] = PartitionTime._make(group_partition_time(
-                now_ms, p, record_ts_ms=ts, retention=ret, partition_size_bytes=sizes.get(tp)))
-        times[g.group_id] = per
-    return TimedLagReport(report, now_ms, times, time_read=True, sizes=dict(sizes))
+    partition sizes (no I/O; computed when used). ``sizes`` feeds the retention.bytes
+    headroom."""
+    return TimedLagReport(report, now_ms, time_read=True, sizes=dict(sizes or {}),
+                          records=records, retention=retention)
 
 
 class _TimeRider:

@@ -648,29 +648,45 @@ def group_partition_time(
     :func:`opskit.core.lag.oldest_unconsumed_offset`: the committed offset's record,
     or the log start's when retention deleted past the committed offset.
     ``retention`` is ``(retention.ms, retention.bytes)``; None skips the risk."""
-    assert p.log_start is not None and p.log_end is not None
-    c = p.committed
-    if (retention is not None and retention[1] == -1 and retention[0] >= 0 and timeline is None
-            and c is not None and p.log_start <= c < p.log_end
-            and record_ts_ms is not None and record_ts_ms >= 0):
+    if timeline is None and retention is not None and usual_case(p, record_ts_ms, retention):
         # The usual case, computed directly (a report has one per group partition):
         # exactly what partition_lag_time and retention_risk give for it, which
         # test_timing.py checks on generated inputs.
-        diff = now_ms - record_ts_ms
-        age, skew = (diff / 1000.0, 0) if diff >= 0 else (0.0, -diff)
+        assert record_ts_ms is not None
+        age, skew, left_ms = usual_time(now_ms, record_ts_ms, retention[0])
         lt = LagTime(age, _COMMITTED_RECORD, _EXACT, record_ts_ms, age, age, skew)
-        left_ms = retention[0] - (diff if diff > 0 else 0)
-        if left_ms < 0:
-            left_ms = 0
         return lt, RetentionRisk(0, left_ms / 1000.0, _BY_TIME, _LOWER_BOUND, left_ms == 0, None,
                                  _SEGMENT_NOTES)
     return _group_partition_time(now_ms, p, record_ts_ms, retention, partition_size_bytes,
                                  timeline)
 
 
+def usual_case(p: PartitionLag, record_ts_ms: int | None, retention: tuple[int, int]) -> bool:
+    """The usual group partition, which :func:`group_partition_time` computes directly
+    (and :meth:`TimedLagReport.to_dict` without objects): the committed offset's record
+    is in the log and its timestamp known, the topic deletes by ``retention.ms`` only."""
+    c = p.committed
+    return (retention[1] == -1 and retention[0] >= 0 and c is not None
+            and p.log_start is not None and p.log_end is not None and p.log_start <= c < p.log_end
+            and record_ts_ms is not None and record_ts_ms >= 0)
+
+
+def usual_time(now_ms: int, record_ts_ms: int, retention_ms: int) -> tuple[float, int, int]:
+    """(lag seconds, clock skew ms, retention ms left) of a :func:`usual_case` partition.
+    Its lag time is exact and based on the committed record; its retention risk is a
+    lower bound by time, eligible now when no time is left, with the segment note."""
+    diff = now_ms - record_ts_ms
+    age, skew = (diff / 1000.0, 0) if diff >= 0 else (0.0, -diff)
+    left_ms = retention_ms - (diff if diff > 0 else 0)
+    return age, skew, (left_ms if left_ms > 0 else 0)
+
+
 _COMMITTED_RECORD, _EXACT = LagTimeBasis.COMMITTED_RECORD, Confidence.EXACT
 _LOWER_BOUND, _BY_TIME = Confidence.LOWER_BOUND, RetentionBasis.TIME
 _SEGMENT_NOTES = (_SEGMENT_NOTE,)
+#: the JSON values of a usual_case partition's time fields (basis, confidence, retention
+#: basis, notes), as LagTime / RetentionRisk give them
+USUAL_FIELDS = (_COMMITTED_RECORD.value, _EXACT.value, _BY_TIME.value, _SEGMENT_NOTES)
 
 
 def _group_partition_time(

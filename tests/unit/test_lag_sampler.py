@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from opskit.adapters.lag_sampler import (
     RetentionConfig,
     Sampling,
@@ -137,3 +140,70 @@ def test_compacted_topic_has_unlimited_retention():
 
 def test_empty_sampling_judges_nothing():
     assert judge_groups(Sampling(policy_for_window(1000))) == []
+
+
+# one group partition: (committed, log start, log end, record timestamp or None, offset
+# of the record read relative to the read position, topic's retention or None, size)
+_partition = st.tuples(
+    st.one_of(st.none(), st.integers(0, 60), st.integers(0, 60)),
+    st.integers(0, 30),
+    st.integers(0, 60),
+    st.one_of(st.none(), st.integers(-1, 1_700_000_200_000), st.just(1_700_000_000_000),
+              st.integers(1_699_990_000_000, 1_700_000_400_000)),
+    st.sampled_from([0, 0, 0, 2, -1]),
+    st.sampled_from(["t_time", "t_time", "t_time", "t_bytes", "t_none", "t_missing", "t_compact"]),
+    st.one_of(st.none(), st.integers(0, 10_000)),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(rows=st.lists(_partition, min_size=1, max_size=12),
+       now=st.integers(1_699_999_000_000, 1_700_000_300_000))
+def test_to_dict_direct_equals_the_time_objects(rows, now):  # type: ignore[no-untyped-def]
+    """TimedLagReport.to_dict builds the usual partitions' time fields without the time
+    objects; every partition's fields equal those it gives once the objects exist."""
+    topics = {"t_time": 1, "t_bytes": 1, "t_none": 1, "t_missing": 1, "t_compact": 1}
+    by_tp: dict[TopicPartition, PartitionOffsets] = {}
+    commits: dict[TopicPartition, int] = {}
+    records: dict[tuple[TopicPartition, int], RecordTime] = {}
+    sizes: dict[TopicPartition, int] = {}
+    for i, (c, start, end, ts, shift, topic, size) in enumerate(rows):
+        tp = TopicPartition(topic, i)
+        topics[topic] = max(topics[topic], i + 1)
+        start = min(start, end)
+        by_tp[tp] = PartitionOffsets(tp, start, end)
+        if c is not None:
+            commits[tp] = c
+            pos = max(c, start)
+            if ts is not None and pos < end:
+                records[(tp, pos)] = RecordTime(max(pos + shift, 0), ts, "create")
+        if size is not None:
+            sizes[tp] = size
+    gl = compute_group_lag(GroupDescription("g", GroupState.STABLE), commits, by_tp, topics)
+    retention = {"t_time": RetentionConfig(3_600_000, -1), "t_bytes": RetentionConfig(-1, 5_000),
+                 "t_none": RetentionConfig(-1, -1), "t_compact": RetentionConfig(-1, -1)}
+    rep = LagReport("b:9092", None, [gl])
+    direct = add_lag_times(rep, records, retention, now, sizes).to_dict()
+    via = add_lag_times(rep, records, retention, now, sizes)
+    assert via.times  # the objects, computed first
+    assert via.to_dict() == direct
+    for a, b in zip(via.to_dict()["groups"][0]["partitions"], direct["groups"][0]["partitions"],
+                    strict=True):
+        assert list(a) == list(b)  # same keys, same order
+
+
+def test_usual_partition_fields() -> None:
+    """A usual partition (committed record read, retention.ms only) in the JSON."""
+    now = 1_700_000_000_000
+    tp = TopicPartition("orders", 0)
+    gl = compute_group_lag(GroupDescription("g", GroupState.STABLE), {tp: 5},
+                           {tp: PartitionOffsets(tp, 0, 9)}, {"orders": 1})
+    recs = {(tp, 5): RecordTime(5, now - 4_000, "create")}
+    d = add_lag_times(LagReport("b:9092", None, [gl]), recs,
+                      {"orders": RetentionConfig(10_000, -1)}, now).to_dict()
+    p = d["groups"][0]["partitions"][0]
+    assert (p["lag_seconds"], p["lag_time_basis"], p["lag_time_confidence"]) == \
+        (4.0, "committed_record", "exact")
+    assert (p["retention_time_left_seconds"], p["retention_basis"], p["retention_eligible_now"]) \
+        == (6.0, "time", False)
+    assert d["groups"][0]["max_lag_seconds"] == 4.0
