@@ -22,8 +22,13 @@ fi
 PY=${PYTHON:-python3}
 "$PY" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)' \
   || { echo "install.sh: Python 3.11+ is required" >&2; exit 1; }
-"$PY" -m pip install -q --disable-pip-version-check -e ".[test]" 2>&1 | grep -v "Running pip as the 'root'" || true
-"$PY" -c 'import opskit, confluent_kafka, typer' \
+# editable_mode=compat: the checkout goes on sys.path through a plain path line, not
+# setuptools' import hook, which every Python start (each opskit command) would import
+# (~10 ms); the default editable mode where a setuptools lacks compat
+pip_install() { "$PY" -m pip install -q --disable-pip-version-check -e ".[test]" "$@" 2>&1 \
+  | { grep -v "Running pip as the 'root'" || true; }; }
+pip_install --config-settings editable_mode=compat || pip_install
+(cd / && "$PY" -c 'import opskit, confluent_kafka, typer') \
   || { echo "install.sh: the Python install failed" >&2; exit 1; }
 
 # Kafka jars (broker + reference tools), resolved once from Maven Central and cached

@@ -20,16 +20,15 @@ import logging
 import math
 import time
 from collections.abc import Callable, Iterable, Mapping
-from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from opskit.adapters import cluster_wire, offsets_wire
 from opskit.adapters.kafka_admin import KafkaAdmin
-from opskit.adapters.lag_source import LagReport, collect_lag, read_topic_configs
+from opskit.adapters.lag_source import PREFETCH_LANE, LagReport, collect_lag, read_topic_configs
 from opskit.adapters.log_dirs import read_partition_sizes
 from opskit.adapters.record_times import Position, RecordTime, RecordTimeReader
-from opskit.adapters.wire import API_FETCH, Call, WireClient, WireUnsupported, usable
+from opskit.adapters.wire import API_FETCH, Call, InFlight, WireClient, WireUnsupported, usable
 from opskit.core.lag import oldest_unconsumed_offset
 from opskit.core.models import GroupLag, LagThresholds, PartitionLag, TopicPartition
 from opskit.core.status import (
@@ -52,6 +51,7 @@ from opskit.core.timing import (
     usual_case,
     usual_time,
 )
+from opskit.errors import KafkaUnavailableError
 
 log = logging.getLogger(__name__)
 
@@ -136,14 +136,11 @@ class TimedLagReport:
 
     def _record_ts(self, p: PartitionLag) -> int | None:
         """Timestamp of the record at the partition's read position, when read."""
-        c, start, end = p.committed, p.log_start, p.log_end
-        if c is None or start is None or end is None or c >= end:
+        off = oldest_unconsumed_offset(p)
+        if off is None:
             return None
-        pos = (p.tp, c if c > start else start)  # as _read_position
-        if pos[1] >= end:
-            return None
-        rt = self.records.get(pos)
-        return rt.timestamp_ms if rt is not None and rt.offset >= pos[1] else None
+        rt = self.records.get((p.tp, off))
+        return rt.timestamp_ms if rt is not None and rt.offset >= off else None
 
     def _timer(self) -> Callable[[PartitionLag], tuple[LagTime, RetentionRisk | None]]:
         """Lag in time and retention risk of a group partition (log start and end known)."""
@@ -254,11 +251,6 @@ def _int_cfg(cfg: Mapping[str, tuple[str | None, bool]], key: str) -> int:
     return max(v, -1)
 
 
-def _read_position(p: PartitionLag) -> Position | None:
-    off = oldest_unconsumed_offset(p)
-    return None if off is None else (p.tp, off)
-
-
 def add_lag_times(
     report: LagReport,
     records: Mapping[Position, RecordTime | None],
@@ -273,15 +265,15 @@ def add_lag_times(
                           records=records, retention=retention)
 
 
-class _TimeRider:
+class _TimePrefetch:
     """The record at each committed offset and the topics' retention configs, fetched
-    in the round that reads the log offsets (an :class:`offsets_wire.Rider`): a lag
-    report with lag in time then costs no round of its own for them.
+    while the lag is computed (a :class:`~opskit.adapters.lag_source.Prefetch`): a
+    lag report with lag in time then waits for no round of its own for them.
 
     The committed offset is the record lag in time needs unless retention deleted it
     (then the log start's, read afterwards by the reader) or the group is caught up
-    (the fetch then finds nothing, cheaply). Anything this round does not answer is
-    read afterwards as before."""
+    (the fetch then finds nothing, cheaply). Anything this does not answer is read
+    afterwards by the reader, as without it."""
 
     def __init__(self, reader: RecordTimeReader, cache: dict[str, RetentionConfig]) -> None:
         self.reader = reader
@@ -290,31 +282,45 @@ class _TimeRider:
         self._want: dict[TopicPartition, list[int]] = {}
         self._fetches = 0
         self._configs = False
+        self._inflight: InFlight | None = None
 
-    def calls(self, client: WireClient, committed: AbstractSet[Position],
-              leaders: Mapping[TopicPartition, int], deadline: float) -> list[Call]:
+    def send(self, client: WireClient, committed: Mapping[TopicPartition, list[int]],
+             leaders: Mapping[TopicPartition, int], deadline: float) -> bool:
         calls: list[Call] = []
-        todo = self.reader.uncached(committed)
-        if todo:
-            try:
+        want = self.reader.uncached_offsets(committed)
+        try:
+            if want:
                 v = client.version(API_FETCH, 4, 11, deadline)
-            except WireUnsupported as e:
-                log.debug("no record fetch with the log offsets (%s)", e)
-            else:
-                self._want = offsets_wire.wanted_offsets(todo)
-                calls, _no_leader = offsets_wire.fetch_calls(v, self._want, leaders)
-        self._fetches = len(calls)
-        topics = sorted({tp.topic for tp, _ in committed} - set(self.cache))
-        if topics:
-            try:
+                self._want = want
+                calls, _no_leader = offsets_wire.fetch_calls(v, want, leaders)
+            self._fetches = len(calls)
+            topics = sorted({tp.topic for tp in committed} - set(self.cache))
+            if topics:
                 calls.append(cluster_wire.topic_configs_call(client, topics, list(RETENTION_KEYS),
                                                              deadline))
                 self._configs = True
-            except WireUnsupported as e:
-                log.debug("no DescribeConfigs with the log offsets (%s)", e)
-        return calls
+            if not calls:
+                return False
+            per_node: dict[int, int] = {}
+            for node, _req in calls:
+                per_node[node] = per_node.get(node, 0) + 1
+            # each heavy request on a connection of its own (the broker works on them in
+            # parallel), after the lanes the report's own rounds use
+            self._inflight = client.send(calls, deadline, lanes=max(per_node.values()),
+                                         first_lane=PREFETCH_LANE)
+        except (WireUnsupported, KafkaUnavailableError) as e:
+            log.debug("no prefetch of record times and configs (%s)", e)
+            return False
+        return True
 
-    def take(self, answers: list[Any]) -> None:
+    def finish(self, deadline: float) -> None:
+        if self._inflight is None:
+            return
+        try:
+            answers = self._inflight.receive(deadline)
+        except (WireUnsupported, KafkaUnavailableError) as e:
+            log.debug("prefetch of record times and configs failed (%s)", e)
+            return
         found: offsets_wire.Found = {}
         offsets_wire.take_fetch(answers[:self._fetches], self._want, found, set())
         self.found = {pos: RecordTime(*rec) for pos, rec in found.items()}
@@ -323,7 +329,7 @@ class _TimeRider:
                 for t, cfg in cluster_wire.topic_configs_answer(answers[-1]).items():
                     self.cache[t] = RetentionConfig.from_topic_config(cfg)
             except WireUnsupported as e:
-                log.debug("retention configs with the log offsets: %s", e)
+                log.debug("retention configs in the prefetch: %s", e)
 
 
 def collect_timed_lag(
@@ -338,23 +344,35 @@ def collect_timed_lag(
     """Lag report, then (with a reader) the record timestamps and topic retention.
 
     At the protocol level the records at the committed offsets and the retention
-    configs are fetched in the log-offsets round (:class:`_TimeRider`); the reader
-    then reads only what that round did not answer.
+    configs are fetched while the lag is computed (:class:`_TimePrefetch`); the
+    reader then reads only what that did not answer.
     ``now_ms`` is taken after the records are read, so a lag in seconds is
     never younger than the truth by the time the reads took.
     ``retention_cache`` (topic -> config) saves the DescribeConfigs call in
     repeated collections.
     """
     cache = retention_cache if retention_cache is not None else {}
-    rider = _TimeRider(reader, cache) if reader is not None and usable(admin.conn) else None
-    report = collect_lag(admin, groups, topics, thresholds, rider=rider)
+    prefetch = _TimePrefetch(reader, cache) if reader is not None and usable(admin.conn) else None
+    report = collect_lag(admin, groups, topics, thresholds, prefetch=prefetch)
     if reader is None:
         return TimedLagReport(report, int(clock() * 1000))
-    positions = {pos for g in report.groups for p in g.partitions if (pos := _read_position(p))}
-    records = (reader.read(positions, report.leaders, report.brokers,
-                           known=rider.found if rider is not None else None)
-               if positions else {})
-    wanted = {tp.topic for tp, _ in positions} - set(cache)
+    found = prefetch.found if prefetch is not None else {}
+    reader.remember(found)  # for the next collection (watch mode)
+    # the record at each group partition's oldest unconsumed offset: those the
+    # prefetch did not answer are read now
+    read_topics: set[str] = set()
+    missing: set[Position] = set()
+    for g in report.groups:
+        for p in g.partitions:
+            off = oldest_unconsumed_offset(p)
+            if off is not None:
+                read_topics.add(p.tp.topic)
+                if (pos := (p.tp, off)) not in found:
+                    missing.add(pos)
+    records: dict[Position, RecordTime | None] = dict(found)
+    if missing:
+        records.update(reader.read(missing, report.leaders, report.brokers))
+    wanted = read_topics - set(cache)
     if wanted:
         try:
             for t, cfg in read_topic_configs(admin, wanted, list(RETENTION_KEYS)).items():
@@ -362,8 +380,8 @@ def collect_timed_lag(
         except Exception as e:  # noqa: BLE001 - retention is extra information
             log.warning("could not read topic retention configs: %s", e)
     # sizes only where retention.bytes applies (default -1: no DescribeLogDirs call at all)
-    by_bytes = sorted({tp.topic for tp, _ in positions
-                       if (rc := cache.get(tp.topic)) is not None and rc.retention_bytes >= 0})
+    by_bytes = sorted(t for t in read_topics
+                      if (rc := cache.get(t)) is not None and rc.retention_bytes >= 0)
     sizes: dict[TopicPartition, int] = {}
     unavailable: str | None = None
     if by_bytes:

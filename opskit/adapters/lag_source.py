@@ -9,10 +9,10 @@ log end first).
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Iterable, Mapping
-from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from opskit.adapters import cluster_wire, offsets_wire
 from opskit.adapters.group_wire import GroupWire
@@ -64,12 +64,13 @@ def collect_lag(
     topics: Iterable[str] | None = None,
     thresholds: Callable[[str], LagThresholds] | None = None,
     meta: ClusterMeta | None = None,
-    rider: offsets_wire.Rider | None = None,
+    prefetch: Prefetch | None = None,
 ) -> LagReport:
     """Lag of the named groups (or of all groups when ``groups`` is None).
 
-    A ``rider``'s requests go in the round that reads the log offsets, when that
-    round is read at the protocol level (see :func:`offsets_wire.log_offsets`)."""
+    At the protocol level, ``prefetch`` sends its requests as soon as the committed
+    offsets are known and reads the answers once the lag is computed (see
+    :class:`Prefetch`)."""
     client: WireClient | None = None
     md = meta
     if md is None and usable(admin.conn):
@@ -101,6 +102,7 @@ def collect_lag(
             client.close()
         raise
     client = client or wire_client(admin, md)
+    sent = False
     try:
         descs, committed = read_groups(admin, ids, client)
         if explicit:
@@ -110,6 +112,8 @@ def collect_lag(
                         and not committed.get(gid)):
                     raise NotFoundError(f"consumer group {gid!r} does not exist")
         counts = md.partition_counts
+        sent = prefetch is not None and client is not None and _send_prefetch(
+            prefetch, client, md, committed, topic_list, admin.timeout)
         wanted: set[TopicPartition] = set()
         of_interest: dict[str, list[TopicPartition]] = {}
         for gid in ids:
@@ -118,27 +122,72 @@ def collect_lag(
             wanted.update(of_interest[gid])
         existing = {tp for tp in wanted if tp.partition < counts.get(tp.topic, 0)}
         leaders = leaders_of(md, {tp.topic for tp in existing})
-        at_committed: set[tuple[TopicPartition, int]] = set()
-        if rider is not None:
-            for gid in ids:
-                c = committed.get(gid, {})
-                at_committed.update((tp, o) for tp in of_interest[gid]
-                                    if tp in existing and (o := c.get(tp)) is not None)
-        offs = read_log_offsets(admin, existing, client, leaders, rider, at_committed)
+        offs = read_log_offsets(admin, existing, client, leaders)
+        th = thresholds or (lambda _g: LagThresholds())
+        lags = [
+            compute_group_lag(descs[gid], committed.get(gid, {}), offs.offsets, counts, th(gid),
+                              topic_list, of_interest[gid])
+            for gid in ids
+        ]
+        if sent:
+            assert prefetch is not None
+            prefetch.finish(time.monotonic() + admin.timeout)
     finally:
         trips = client.round_trips if client is not None else 0
         if client is not None:
             client.close()
-    th = thresholds or (lambda _g: LagThresholds())
-    lags = [
-        compute_group_lag(descs[gid], committed.get(gid, {}), offs.offsets, counts, th(gid), topic_list,
-                          of_interest[gid])
-        for gid in ids
-    ]
     if topic_list is not None and explicit:
         lags = [g for g in lags if g.partitions] or lags
     return LagReport(admin.conn.bootstrap, md.cluster_id, lags, offs.errors, admin.round_trips + trips,
                      leaders, {b.node_id: (b.host, b.port) for b in md.brokers})
+
+
+class Prefetch(Protocol):
+    """Requests that need only the committed offsets (lag in time: the records at the
+    committed offsets, the topics' configs). :func:`collect_lag` sends them as soon
+    as it has the committed offsets, on connections of their own, and reads their
+    answers after computing the lag: the broker works on them meanwhile."""
+
+    def send(self, client: WireClient, committed: Mapping[TopicPartition, list[int]],
+             leaders: Mapping[TopicPartition, int], deadline: float) -> bool:
+        """Send the requests, given each partition of the report and the offsets its
+        groups committed (ascending), on lanes PREFETCH_LANE and up; False when nothing
+        was sent. Errors are the prefetch's own: it logs them and reads its way later."""
+        ...
+
+    def finish(self, deadline: float) -> None:
+        """Read the answers (called only when :meth:`send` sent something)."""
+        ...
+
+
+#: the first connection lane of a broker that a prefetch may use (lower lanes carry
+#: the report's own rounds, whose answers are read first)
+PREFETCH_LANE = 2
+
+
+def _send_prefetch(prefetch: Prefetch, client: WireClient, md: ClusterMeta,
+                   committed: Mapping[str, Mapping[TopicPartition, int]],
+                   topic_list: list[str] | None, timeout: float) -> bool:
+    """Hand ``prefetch`` the committed offsets of every partition the report covers
+    that exists (as partitions_of_interest with read_log_offsets' filter)."""
+    counts = md.partition_counts
+    only = set(topic_list) if topic_list is not None else None
+    at: dict[TopicPartition, list[int]] = {}
+    for cm in committed.values():
+        for tp, o in cm.items():
+            if tp.partition < counts.get(tp.topic, 0) and (only is None or tp.topic in only):
+                offs = at.get(tp)
+                if offs is None:
+                    at[tp] = [o]
+                elif o not in offs:
+                    offs.append(o)
+    if not at:
+        return False
+    for offs in at.values():
+        if len(offs) > 1:
+            offs.sort()
+    leaders = leaders_of(md, {tp.topic for tp in at})
+    return prefetch.send(client, at, leaders, time.monotonic() + timeout)
 
 
 #: how long a protocol-level read that starts from the bootstrap server may take
@@ -201,16 +250,14 @@ def read_groups(
 
 
 def read_log_offsets(admin: KafkaAdmin, tps: Iterable[TopicPartition], client: WireClient | None,
-                     leaders: Mapping[TopicPartition, int], rider: offsets_wire.Rider | None = None,
-                     committed: AbstractSet[tuple[TopicPartition, int]] = frozenset()) -> OffsetsResult:
+                     leaders: Mapping[TopicPartition, int]) -> OffsetsResult:
     """Log start and end offsets: one ListOffsets pair per leader when ``client`` is
-    given (with ``rider``'s requests in the same round), librdkafka for the rest (and
-    for every partition without ``client``)."""
+    given, librdkafka for the rest (and for every partition without ``client``)."""
     wanted = sorted(set(tps))
     if client is None or not wanted:
         return admin.log_offsets(wanted)
     try:
-        got, rest = offsets_wire.log_offsets(client, wanted, leaders, rider, committed)
+        got, rest = offsets_wire.log_offsets(client, wanted, leaders)
     except WireUnsupported as e:
         log.debug("batched ListOffsets not available (%s); using librdkafka", e)
         got, rest = {}, wanted

@@ -20,19 +20,10 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterable, Mapping
-from collections.abc import Set as AbstractSet
-from typing import Any, Protocol
+from typing import Any
 
 from opskit.adapters import kafka_protocol as kp
-from opskit.adapters.wire import (
-    API_FETCH,
-    API_LIST_OFFSETS,
-    API_METADATA,
-    Call,
-    Node,
-    WireClient,
-    WireUnsupported,
-)
+from opskit.adapters.wire import API_FETCH, API_LIST_OFFSETS, API_METADATA, Call, Node, WireClient
 from opskit.core.models import PartitionOffsets, TopicPartition
 
 log = logging.getLogger(__name__)
@@ -79,31 +70,10 @@ def _split(topics: dict[str, list[int]], parts: int) -> list[dict[str, list[int]
     return out
 
 
-class Rider(Protocol):
-    """Requests that travel in the log-offsets round of a lag read (the last round),
-    so a lag report with lag in time costs no round of its own for the record
-    timestamps and topic configs. See :func:`log_offsets`."""
-
-    def calls(self, client: WireClient, committed: AbstractSet[Position],
-              leaders: Mapping[TopicPartition, int], deadline: float) -> list[Call]:
-        """The requests to add (none is fine), given the committed position of every
-        group partition the round reads log offsets for."""
-        ...
-
-    def take(self, answers: list[Any]) -> None:
-        """The answers to those requests, in order (not called when the round failed)."""
-        ...
-
-
 def log_offsets(client: WireClient, tps: Iterable[TopicPartition],
-                leaders: Mapping[TopicPartition, int],
-                rider: Rider | None = None, committed: AbstractSet[Position] = frozenset(),
+                leaders: Mapping[TopicPartition, int]
                 ) -> tuple[dict[TopicPartition, PartitionOffsets], list[TopicPartition]]:
-    """(log start and end per partition, partitions to read another way).
-
-    A ``rider``'s requests are sent in the same round, each heavy request on a
-    connection of its own; when that round fails, the log offsets are read again
-    without them (the rider then gets nothing, and reads its way)."""
+    """(log start and end per partition, partitions to read another way)."""
     deadline = time.monotonic() + client.timeout
     wanted = sorted(set(tps))
     groups, rest = _by_leader(wanted, leaders)
@@ -115,22 +85,7 @@ def log_offsets(client: WireClient, tps: Iterable[TopicPartition],
     for leader, topics in sorted(groups.items()):
         calls.append((leader, kp.list_offsets(v, topics, EARLIEST)))
         calls.append((leader, kp.list_offsets(v, topics, LATEST)))
-    extra = rider.calls(client, committed, leaders, deadline) if rider is not None else []
-    if extra:
-        per_node: dict[int, int] = {}
-        for node, _req in calls + extra:
-            per_node[node] = per_node.get(node, 0) + 1
-        try:
-            answers = client.exchange(calls + extra, deadline, lanes=min(max(per_node.values()), 8))
-        except WireUnsupported as e:
-            log.debug("log offsets with riders failed (%s); without them", e)
-            answers = client.exchange(calls, deadline, lanes=2)
-        else:
-            assert rider is not None
-            rider.take(answers[len(calls):])
-            answers = answers[:len(calls)]
-    else:
-        answers = client.exchange(calls, deadline, lanes=2)  # earliest and latest in parallel
+    answers = client.exchange(calls, deadline, lanes=2)  # earliest and latest in parallel
     start: dict[TopicPartition, int] = {}
     end: dict[TopicPartition, int] = {}
     for i, answer in enumerate(answers):

@@ -131,10 +131,28 @@ class RecordTimeReader:
         with self._lock:
             return self._cache_get((tp, offset))
 
-    def uncached(self, positions: Iterable[Position]) -> list[Position]:
-        """The positions whose record is not in the cache."""
+    def uncached_offsets(self, offsets: Mapping[TopicPartition, list[int]]
+                         ) -> dict[TopicPartition, list[int]]:
+        """Of partition -> offsets, those whose record is not in the cache."""
         with self._lock:
-            return [pos for pos in positions if pos not in self._cache]
+            cache = self._cache
+            if not cache:
+                return dict(offsets)
+            out: dict[TopicPartition, list[int]] = {}
+            for tp, offs in offsets.items():
+                left = [o for o in offs if (tp, o) not in cache]
+                if left:
+                    out[tp] = left
+            return out
+
+    def remember(self, records: Mapping[Position, RecordTime]) -> None:
+        """Cache records read for this reader elsewhere (each the first record at or
+        after its position); they count in :attr:`reads`."""
+        with self._lock:
+            for pos, rt in records.items():
+                if pos not in self._cache:
+                    self.reads += 1
+                self._cache_put(pos, rt)
 
     def _cache_get(self, key: Position) -> RecordTime | None:
         hit = self._cache.get(key)
@@ -152,16 +170,12 @@ class RecordTimeReader:
     def read(self, positions: Iterable[Position],
              leaders: Mapping[TopicPartition, int] | None = None,
              brokers: Mapping[int, tuple[str, int]] | None = None,
-             known: Mapping[Position, RecordTime] | None = None,
              ) -> dict[Position, RecordTime | None]:
         """The first record at or after each ``(partition, offset)``; None when unknown.
 
         ``leaders`` (partition -> leader id) and ``brokers`` (id -> host, port), from
         metadata the caller has just read, save a Metadata request; without them, or
         when a partition or its leader is missing from them, the leaders are read here.
-
-        ``known`` holds records the caller has just fetched itself (at the protocol
-        level, in the round of another read): they are taken, and cached, as if read here.
 
         Unknown: no record at or after the offset (at the log end), the
         partition's leader did not answer within the timeout, or a fetch error.
@@ -172,11 +186,6 @@ class RecordTimeReader:
             todo: list[Position] = []
             for pos in wanted:
                 hit = self._cache_get(pos)
-                if hit is None and known:
-                    hit = known.get(pos)
-                    if hit is not None:
-                        self._cache_put(pos, hit)
-                        self.reads += 1
                 out[pos] = hit
                 if hit is None:
                     todo.append(pos)

@@ -125,6 +125,26 @@ class _Conn:
             pass
 
 
+class InFlight:
+    """Requests sent by :meth:`WireClient.send`, whose answers are still to be read."""
+
+    def __init__(self, client: WireClient, route: list[tuple[int, int]]) -> None:
+        self._client = client
+        self._route = route
+
+    def receive(self, deadline: float) -> list[Any]:
+        """Every answer, in the order the requests were given."""
+        c = self._client
+        try:
+            conns = [c._conns[key] for key in self._route]
+            return [conn.receive(deadline) for conn in conns]
+        except BaseException as e:
+            err = c._failed(e)
+            if err is e:
+                raise
+            raise err from e
+
+
 class WireClient:
     """Connections to the brokers of one cluster, and rounds of pipelined requests."""
 
@@ -179,28 +199,46 @@ class WireClient:
         threads): worth it for heavy requests (a Fetch or ListOffsets over thousands of
         partitions), not for small ones, since each lane is a connection of its own
         (and a TLS handshake with SSL)."""
+        return self.send(calls, deadline, lanes).receive(deadline)
+
+    def send(self, calls: list[Call], deadline: float, lanes: int = 1,
+             first_lane: int = 0) -> InFlight:
+        """Send every request now; read the answers later with :meth:`InFlight.receive`
+        (the broker works on them meanwhile). Requests go on lanes ``first_lane`` to
+        ``first_lane + lanes - 1`` of each broker: requests sent earlier and still
+        unanswered on a lane are answered before these, so a caller that means to
+        read another round's answers first sends this one on lanes of its own."""
+        route: list[tuple[int, int]] = []
         try:
             per_node: dict[int, int] = {}
-            route: list[tuple[int, int]] = []
             for node_id, req in calls:
                 k = per_node.get(node_id, 0)
                 per_node[node_id] = k + 1
-                key = (node_id, k % max(lanes, 1))
+                key = (node_id, first_lane + k % max(lanes, 1))
                 self._conn(*key, deadline).send(req)
                 route.append(key)
                 self.round_trips += 1
-            return [self._conns[key].receive(deadline) for key in route]
-        except (KafkaUnavailableError, WireUnsupported):
-            self.close()  # answers may be left unread: these connections are done
-            raise
-        except (OSError, ConnectionError, TimeoutError, ValueError, struct.error) as e:
-            self.close()
-            if isinstance(e, TimeoutError | socket.timeout):
-                raise KafkaUnavailableError(
-                    f"cannot reach Kafka at {self.conn.bootstrap} (no answer within "
-                    f"timeout {self.timeout:g}s)") from e
+        except BaseException as e:
+            err = self._failed(e)
+            if err is e:
+                raise
+            raise err from e
+        return InFlight(self, route)
+
+    def _failed(self, e: BaseException) -> BaseException:
+        """The error to raise for a failed round, with every connection closed (answers
+        may be left unread: these connections are done)."""
+        self.close()
+        if isinstance(e, KafkaUnavailableError | WireUnsupported):
+            return e
+        if isinstance(e, TimeoutError | socket.timeout):
+            return KafkaUnavailableError(
+                f"cannot reach Kafka at {self.conn.bootstrap} (no answer within "
+                f"timeout {self.timeout:g}s)")
+        if isinstance(e, OSError | ConnectionError | ValueError | struct.error):
             # a dropped connection or an answer we cannot decode: the caller falls back
-            raise WireUnsupported(f"batched read failed: {e}") from e
+            return WireUnsupported(f"batched read failed: {e}")
+        return e
 
     def version(self, api: int, lowest: int, highest: int, deadline: float) -> int:
         """The highest version <= ``highest`` the broker speaks, at least ``lowest``.

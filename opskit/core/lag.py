@@ -9,6 +9,7 @@ never negative: impossible answers are clamped and flagged as anomalies.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from functools import lru_cache
 
 from opskit.core.models import (
     Anomaly,
@@ -37,13 +38,16 @@ def partition_lag(
     whether the partition is in the cluster metadata (offline) or not (deleted).
     """
     m = member
-    anomalies: list[Anomaly] = []
     if offsets is None:
-        anomalies.append(Anomaly.OFFSETS_UNAVAILABLE if exists else Anomaly.PARTITION_MISSING)
+        anomalies: list[Anomaly] = [
+            Anomaly.OFFSETS_UNAVAILABLE if exists else Anomaly.PARTITION_MISSING]
         if committed is None:
             anomalies.append(Anomaly.NO_COMMITTED_OFFSET)
         return PartitionLag(tp, committed, None, None, None, m, tuple(anomalies))
     start, end = offsets.log_start, offsets.log_end
+    if committed is not None and start <= committed <= end:
+        return PartitionLag(tp, committed, start, end, end - committed, m)  # the usual answer
+    anomalies = []
     if start > end:
         anomalies.append(Anomaly.LOG_START_BEYOND_LOG_END)
     if committed is None:
@@ -65,10 +69,12 @@ def oldest_unconsumed_offset(p: PartitionLag) -> int | None:
     """Offset of the oldest unconsumed record of a group partition: the committed
     offset, or the log start when retention deleted past it. None when the group is
     at the log end, or when the offsets needed are unknown."""
-    if p.committed is None or p.log_start is None or p.log_end is None or p.committed >= p.log_end:
+    c, start, end = p.committed, p.log_start, p.log_end
+    if c is None or start is None or end is None or c >= end:
         return None
-    start = max(p.committed, p.log_start)
-    return start if start < p.log_end else None
+    if c > start:  # (not max(): called once per group partition of a report)
+        start = c
+    return start if start < end else None
 
 
 def severity_for(total_lag: int, thresholds: LagThresholds) -> Severity:
@@ -97,18 +103,18 @@ def partitions_of_interest(
     tps: set[TopicPartition] = set(committed)
     for m in group.members:
         tps.update(m.assignment)
-    group_topics = {tp.topic for tp in tps}
-    for topic in group_topics:
-        for p in range(partition_counts.get(topic, 0)):
-            tps.add(TopicPartition(topic, p))
+    for topic in {tp.topic for tp in tps}:
+        tps.update(topic_partitions(topic, partition_counts.get(topic, 0)))
     if wanted is not None:
         tps = {tp for tp in tps if tp.topic in wanted}
-    return sorted(tps, key=_tp_key)
+    return sorted(tps)  # named tuples: by topic, then partition
 
 
-def _tp_key(tp: TopicPartition) -> tuple[str, int]:
-    # a key tuple: several times faster than the dataclass's generated __lt__
-    return (tp.topic, tp.partition)
+@lru_cache(maxsize=4096)
+def topic_partitions(topic: str, count: int) -> tuple[TopicPartition, ...]:
+    """The partitions 0..count-1 of a topic (built once per topic and count: a report
+    asks for them once per group reading the topic)."""
+    return tuple(TopicPartition(topic, p) for p in range(count))
 
 
 def compute_group_lag(
@@ -131,11 +137,12 @@ def compute_group_lag(
             owner.setdefault(tp, m)
     rows = [
         partition_lag(
-            tp, committed.get(tp), log_offsets.get(tp), owner.get(tp),
-            exists=tp.partition < partition_counts.get(tp.topic, 0),
+            tp, committed.get(tp), offs, owner.get(tp),
+            exists=offs is None and tp.partition < partition_counts.get(tp.topic, 0),
         )
         for tp in (partitions if partitions is not None
                    else partitions_of_interest(group, committed, partition_counts, topics))
+        for offs in (log_offsets.get(tp),)
     ]
     per_topic: dict[str, list[PartitionLag]] = {}
     for r in rows:

@@ -126,11 +126,11 @@ def test_split_keeps_every_partition_once() -> None:
     assert offsets_wire._split({"a": [0, 1]}, 4) == [{"a": [0, 1]}]
 
 
-def test_lag_time_reads_ride_with_the_log_offsets(kafka, uniq) -> None:  # type: ignore[no-untyped-def]
+def test_lag_time_reads_are_prefetched(kafka, uniq) -> None:  # type: ignore[no-untyped-def]
     """With lag in time, the records at the committed offsets and the retention configs
-    travel in the log-offsets round: the reader sends nothing of its own, except for a
-    partition whose committed record was deleted (read at the log start afterwards).
-    The times equal a plain read."""
+    are fetched while the lag is computed: the reader sends nothing of its own, except
+    for a partition whose committed record was deleted (read at the log start
+    afterwards). The times equal a plain read."""
     from confluent_kafka import TopicPartition as CkTP
     from confluent_kafka.admin import AdminClient
 
@@ -176,10 +176,10 @@ def test_lag_time_reads_ride_with_the_log_offsets(kafka, uniq) -> None:  # type:
     assert pt is not None and pt.lag_time.record_timestamp_ms == old
 
 
-def test_lag_time_when_the_riding_round_fails(kafka, uniq, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    """A log-offsets round whose riders break it (here: a Fetch the broker cannot
-    decode, so it drops the connection) is sent again without them; the record times
-    are then read by the reader, and the report is the same."""
+def test_lag_time_when_the_prefetch_fails(kafka, uniq, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A prefetch the broker cannot decode (it drops those connections) costs nothing
+    but time: the lag is read as usual, the record times are read the slow way, and the
+    report is the same."""
     from opskit.adapters import kafka_protocol as kp
     from opskit.adapters import lag_sampler
     from opskit.adapters.lag_sampler import collect_timed_lag
@@ -192,17 +192,22 @@ def test_lag_time_when_the_riding_round_fails(kafka, uniq, monkeypatch) -> None:
     g = f"cw-fail-{uniq}"
     commit_retrying(bs, g, {(t, 0): 1, (t, 1): 2})
     admin = kafka.admin()
-    real_calls = lag_sampler._TimeRider.calls
+    real = offsets_wire.fetch_calls
+    broken_sent: list[int] = []
 
-    def broken(self, client, committed, leaders, deadline):  # type: ignore[no-untyped-def]
-        calls = real_calls(self, client, committed, leaders, deadline)
+    def broken(*a, **k):  # type: ignore[no-untyped-def]
+        calls, no_leader = real(*a, **k)
+        broken_sent.append(len(calls))
         return [(node, kp.Request(req.api_key, req.version, b"\xff\xff", req.decode))
-                for node, req in calls]
+                for node, req in calls], no_leader
 
-    monkeypatch.setattr(lag_sampler._TimeRider, "calls", broken)
+    monkeypatch.setattr(lag_sampler.offsets_wire, "fetch_calls", broken)
     with RecordTimeReader(admin.conn, timeout=10) as reader:
         timed = collect_timed_lag(admin, reader, [g])
-        assert reader._wire is not None  # read by the reader itself
+        # sent (and broken) twice: the prefetch, then the reader's own fetch
+        assert len(broken_sent) == 2 and broken_sent[0] >= 1
+        # the reader's own fetch is broken the same way: it falls back to librdkafka
+        assert reader._consumer is not None and reader.reads == 2
     (gl,) = timed.groups
     assert [(p.committed, p.log_end, p.lag) for p in gl.partitions] == [(1, 3, 2), (2, 3, 1)]
     for p in gl.partitions:
