@@ -13,6 +13,7 @@ counts the requests each client sent.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import re
@@ -20,6 +21,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -73,6 +75,7 @@ def main() -> int:
     ap.add_argument("--kafka-version", default="3.7")
     ap.add_argument("--no-time", action="store_true",
                     help="run opskit with --no-time (lag in messages only, like the tool)")
+    ap.add_argument("--verbose", action="store_true", help="print every run's time")
     ap.add_argument("--log-every-run", action="store_true",
                     help="keep the broker's request log on in the timed rounds too (it slows "
                          "the broker; by default requests are counted in the warm-up round)")
@@ -147,6 +150,11 @@ def main() -> int:
             time.sleep(1)
         print(f"cluster: Kafka {st.version}, {n_topics * per_topic} partitions, {args.groups} groups, "
               f"{args.groups * 90} committed group-partitions", flush=True)
+        # the set-up clients go before the timing: an idle librdkafka producer and admin
+        # client keep threads that wake up, on a 2-core machine enough to slow a 0.4 s
+        # command by up to 0.1 s
+        del p, admin
+        gc.collect()
 
         opskit_cmd = [sys.executable, "-m", "opskit.cli.main", "lag", "--all-groups", "-o", "json",
                       "-b", bs, "--timeout", "60"] + (["--no-time"] if args.no_time else [])
@@ -174,8 +182,14 @@ def main() -> int:
                 # JSON for opskit, about 20 ms to decode, would count against it otherwise)
                 with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
                     t0 = time.perf_counter()
-                    rc = subprocess.run(cmd, stdout=out, stderr=err, env=env, timeout=900).returncode
+                    child = subprocess.Popen(cmd, stdout=out, stderr=err, env=env)
+                    # a blocking wait: Popen.wait(timeout=...) polls, sleeping up to 50 ms
+                    # between looks, which would round the times up; a timer kills a hang
+                    watchdog = threading.Timer(900, child.kill)
+                    watchdog.start()
+                    rc = child.wait()
                     dt = time.perf_counter() - t0
+                    watchdog.cancel()
                     out.seek(0)
                     err.seek(0)
                     proc = subprocess.CompletedProcess(cmd, rc, out.read().decode(),
@@ -203,6 +217,8 @@ def main() -> int:
                         Path(os.environ["BENCH_LAG_SAVE"], f"{name}.err").write_text(proc.stderr)
                     continue
                 times[name].append(dt)
+                if args.verbose:
+                    print(f"  run {i}: {name} {dt:.3f} s", flush=True)
 
         # identical numbers, row by row
         theirs = parse_describe(outputs["kafka-consumer-groups"])
