@@ -48,7 +48,6 @@ from opskit.core.timing import (
     consume_rate,
     group_partition_time,
     produce_rate,
-    usual_case,
     usual_time,
 )
 from opskit.errors import KafkaUnavailableError
@@ -158,7 +157,7 @@ class TimedLagReport:
         """The lag report's dict, each partition and group with time fields added.
 
         Until :attr:`times` is used, a usual partition's fields (see
-        :func:`opskit.core.timing.usual_case`) are computed directly from its record
+        :func:`opskit.core.timing.usual_time`) are computed directly from its record
         timestamp; any other partition goes through the general rules. Both give the
         same values as the objects in :attr:`times` (tests/unit/test_lag_sampler.py)."""
         d = self.report.to_dict()
@@ -177,9 +176,9 @@ class TimedLagReport:
                 if direct:
                     if p.log_start is not None and p.log_end is not None:
                         ts = record_ts(p)
-                        ret = retention_of(p.tp.topic)
-                        if ret is not None and ts is not None and usual_case(p, ts, ret):
-                            age, _skew, left_ms = usual_time(now, ts, ret[0])
+                        usual = usual_time(now, p, ts, retention_of(p.tp.topic))
+                        if usual is not None:
+                            age, _skew, left_ms = usual
                             pd["lag_seconds"] = age
                             pd["lag_time_basis"] = basis
                             pd["lag_time_confidence"] = confidence

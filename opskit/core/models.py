@@ -146,7 +146,7 @@ class PartitionLag(NamedTuple):
             "consumer_id": self.member.member_id if self.member else None,
             "client_id": self.member.client_id if self.member else None,
             "host": self.member.host if self.member else None,
-            "anomalies": [a._value_ for a in self.anomalies],
+            "anomalies": [a._value_ for a in self.anomalies] if self.anomalies else [],
         }
 
 

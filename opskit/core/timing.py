@@ -648,12 +648,12 @@ def group_partition_time(
     :func:`opskit.core.lag.oldest_unconsumed_offset`: the committed offset's record,
     or the log start's when retention deleted past the committed offset.
     ``retention`` is ``(retention.ms, retention.bytes)``; None skips the risk."""
-    if timeline is None and retention is not None and usual_case(p, record_ts_ms, retention):
+    if timeline is None and (usual := usual_time(now_ms, p, record_ts_ms, retention)) is not None:
         # The usual case, computed directly (a report has one per group partition):
         # exactly what partition_lag_time and retention_risk give for it, which
         # test_timing.py checks on generated inputs.
+        age, skew, left_ms = usual
         assert record_ts_ms is not None
-        age, skew, left_ms = usual_time(now_ms, record_ts_ms, retention[0])
         lt = LagTime(age, _COMMITTED_RECORD, _EXACT, record_ts_ms, age, age, skew)
         return lt, RetentionRisk(0, left_ms / 1000.0, _BY_TIME, _LOWER_BOUND, left_ms == 0, None,
                                  _SEGMENT_NOTES)
@@ -661,30 +661,31 @@ def group_partition_time(
                                  timeline)
 
 
-def usual_case(p: PartitionLag, record_ts_ms: int | None, retention: tuple[int, int]) -> bool:
-    """The usual group partition, which :func:`group_partition_time` computes directly
-    (and :meth:`TimedLagReport.to_dict` without objects): the committed offset's record
-    is in the log and its timestamp known, the topic deletes by ``retention.ms`` only."""
+def usual_time(now_ms: int, p: PartitionLag, record_ts_ms: int | None,
+               retention: tuple[int, int] | None) -> tuple[float, int, int] | None:
+    """(lag seconds, clock skew ms, retention ms left) of the usual group partition,
+    which :func:`group_partition_time` computes directly (and
+    :meth:`TimedLagReport.to_dict` without objects); None for any other.
+
+    Usual: the committed offset's record is in the log and its timestamp known, the
+    topic deletes by ``retention.ms`` only. Its lag time is then exact and based on the
+    committed record; its retention risk a lower bound by time, eligible now when no
+    time is left, with the segment note (USUAL_FIELDS)."""
     c = p.committed
-    return (retention[1] == -1 and retention[0] >= 0 and c is not None
-            and p.log_start is not None and p.log_end is not None and p.log_start <= c < p.log_end
-            and record_ts_ms is not None and record_ts_ms >= 0)
-
-
-def usual_time(now_ms: int, record_ts_ms: int, retention_ms: int) -> tuple[float, int, int]:
-    """(lag seconds, clock skew ms, retention ms left) of a :func:`usual_case` partition.
-    Its lag time is exact and based on the committed record; its retention risk is a
-    lower bound by time, eligible now when no time is left, with the segment note."""
+    if (retention is None or retention[1] != -1 or retention[0] < 0 or c is None
+            or record_ts_ms is None or record_ts_ms < 0 or p.log_start is None
+            or p.log_end is None or not p.log_start <= c < p.log_end):
+        return None
     diff = now_ms - record_ts_ms
     age, skew = (diff / 1000.0, 0) if diff >= 0 else (0.0, -diff)
-    left_ms = retention_ms - (diff if diff > 0 else 0)
+    left_ms = retention[0] - (diff if diff > 0 else 0)
     return age, skew, (left_ms if left_ms > 0 else 0)
 
 
 _COMMITTED_RECORD, _EXACT = LagTimeBasis.COMMITTED_RECORD, Confidence.EXACT
 _LOWER_BOUND, _BY_TIME = Confidence.LOWER_BOUND, RetentionBasis.TIME
 _SEGMENT_NOTES = (_SEGMENT_NOTE,)
-#: the JSON values of a usual_case partition's time fields (basis, confidence, retention
+#: the JSON values of a usual partition's (usual_time) time fields (basis, confidence, retention
 #: basis, notes), as LagTime / RetentionRisk give them
 USUAL_FIELDS = (_COMMITTED_RECORD.value, _EXACT.value, _BY_TIME.value, _SEGMENT_NOTES)
 

@@ -146,3 +146,21 @@ def test_probe_treats_a_dropped_connection_as_no_answer() -> None:
 def test_bootstrap_without_addresses() -> None:
     c = caps.probe(ConnectionConfig("nonsense"), timeout=0.5)
     assert not c.known and "host:port" in (c.reason or "")
+
+
+def test_tls_context_verifies_and_reports_a_missing_ca() -> None:
+    """The TLS context (ssl imported only when TLS is used) checks certificates and
+    host names; a CA file that is not there is an OSError, which the probe reports."""
+    import ssl
+
+    import pytest
+
+    from opskit.adapters.capabilities import tls_context
+    from opskit.core.connection import ConnectionConfig
+
+    ctx = tls_context(ConnectionConfig(bootstrap="b:9093", security_protocol="SSL"))
+    assert isinstance(ctx, ssl.SSLContext)
+    assert ctx.verify_mode is ssl.CERT_REQUIRED and ctx.check_hostname
+    with pytest.raises(OSError):
+        tls_context(ConnectionConfig(bootstrap="b:9093", security_protocol="SSL",
+                                     ca_file="/nonexistent/ca.pem"))

@@ -106,3 +106,20 @@ def test_version():
 
     r = run_cli("--version")
     assert r.code == 0 and __version__ in r.out
+
+
+def test_write_json_keys_and_values_orjson_leaves_to_fallbacks(capsys) -> None:  # type: ignore[no-untyped-def]
+    """String keys go the fast way; integer keys, integers beyond 64 bits and dates are
+    still written (keys as strings, dates through str), one document per line."""
+    import datetime
+    import json
+
+    from opskit.cli.common import write_json
+
+    docs = [{"a": 1, "b": [1, None]}, {1: "x", "b": 2}, {"big": 2**70},
+            {"t": datetime.datetime(2020, 1, 1)}]
+    for d in docs:
+        write_json(d)
+    lines = capsys.readouterr().out.splitlines()
+    assert [json.loads(line) for line in lines] == [
+        {"a": 1, "b": [1, None]}, {"1": "x", "b": 2}, {"big": 2**70}, {"t": "2020-01-01 00:00:00"}]
