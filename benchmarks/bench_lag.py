@@ -55,16 +55,18 @@ def count_requests(log: Path) -> dict[str, Counter[str]]:
     return by_client
 
 
-def set_request_logger(dist: object, bootstrap: str, level: str) -> None:
+def set_request_logger(dist: object, bootstrap: str, level: str) -> bool:
     """Set broker 0's ``kafka.request.logger`` level at run time (Kafka's broker-loggers
-    dynamic config, through its own kafka-configs tool)."""
+    dynamic config, through its own kafka-configs tool); False when the broker refuses."""
     proc = dist.run_tool(  # type: ignore[attr-defined]
         "kafka.admin.ConfigCommand", "--bootstrap-server", bootstrap, "--alter",
         "--entity-type", "broker-loggers", "--entity-name", "0",
         "--add-config", f"kafka.request.logger={level}", timeout=120)
     if proc.returncode != 0:
-        raise SystemExit(f"could not set the broker's request logger to {level}: "
-                         f"{proc.stderr.strip()[-300:]}")
+        print(f"note: the broker's request logger stays on in the timed rounds (setting it "
+              f"to {level} failed: {proc.stderr.strip().splitlines()[-1:]})", flush=True)
+        return False
+    return True
 
 
 def main() -> int:
