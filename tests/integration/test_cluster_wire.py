@@ -213,3 +213,32 @@ def test_lag_time_when_the_prefetch_fails(kafka, uniq, monkeypatch) -> None:  # 
     for p in gl.partitions:
         pt = timed.partition_time(g, p.tp)
         assert pt is not None and pt.lag_time.record_timestamp_ms == 1_700_000_000_000
+
+
+def test_lag_time_prefetch_on_three_brokers(kafka3, uniq) -> None:  # type: ignore[no-untyped-def]
+    """Leaders spread over 3 brokers: the prefetch reaches every leader (the reader
+    sends nothing of its own), and each partition's lag time is its committed record's."""
+    from opskit.adapters.lag_sampler import collect_timed_lag
+    from opskit.adapters.record_times import RecordTimeReader
+
+    bs = kafka3.bootstrap
+    t = f"cw_ride3_{uniq}"
+    create_topic(bs, t, 6, rf=3)
+    base = int(time.time() * 1000) - 600_000
+    for k in range(3):  # records 3k..3k+2 of every partition carry base + k minutes
+        produce(bs, t, {p: 3 for p in range(6)}, timestamp_ms=base + k * 60_000)
+    g = f"cw-ride3-{uniq}"
+    commit_retrying(bs, g, {(t, p): p for p in range(6)})  # partition p committed at p
+    admin = kafka3.admin()
+    leaders = {p.leader for p in admin.metadata().topics[t]}
+    assert len(leaders) > 1  # the test means something only with several leaders
+    with RecordTimeReader(admin.conn, timeout=10) as reader:
+        timed = collect_timed_lag(admin, reader, [g])
+        assert reader._wire is None and reader._consumer is None
+        assert reader.reads == 6
+    (gl,) = timed.groups
+    for p in gl.partitions:
+        assert (p.committed, p.log_end, p.lag) == (p.tp.partition, 9, 9 - p.tp.partition)
+        pt = timed.partition_time(g, p.tp)
+        assert pt is not None
+        assert pt.lag_time.record_timestamp_ms == base + (p.tp.partition // 3) * 60_000
