@@ -46,16 +46,17 @@ from typing import Any, NamedTuple
 API_FETCH, API_LIST_OFFSETS, API_METADATA = 1, 2, 3
 API_OFFSET_FETCH, API_FIND_COORDINATOR, API_DESCRIBE_GROUPS = 9, 10, 15
 API_API_VERSIONS, API_LIST_GROUPS, API_DESCRIBE_CONFIGS = 18, 16, 32
+API_DESCRIBE_LOG_DIRS = 35
 
 #: first flexible version of each API (compact strings / arrays, tagged fields)
 FLEXIBLE_FROM = {API_FETCH: 12, API_LIST_OFFSETS: 6, API_METADATA: 9, API_OFFSET_FETCH: 6,
                  API_FIND_COORDINATOR: 3, API_DESCRIBE_GROUPS: 5, API_API_VERSIONS: 3,
-                 API_LIST_GROUPS: 3, API_DESCRIBE_CONFIGS: 4}
+                 API_LIST_GROUPS: 3, API_DESCRIBE_CONFIGS: 4, API_DESCRIBE_LOG_DIRS: 2}
 #: versions this codec encodes and decodes, per API
 SUPPORTED = {API_FETCH: (4, 11), API_LIST_OFFSETS: (1, 5), API_METADATA: (1, 8),
              API_OFFSET_FETCH: (8, 8), API_FIND_COORDINATOR: (4, 4),
              API_DESCRIBE_GROUPS: (0, 5), API_API_VERSIONS: (0, 0), API_LIST_GROUPS: (0, 4),
-             API_DESCRIBE_CONFIGS: (1, 3)}
+             API_DESCRIBE_CONFIGS: (1, 3), API_DESCRIBE_LOG_DIRS: (1, 5)}
 
 Buf = bytes | bytearray | memoryview
 #: decodes a response body: (buffer, position after the response header, version)
@@ -753,6 +754,80 @@ def _decode_describe_configs(buf: Buf, pos: int, version: int) -> tuple[list[Con
             configs[key or ""] = (value, source == CONFIG_SOURCE_DEFAULT)
         out.append(ConfigResult(err, msg, rtype, name or "", configs))
     return out, pos
+
+
+# ----- DescribeLogDirs v1-v5 -----
+class LogDirPartition(NamedTuple):
+    partition: int
+    size: int
+    offset_lag: int
+    #: a replica being moved between this broker's log directories (not the live one)
+    is_future: bool
+
+
+class LogDir(NamedTuple):
+    error_code: int
+    path: str
+    topics: list[tuple[str, list[LogDirPartition]]]
+
+
+_LOG_DIR_PARTITION = struct.Struct(">iqqb")  # index, size, offset lag, is future
+
+
+def describe_log_dirs(version: int, topics: Mapping[str, Sequence[int]]) -> Request:
+    """The sizes of these partitions' replicas in each log directory of the broker."""
+    flexible = _check(API_DESCRIBE_LOG_DIRS, version)
+    parts = [_count(len(topics), flexible)]
+    for t, ps in topics.items():
+        parts += [_string(t, flexible), _count(len(ps), flexible)]
+        parts += [_I32.pack(p) for p in ps]
+        if flexible:
+            parts.append(b"\x00")
+    if flexible:
+        parts.append(b"\x00")
+    return Request(API_DESCRIBE_LOG_DIRS, version, b"".join(parts), _decode_describe_log_dirs)
+
+
+def _decode_describe_log_dirs(buf: Buf, pos: int, version: int
+                              ) -> tuple[tuple[int, list[LogDir]], int]:
+    """(error code, log directories)."""
+    flexible = version >= FLEXIBLE_FROM[API_DESCRIBE_LOG_DIRS]
+    read = _str_reader(flexible)
+    pos += 4  # throttle time
+    err = 0
+    if version >= 3:
+        (err,) = _I16.unpack_from(buf, pos)
+        pos += 2
+    n, pos = _read_count(buf, pos, flexible)
+    out: list[LogDir] = []
+    for _ in range(n):
+        (dir_err,) = _I16.unpack_from(buf, pos)
+        path, pos = read(buf, pos + 2)
+        n_topics, pos = _read_count(buf, pos, flexible)
+        topics: list[tuple[str, list[LogDirPartition]]] = []
+        for _ in range(n_topics):
+            name, pos = read(buf, pos)
+            n_parts, pos = _read_count(buf, pos, flexible)
+            parts: list[LogDirPartition] = []
+            for _ in range(n_parts):
+                p, size, lag, future = _LOG_DIR_PARTITION.unpack_from(buf, pos)
+                pos += _LOG_DIR_PARTITION.size
+                if flexible:
+                    pos = _skip_tags(buf, pos)
+                parts.append(LogDirPartition(p, size, lag, bool(future)))
+            if flexible:
+                pos = _skip_tags(buf, pos)
+            topics.append((name or "", parts))
+        if version >= 4:
+            pos += 16  # total and usable bytes of the volume
+        if version >= 5:
+            pos += 1  # is cordoned
+        if flexible:
+            pos = _skip_tags(buf, pos)
+        out.append(LogDir(dir_err, path or "", topics))
+    if flexible:
+        pos = _skip_tags(buf, pos)
+    return (err, out), pos
 
 
 # ----- record batches (magic v2) -----

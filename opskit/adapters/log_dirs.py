@@ -1,7 +1,11 @@
 """Partition sizes on disk, from DescribeLogDirs.
 
-confluent-kafka has no DescribeLogDirs call, so this uses kafka-python's
-``KafkaAdminClient.describe_log_dirs``. Sizes are *extra* information (byte
+confluent-kafka has no DescribeLogDirs call. This asks every broker at the
+protocol level (opskit's own codec, :mod:`opskit.adapters.kafka_protocol`: one
+Metadata request for the partitions and brokers, then one DescribeLogDirs per
+broker, all in flight together); with SASL, or when that fails, kafka-python's
+``KafkaAdminClient.describe_log_dirs`` (its import alone costs about 0.15 s).
+Sizes are *extra* information (byte
 rates in ``opskit throughput``, byte-based retention headroom in ``opskit
 lag``): every failure -- an unadvertised API (checked first with the
 ApiVersions probe of :mod:`opskit.adapters.capabilities`), an error, a broker
@@ -15,14 +19,21 @@ largest replica's (replicas of one partition differ only by replication lag).
 
 from __future__ import annotations
 
+import logging
 import threading
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from opskit.adapters import capabilities
+from opskit.adapters import capabilities, offsets_wire
+from opskit.adapters import kafka_protocol as kp
+from opskit.adapters.wire import WireUnsupported, usable
 from opskit.core.connection import ConnectionConfig
 from opskit.core.models import TopicPartition
+from opskit.errors import KafkaUnavailableError
+
+log = logging.getLogger(__name__)
 
 __all__ = ["PartitionSizes", "read_partition_sizes"]
 
@@ -42,7 +53,7 @@ def read_partition_sizes(
     leaders: Mapping[TopicPartition, int] | None = None,
     timeout: float = 5.0,
 ) -> PartitionSizes:
-    """Partition sizes from DescribeLogDirs (kafka-python: confluent-kafka lacks it).
+    """Partition sizes from DescribeLogDirs (confluent-kafka lacks it).
 
     Bounded by ``timeout`` whatever the client does; every failure is reported
     as ``unavailable`` with the reason, never raised: sizes are extra data.
@@ -53,6 +64,12 @@ def read_partition_sizes(
     missing = capabilities.missing_for(capabilities.probe(conn, timeout), "log_dirs")
     if missing:
         return PartitionSizes({}, f"the broker does not support {missing[0]}")
+    if usable(conn):
+        try:
+            return _sizes(*_read_wire(conn, names, timeout), names, leaders)
+        except (WireUnsupported, KafkaUnavailableError) as e:
+            log.debug("DescribeLogDirs at the protocol level not available (%s); "
+                      "using kafka-python", e)
     box: dict[str, Any] = {}
 
     def work() -> None:
@@ -76,23 +93,63 @@ def read_partition_sizes(
     if "error" in box:
         return PartitionSizes({}, f"DescribeLogDirs failed: {box['error']}")
     per_replica: dict[TopicPartition, dict[int, int]] = {}
-    wanted = set(names)
     for broker in box.get("result") or []:
         node = int(broker.get("broker", -1))
         for d in broker.get("log_dirs", []):
             if d.get("error_code", 0) != 0:
                 continue
             for t in d.get("topics", []):
-                if t.get("name") not in wanted:
-                    continue
                 for p in t.get("partitions", []):
                     if p.get("is_future_key"):
                         continue  # a replica being moved between dirs: not the live one
                     tp = TopicPartition(t["name"], int(p["partition_index"]))
                     per_replica.setdefault(tp, {})[node] = int(p["partition_size"])
+    return _sizes(per_replica, {}, names, leaders)
+
+
+def _read_wire(conn: ConnectionConfig, topics: list[str], timeout: float
+               ) -> tuple[dict[TopicPartition, dict[int, int]], dict[TopicPartition, int]]:
+    """(partition -> broker -> size, partition -> leader), asking every broker in one
+    round at the protocol level."""
+    with offsets_wire.bootstrap_client(conn, timeout) as client:
+        leaders = offsets_wire.leaders(client, topics)  # teaches the client every broker
+        deadline = time.monotonic() + timeout
+        v = client.version(kp.API_DESCRIBE_LOG_DIRS, 1, 5, deadline)
+        wanted: dict[str, list[int]] = {}
+        for tp in sorted(leaders):
+            wanted.setdefault(tp.topic, []).append(tp.partition)
+        brokers = sorted(n for n in client.nodes if n >= 0)
+        if not brokers or not wanted:
+            raise WireUnsupported("no broker or partition in the metadata")
+        answers = client.exchange([(b, kp.describe_log_dirs(v, wanted)) for b in brokers],
+                                  deadline)
+    per_replica: dict[TopicPartition, dict[int, int]] = {}
+    for node, (err, dirs) in zip(brokers, answers, strict=True):
+        if err:
+            raise WireUnsupported(f"DescribeLogDirs error {err} from broker {node}")
+        for d in dirs:
+            if d.error_code:
+                continue  # an offline log directory: its replicas are not counted
+            for topic, parts in d.topics:
+                for p in parts:
+                    if not p.is_future:  # a replica being moved between dirs: not the live one
+                        tp = TopicPartition(topic, p.partition)
+                        per_replica.setdefault(tp, {})[node] = p.size
+    return per_replica, leaders
+
+
+def _sizes(per_replica: Mapping[TopicPartition, Mapping[int, int]],
+           metadata_leaders: Mapping[TopicPartition, int], names: list[str],
+           leaders: Mapping[TopicPartition, int] | None) -> PartitionSizes:
+    """Each partition's size: its leader's replica when the leader is known, else the
+    largest replica."""
+    wanted = set(names)
+    lead = leaders if leaders is not None else metadata_leaders
     sizes: dict[TopicPartition, int] = {}
     for tp, by_node in per_replica.items():
-        leader = (leaders or {}).get(tp)
+        if tp.topic not in wanted or not by_node:
+            continue
+        leader = lead.get(tp, -1)
         sizes[tp] = by_node[leader] if leader in by_node else max(by_node.values())
     if not sizes:
         return PartitionSizes({}, "DescribeLogDirs returned no partition sizes")

@@ -242,3 +242,31 @@ def test_lag_time_prefetch_on_three_brokers(kafka3, uniq) -> None:  # type: igno
         pt = timed.partition_time(g, p.tp)
         assert pt is not None
         assert pt.lag_time.record_timestamp_ms == base + (p.tp.partition // 3) * 60_000
+
+
+def test_partition_sizes_equal_kafka_pythons(kafka3, uniq, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """DescribeLogDirs at the protocol level, asked of every broker, gives the sizes
+    kafka-python's describe_log_dirs gives: the leader's replica of each partition."""
+    from opskit.adapters import log_dirs
+
+    bs = kafka3.bootstrap
+    t = f"cw_sizes_{uniq}"
+    create_topic(bs, t, 4, rf=3, config={"retention.bytes": "10000000"})
+    produce(bs, t, {0: 50, 1: 10, 2: 0, 3: 200})
+    admin = kafka3.admin()
+    leaders = {TopicPartition(t, p.partition): p.leader for p in admin.metadata().topics[t]}
+    deadline = time.time() + 30
+    while True:  # the followers catch up before the sizes of all replicas agree
+        ours = log_dirs.read_partition_sizes(admin.conn, [t], leaders, timeout=10)
+        monkeypatch.setattr(log_dirs, "usable", lambda _conn: False)  # kafka-python's path
+        theirs = log_dirs.read_partition_sizes(admin.conn, [t], leaders, timeout=10)
+        monkeypatch.undo()
+        if ours == theirs or time.time() > deadline:
+            break
+        time.sleep(0.5)
+    assert ours.unavailable is None and theirs.unavailable is None
+    assert ours.sizes == theirs.sizes
+    assert set(ours.sizes) == {TopicPartition(t, p) for p in range(4)}
+    assert ours.sizes[TopicPartition(t, 2)] == 0
+    assert ours.sizes[TopicPartition(t, 3)] > ours.sizes[TopicPartition(t, 0)] > \
+        ours.sizes[TopicPartition(t, 1)] > 0

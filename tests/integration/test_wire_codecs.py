@@ -98,16 +98,16 @@ def test_lz4_topic_falls_back_to_librdkafka_with_correct_times(any_kafka, uniq) 
 
 
 def test_lag_path_imports_nothing_from_kafka_python(kafka, uniq) -> None:  # type: ignore[no-untyped-def]
+    """Not even for the byte headroom of a topic with retention.bytes (DescribeLogDirs
+    at the protocol level)."""
     bs = kafka.bootstrap
     t = f"codec_lag_{uniq}"
-    create_topic(bs, t, 3)
+    create_topic(bs, t, 3, config={"retention.bytes": "10000000"})
     produce(bs, t, {0: 4, 1: 2, 2: 0})
     commit(bs, f"codec-lag-{uniq}", {(t, 0): 1, (t, 1): 2})
     script = (
         "import sys\n"
         "from opskit.cli.main import main\n"
-        # one group (not --all-groups): a group of another test on a topic with
-        # retention.bytes would rightly bring in kafka-python's DescribeLogDirs
         f"code = main(['lag', '--group', 'codec-lag-{uniq}', '-o', 'json', '-b', {bs!r}, "
         "'--timeout', '30'])\n"
         "sys.stdout.flush()\n"
@@ -117,7 +117,10 @@ def test_lag_path_imports_nothing_from_kafka_python(kafka, uniq) -> None:  # typ
                        timeout=120)
     assert r.stderr.strip().splitlines()[-1] == "0 []", r.stderr
     report = json.loads(r.stdout)
-    assert f"codec-lag-{uniq}" in json.dumps(report)
+    (group,) = report["groups"]
+    p0 = next(p for p in group["partitions"] if p["partition"] == 0)
+    assert p0["partition_size_bytes"] > 0 and p0["retention_bytes_headroom"] is not None
+    assert report["sizes_unavailable"] is None
 
 
 def _junk_broker(srv: socket.socket) -> None:

@@ -11,13 +11,14 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from kafka.protocol.admin import DescribeLogDirsRequest, DescribeLogDirsResponse
+from kafka.protocol.admin.configs import DescribeConfigsRequest, DescribeConfigsResponse
 from kafka.protocol.admin.groups import (
     DescribeGroupsRequest,
     DescribeGroupsResponse,
     ListGroupsRequest,
     ListGroupsResponse,
 )
-from kafka.protocol.admin.configs import DescribeConfigsRequest, DescribeConfigsResponse
 from kafka.protocol.consumer.fetch import FetchRequest, FetchResponse
 from kafka.protocol.consumer.group import OffsetFetchRequest, OffsetFetchResponse
 from kafka.protocol.consumer.offsets import ListOffsetsRequest, ListOffsetsResponse
@@ -327,6 +328,36 @@ def test_describe_configs_answer(version: int) -> None:
                                               "cleanup.policy": ("delete", True),
                                               "secret": (None, False)}),
         kp.ConfigResult(3, "unknown", 2, "gone", {})]
+
+
+@pytest.mark.parametrize("version", [1, 2, 3, 4, 5])
+def test_describe_log_dirs_request(version: int) -> None:
+    T = DescribeLogDirsRequest.DescribableLogDirTopic
+    ref = DescribeLogDirsRequest(topics=[T(topic="alpha", partitions=[0, 1, 7]),
+                                         T(topic="béta", partitions=[])])
+    ours = kp.describe_log_dirs(version, {"alpha": [0, 1, 7], "béta": []})
+    assert _ours(ours) == _reference(ref, version)
+
+
+@pytest.mark.parametrize("version", [1, 2, 3, 4, 5])
+def test_describe_log_dirs_answer(version: int) -> None:
+    Result = DescribeLogDirsResponse.DescribeLogDirsResult
+    Topic = Result.DescribeLogDirsTopic
+    Part = Topic.DescribeLogDirsPartition
+    resp = DescribeLogDirsResponse(throttle_time_ms=0, error_code=0, results=[
+        Result(error_code=0, log_dir="/data/a", topics=[
+            Topic(name="alpha", partitions=[
+                Part(partition_index=0, partition_size=1 << 40, offset_lag=0, is_future_key=False),
+                Part(partition_index=1, partition_size=17, offset_lag=3, is_future_key=True)])],
+            total_bytes=10, usable_bytes=5, is_cordoned=False),
+        Result(error_code=57, log_dir="/data/b", topics=[], total_bytes=-1, usable_bytes=-1,
+               is_cordoned=True)])
+    err, dirs = _answer(kp.describe_log_dirs(version, {"alpha": [0, 1]}), _body(resp, version))
+    assert err == 0
+    assert dirs == [
+        kp.LogDir(0, "/data/a", [("alpha", [kp.LogDirPartition(0, 1 << 40, 0, False),
+                                            kp.LogDirPartition(1, 17, 3, True)])]),
+        kp.LogDir(57, "/data/b", [])]
 
 
 # ----- hand-built answers: tagged fields, null arrays, cut-short answers -----
