@@ -173,53 +173,41 @@ class TimedLagReport:
             for p, pd in zip(g.partitions, gd["partitions"], strict=True):
                 lt: LagTime | None = None
                 rr: RetentionRisk | None = None
+                usual: tuple[float, int, int] | None = None
+                lag: tuple[float | None, str | None, str | None, int | None]
+                ret: tuple[float | None, str | None, bool | None, int | None, list[str]]
                 if direct:
                     if p.log_start is not None and p.log_end is not None:
                         ts = record_ts(p)
                         usual = usual_time(now, p, ts, retention_of(p.tp.topic))
-                        if usual is not None:
-                            age, _skew, left_ms = usual
-                            pd["lag_seconds"] = age
-                            pd["lag_time_basis"] = basis
-                            pd["lag_time_confidence"] = confidence
-                            pd["oldest_unconsumed_timestamp_ms"] = ts
-                            pd["retention_time_left_seconds"] = left_ms / 1000.0
-                            pd["retention_basis"] = by_time
-                            pd["retention_eligible_now"] = left_ms == 0
-                            pd["partition_size_bytes"] = sizes.get(p.tp)
-                            pd["retention_bytes_headroom"] = None
-                            pd["retention_notes"] = list(notes)
-                            if most is None or age > most:
-                                most = age
-                            continue
-                        lt, rr = timer(p)
+                        if usual is None:
+                            lt, rr = timer(p)
+                elif (pt := times.get(p.tp)) is not None:
+                    lt, rr = pt
+                # (lag seconds, basis, confidence, record timestamp) and (retention time
+                # left, basis, eligible now, bytes headroom, notes); enum ._value_: the
+                # same string as .value, read faster
+                if usual is not None:
+                    age, _skew, left_ms = usual
+                    lag = (age, basis, confidence, ts)
+                    ret = (left_ms / 1000.0, by_time, left_ms == 0, None, list(notes))
                 else:
-                    pt = times.get(p.tp)
-                    if pt is not None:
-                        lt, rr = pt
-                if lt is not None:  # enum ._value_: the same string as .value, read faster
-                    secs = lt.seconds
-                    if secs is not None and math.isfinite(secs) and (most is None or secs > most):
-                        most = secs
-                    pd["lag_seconds"] = secs
-                    pd["lag_time_basis"] = lt.basis._value_
-                    pd["lag_time_confidence"] = lt.confidence._value_
-                    pd["oldest_unconsumed_timestamp_ms"] = lt.record_timestamp_ms
-                else:
-                    pd["lag_seconds"] = pd["lag_time_basis"] = pd["lag_time_confidence"] = None
-                    pd["oldest_unconsumed_timestamp_ms"] = None
-                if rr is not None:
-                    pd["retention_time_left_seconds"] = rr.time_left_seconds
-                    pd["retention_basis"] = rr.basis._value_
-                    pd["retention_eligible_now"] = rr.eligible_now
-                else:
-                    pd["retention_time_left_seconds"] = pd["retention_basis"] = None
-                    pd["retention_eligible_now"] = None
+                    lag = ((lt.seconds, lt.basis._value_, lt.confidence._value_,
+                            lt.record_timestamp_ms) if lt is not None else (None, None, None, None))
+                    ret = ((rr.time_left_seconds, rr.basis._value_, rr.eligible_now,
+                            rr.bytes_headroom, list(rr.notes)) if rr is not None
+                           else (None, None, None, None, []))
+                secs = lag[0]
+                if secs is not None and math.isfinite(secs) and (most is None or secs > most):
+                    most = secs
+                (pd["lag_seconds"], pd["lag_time_basis"], pd["lag_time_confidence"],
+                 pd["oldest_unconsumed_timestamp_ms"]) = lag
+                (pd["retention_time_left_seconds"], pd["retention_basis"],
+                 pd["retention_eligible_now"]) = ret[:3]
                 pd["partition_size_bytes"] = sizes.get(p.tp)
                 # retention.bytes minus the (estimated) unconsumed bytes: how much newer data
                 # can still arrive before the oldest unconsumed record's segment may be deleted
-                pd["retention_bytes_headroom"] = rr.bytes_headroom if rr else None
-                pd["retention_notes"] = list(rr.notes) if rr else []
+                pd["retention_bytes_headroom"], pd["retention_notes"] = ret[3:]
             gd["max_lag_seconds"] = most
         return d
 

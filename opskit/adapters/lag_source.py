@@ -172,20 +172,11 @@ def _send_prefetch(prefetch: Prefetch, client: WireClient, md: ClusterMeta,
     that exists (as partitions_of_interest with read_log_offsets' filter)."""
     counts = md.partition_counts
     only = set(topic_list) if topic_list is not None else None
-    at: dict[TopicPartition, list[int]] = {}
-    for cm in committed.values():
-        for tp, o in cm.items():
-            if tp.partition < counts.get(tp.topic, 0) and (only is None or tp.topic in only):
-                offs = at.get(tp)
-                if offs is None:
-                    at[tp] = [o]
-                elif o not in offs:
-                    offs.append(o)
+    at = offsets_wire.wanted_offsets(
+        (tp, o) for cm in committed.values() for tp, o in cm.items()
+        if tp.partition < counts.get(tp.topic, 0) and (only is None or tp.topic in only))
     if not at:
         return False
-    for offs in at.values():
-        if len(offs) > 1:
-            offs.sort()
     leaders = leaders_of(md, {tp.topic for tp in at})
     return prefetch.send(client, at, leaders, time.monotonic() + timeout)
 

@@ -131,12 +131,18 @@ Found = dict[Position, tuple[int, int, str]]
 
 
 def wanted_offsets(positions: Iterable[Position]) -> dict[TopicPartition, list[int]]:
-    """Partition -> its wanted offsets, ascending."""
+    """Partition -> its wanted offsets, each once, ascending. (No set of the positions:
+    a lag report hands in one per group partition, tens of thousands, mostly repeats.)"""
     want: dict[TopicPartition, list[int]] = {}
-    for tp, off in set(positions):
-        want.setdefault(tp, []).append(off)
+    for tp, off in positions:
+        offs = want.get(tp)
+        if offs is None:
+            want[tp] = [off]
+        elif off not in offs:
+            offs.append(off)
     for offs in want.values():
-        offs.sort()
+        if len(offs) > 1:
+            offs.sort()
     return want
 
 
