@@ -6,6 +6,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/install.sh
+# opskit lives in the project's virtual environment (.venv)
+export PATH="$(cd "${OPSKIT_VENV:-.venv}" && pwd)/bin:$PATH"
 PORT=${OPSKIT_DEMO_PORT:-9092}
 opskit sandbox up --name demo --port "$PORT"
 opskit topics apply --context sandbox-demo --execute

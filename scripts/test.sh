@@ -4,4 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/install.sh
-exec "${PYTHON:-python3}" -m pytest tests "$@"
+# everything runs from the project's virtual environment that install.sh made
+VENV=$(cd "${OPSKIT_VENV:-.venv}" && pwd)
+export PATH="$VENV/bin:$PATH"
+exec "$VENV/bin/python" -m pytest tests "$@"
