@@ -68,6 +68,7 @@ COMMANDS: dict[str, tuple[str, str, bool]] = {
     "dashboards": ("opskit.cli.dashboards", "app", True),
     "page": ("opskit.cli.page", "app", True),
     "dlq": ("opskit.cli.dlq", "app", True),
+    "reassign": ("opskit.cli.reassign", "app", True),
 }
 _registered: list[str] = []
 #: global options that take a value (to find the subcommand on the line)
