@@ -31,25 +31,13 @@ from opskit.adapters.record_times import Position, RecordTime, RecordTimeReader
 from opskit.adapters.wire import API_FETCH, Call, InFlight, WireClient, WireUnsupported, usable
 from opskit.core.lag import oldest_unconsumed_offset
 from opskit.core.models import GroupLag, LagThresholds, PartitionLag, TopicPartition
-from opskit.core.status import (
-    DEFAULT_MIN_SPAN_MS,
-    GroupStatus,
-    GroupWindow,
-    OffsetSample,
-    StatusPolicy,
-    evaluate_group,
-)
-from opskit.core.timing import (
-    USUAL_FIELDS,
-    CatchUp,
-    LagTime,
-    RetentionRisk,
-    catch_up_eta,
-    consume_rate,
-    group_partition_time,
-    produce_rate,
-    usual_time,
-)
+from opskit.core.status.evaluate import evaluate_group
+from opskit.core.status.result import GroupStatus
+from opskit.core.status.window import DEFAULT_MIN_SPAN_MS, GroupWindow, OffsetSample, StatusPolicy
+from opskit.core.timing.group_partition import USUAL_FIELDS, group_partition_time, usual_time
+from opskit.core.timing.lag_time import LagTime
+from opskit.core.timing.rates import CatchUp, catch_up_eta, consume_rate, produce_rate
+from opskit.core.timing.retention import RetentionRisk
 from opskit.errors import KafkaUnavailableError
 
 log = logging.getLogger(__name__)

@@ -33,15 +33,15 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 
 from opskit.adapters.kafka_admin import KafkaAdmin, error_text
 from opskit.core.models import GroupDescription, GroupState, PartitionOffsets, TopicPartition
-from opskit.core.offset_reset import (
-    OffsetsBackup,
-    ResetPlan,
-    ResetRequest,
+from opskit.core.offset_reset.backup import OffsetsBackup
+from opskit.core.offset_reset.plan import ResetPlan
+from opskit.core.offset_reset.planner import (
     partitions_in_scope,
     plan_offset_reset,
     timestamp_lookups_needed,
     topics_to_describe,
 )
+from opskit.core.offset_reset.request import ResetRequest
 from opskit.errors import (
     InvalidInputError,
     KafkaOperationError,

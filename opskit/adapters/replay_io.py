@@ -21,7 +21,8 @@ from opskit.adapters.offsets_admin import (
     write_atomically,
 )
 from opskit.core.models import TopicPartition
-from opskit.core.offset_reset import OffsetsBackup, check_unchanged
+from opskit.core.offset_reset.backup import OffsetsBackup
+from opskit.core.offset_reset.planner import check_unchanged
 from opskit.core.replay_plan import (
     JobResult,
     ReplayManifest,

@@ -36,7 +36,7 @@ from opskit.core.dr import (
     timestamp_lookups,
 )
 from opskit.core.models import TopicPartition
-from opskit.core.offset_reset import OffsetsBackup
+from opskit.core.offset_reset.backup import OffsetsBackup
 from opskit.errors import InvalidInputError, NotFoundError, UsageError
 
 app = typer.Typer(help="Disaster recovery: snapshot topics, ACLs and group positions; restore "

@@ -43,8 +43,8 @@ from opskit.cli.common import (
     stdout,
 )
 from opskit.core.models import ANOMALY_MEANING, LagThresholds, Severity
-from opskit.core.status import Status, worst_severity
-from opskit.core.timing import Confidence, LagTimeBasis
+from opskit.core.status.rank import Status, worst_severity
+from opskit.core.timing.lag_time import Confidence, LagTimeBasis
 from opskit.errors import UsageError
 
 if TYPE_CHECKING:  # rendering imports rich only for tables (JSON output never needs it)

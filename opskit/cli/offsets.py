@@ -57,21 +57,12 @@ from opskit.cli.common import (
     stderr,
 )
 from opskit.core.models import TopicPartition
-from opskit.core.offset_reset import (
-    OffsetsBackup,
-    ResetPlan,
-    ResetRequest,
-    ResetRow,
-    ResetScope,
-    ResetStrategy,
-    check_unchanged,
-    export_csv,
-    format_ms,
-    offsets_for_group,
-    parse_datetime,
-    parse_offsets_csv,
-    plan_restore,
-)
+from opskit.core.offset_reset.backup import OffsetsBackup, plan_restore
+from opskit.core.offset_reset.offsets_csv import export_csv, offsets_for_group, parse_offsets_csv
+from opskit.core.offset_reset.plan import ResetPlan, ResetRow
+from opskit.core.offset_reset.planner import check_unchanged
+from opskit.core.offset_reset.request import ResetRequest, ResetScope, ResetStrategy
+from opskit.core.offset_reset.time_text import format_ms, parse_datetime
 from opskit.errors import InvalidInputError, NotFoundError, RefusedError, UsageError
 
 PAUSE_BEFORE_COMMIT_ENV = "OPSKIT_TEST_PAUSE_BEFORE_COMMIT"

@@ -60,7 +60,8 @@ from opskit.cli.common import (
     fmt_int,
     stderr,
 )
-from opskit.core.offset_reset import format_ms, parse_datetime, parse_offsets_csv
+from opskit.core.offset_reset.offsets_csv import parse_offsets_csv
+from opskit.core.offset_reset.time_text import format_ms, parse_datetime
 from opskit.core.replay_plan import (
     DEFAULT_PIPELINES,
     EndKind,

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from opskit.core.models import Severity
-from opskit.core.status import worst_severity
+from opskit.core.status.rank import worst_severity
 
 #: Kafka's own default (leader.imbalance.per.broker.percentage)
 DEFAULT_IMBALANCE_WARN_PCT = 10.0

@@ -33,7 +33,8 @@ from enum import Enum
 from typing import Any
 
 from opskit.core.models import GroupDescription, GroupState, PartitionOffsets, TopicPartition
-from opskit.core.offset_reset import ResetPlan, ResetRow, ResetStrategy
+from opskit.core.offset_reset.plan import ResetPlan, ResetRow
+from opskit.core.offset_reset.request import ResetStrategy
 from opskit.errors import InvalidInputError, NotFoundError, UsageError
 
 MANIFEST_FORMAT = "opskit/replay-manifest"

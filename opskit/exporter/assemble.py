@@ -26,15 +26,12 @@ from opskit.core.health import (
 )
 from opskit.core.lag import oldest_unconsumed_offset
 from opskit.core.models import Anomaly, GroupLag, PartitionLag, PartitionOffsets, TopicPartition
-from opskit.core.status import OffsetSample, StatusPolicy, evaluate_group
-from opskit.core.timing import (
-    LagTimeBasis,
-    RetentionBasis,
-    catch_up_eta,
-    consume_rate,
-    group_partition_time,
-    produce_rate,
-)
+from opskit.core.status.evaluate import evaluate_group
+from opskit.core.status.window import OffsetSample, StatusPolicy
+from opskit.core.timing.group_partition import group_partition_time
+from opskit.core.timing.lag_time import LagTimeBasis
+from opskit.core.timing.rates import catch_up_eta, consume_rate, produce_rate
+from opskit.core.timing.retention import RetentionBasis
 from opskit.exporter.history import History
 from opskit.exporter.names import THROTTLE_DIRECTIONS
 from opskit.exporter.snapshot import (

@@ -33,14 +33,15 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from opskit.core.models import TopicPartition
-from opskit.core.status import (
+from opskit.core.status.window import (
     DEFAULT_MIN_SPAN_MS,
     GroupWindow,
     OffsetSample,
     PartitionWindow,
     StatusPolicy,
 )
-from opskit.core.timing import OffsetTimeline, Rate, TimelinePoint, offset_rate
+from opskit.core.timing.rates import Rate, offset_rate
+from opskit.core.timing.timeline import OffsetTimeline, TimelinePoint
 
 TIMELINE_POINTS = 20
 MAX_RATE_POINTS = 64

@@ -35,7 +35,7 @@ from opskit.adapters.lag_sampler import (
 from opskit.cli import exits
 from opskit.core.connection import ConnectionConfig
 from opskit.core.models import LagThresholds
-from opskit.core.status import StatusPolicy
+from opskit.core.status.window import StatusPolicy
 
 
 class SlowConsumer:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 
 from opskit.core.models import TopicPartition
-from opskit.core.status import GroupWindow, OffsetSample, PartitionWindow
+from opskit.core.status.window import GroupWindow, OffsetSample, PartitionWindow
 from opskit.exporter.history import History, PackedWindow
 
 A0, A1, B0 = TopicPartition("a", 0), TopicPartition("a", 1), TopicPartition("b", 0)
@@ -59,7 +59,7 @@ def test_packed_history_matches_plain_group_windows() -> None:
 def test_packed_timelines_match_the_core_timeline() -> None:
     """Growth, idle plateaus, a truncation restart and the point cap: History's
     packed timelines give the same OffsetTimeline as adding to it directly."""
-    from opskit.core.timing import OffsetTimeline
+    from opskit.core.timing.timeline import OffsetTimeline
     from opskit.exporter.history import TIMELINE_POINTS
 
     h = History(300_000, 600_000, 10)

@@ -18,7 +18,7 @@ from opskit.adapters.lag_source import LagReport
 from opskit.adapters.record_times import RecordTime
 from opskit.core.lag import compute_group_lag
 from opskit.core.models import GroupDescription, GroupState, PartitionOffsets, TopicPartition
-from opskit.core.status import Status
+from opskit.core.status.rank import Status
 
 TP = TopicPartition("orders", 0)
 

@@ -19,30 +19,24 @@ from opskit.core.models import (
     PartitionOffsets,
     TopicPartition,
 )
-from opskit.core.offset_reset import (
-    OffsetsBackup,
-    ResetKind,
-    ResetPlan,
-    ResetRequest,
-    ResetRow,
-    ResetScope,
-    ResetStrategy,
-    TopicSelection,
+from opskit.core.offset_reset.backup import OffsetsBackup, plan_restore
+from opskit.core.offset_reset.offsets_csv import export_csv, offsets_for_group, parse_offsets_csv
+from opskit.core.offset_reset.plan import ResetPlan, ResetRow
+from opskit.core.offset_reset.planner import (
     check_unchanged,
-    export_csv,
-    format_ms,
-    offsets_for_group,
-    parse_datetime,
-    parse_duration,
-    parse_duration_nanos,
-    parse_offsets_csv,
-    parse_topic_scope,
     partitions_in_scope,
     plan_offset_reset,
-    plan_restore,
     timestamp_lookups_needed,
     topics_to_describe,
 )
+from opskit.core.offset_reset.request import ResetKind, ResetRequest, ResetScope, ResetStrategy
+from opskit.core.offset_reset.time_text import (
+    format_ms,
+    parse_datetime,
+    parse_duration,
+    parse_duration_nanos,
+)
+from opskit.core.offset_reset.topics import TopicSelection, parse_topic_scope
 from opskit.errors import InconsistentStateError, InvalidInputError, RefusedError, UsageError
 
 TP = TopicPartition

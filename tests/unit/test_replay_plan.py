@@ -13,7 +13,7 @@ from opskit.core.models import (
     PartitionOffsets,
     TopicPartition,
 )
-from opskit.core.offset_reset import check_unchanged
+from opskit.core.offset_reset.planner import check_unchanged
 from opskit.core.replay_plan import (
     EndKind,
     JobResult,

@@ -15,18 +15,9 @@ from opskit.core.models import (
     Severity,
     TopicPartition,
 )
-from opskit.core.status import (
-    GroupWindow,
-    OffsetSample,
-    PartitionWindow,
-    Status,
-    StatusPolicy,
-    evaluate_group,
-    evaluate_partition,
-    status_severity,
-    worst_severity,
-    worst_status,
-)
+from opskit.core.status.evaluate import evaluate_group, evaluate_partition
+from opskit.core.status.rank import Status, status_severity, worst_severity, worst_status
+from opskit.core.status.window import GroupWindow, OffsetSample, PartitionWindow, StatusPolicy
 from opskit.errors import InvalidInputError
 
 TP = TopicPartition("events_plugin_ingestion", 0)

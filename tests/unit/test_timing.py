@@ -8,22 +8,17 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from opskit.core.status import OffsetSample
-from opskit.core.timing import (
+from opskit.core.status.window import OffsetSample
+from opskit.core.timing.lag_time import Confidence, LagTimeBasis, lag_seconds, partition_lag_time
+from opskit.core.timing.rates import (
     CatchUpState,
-    Confidence,
-    LagTimeBasis,
-    OffsetTimeline,
-    RetentionBasis,
-    TimelinePoint,
     catch_up_eta,
     consume_rate,
-    lag_seconds,
     offset_rate,
-    partition_lag_time,
     produce_rate,
-    retention_risk,
 )
+from opskit.core.timing.retention import RetentionBasis, retention_risk
+from opskit.core.timing.timeline import OffsetTimeline, TimelinePoint
 from opskit.errors import InvalidInputError
 
 S = 1_000
@@ -519,7 +514,7 @@ def test_group_partition_time_fast_path_equals_general_rules(
     retention: tuple[int, int] | None, size: int | None,
 ) -> None:
     from opskit.core.models import PartitionLag, TopicPartition
-    from opskit.core.timing import _group_partition_time, group_partition_time
+    from opskit.core.timing.group_partition import _group_partition_time, group_partition_time
 
     committed = None if committed_none else at
     p = PartitionLag(TopicPartition("t", 0), committed, start, start + span, None)
