@@ -1,0 +1,529 @@
+"""Partition reassignment: the cluster topology a plan is made from, the goal, and the plan
+file that ``opskit reassign plan`` writes and ``opskit reassign execute|verify`` read.
+
+The plan file is kafka-reassign-partitions' JSON format::
+
+    {"version": 1,
+     "partitions": [{"topic": "t", "partition": 0, "replicas": [3, 1], "log_dirs": ["any", "any"]}],
+     "opskit": {...}}
+
+so ``kafka-reassign-partitions.sh --execute --reassignment-json-file`` runs an opskit plan as
+it is (Kafka's parser reads only ``version`` and ``partitions`` and ignores other top-level
+keys), and opskit reads a file the tool wrote (``parse_assignments``). The ``"opskit"`` key
+holds what Kafka's format lacks:
+
+- ``base``: each moved partition's replicas when the plan was made (compare-and-set: the
+  executor refuses when the cluster no longer has them) and its size in bytes;
+- ``goal``, ``created`` (ISO 8601, UTC), ``brokers`` (the ids registered then);
+- ``estimates``: replicas and bytes moved, their lower bounds, leaders changed, the bytes
+  each broker receives and sends, and the duration under the throttle the plan was made for.
+
+Pure: no I/O, no clock. Malformed input raises :class:`InvalidInputError` with one line
+saying where (``partitions[3].replicas: ...``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+from opskit.core.models import TopicPartition
+from opskit.errors import InvalidInputError
+
+PLAN_FORMAT = "opskit/reassign-plan"
+FORMAT_VERSION = 1
+KAFKA_JSON_VERSION = 1
+ANY_LOG_DIR = "any"
+INTERNAL_TOPICS = ("__consumer_offsets", "__transaction_state")
+_INT32_MAX = 2**31 - 1
+
+
+# --------------------------------------------------------------------------- topology
+
+
+@dataclass(frozen=True)
+class Broker:
+    id: int
+    rack: str | None = None
+
+
+@dataclass(frozen=True)
+class PartitionState:
+    """One partition as the cluster has it: replicas in order (the first is the preferred
+    leader), the in-sync replicas, the leader (None when offline) and its size in bytes
+    (the largest replica's, from DescribeLogDirs; 0 when unknown)."""
+
+    topic: str
+    partition: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...] = ()
+    leader: int | None = None
+    size_bytes: int = 0
+
+    @property
+    def tp(self) -> TopicPartition:
+        return TopicPartition(self.topic, self.partition)
+
+
+@dataclass(frozen=True)
+class Topology:
+    """What a reassignment plan is made from. ``min_insync`` maps a topic to its
+    ``min.insync.replicas`` (a topic missing from it counts as 1)."""
+
+    brokers: tuple[Broker, ...]
+    partitions: tuple[PartitionState, ...]
+    min_insync: Mapping[str, int] = field(default_factory=dict)
+
+    @property
+    def broker_ids(self) -> tuple[int, ...]:
+        return tuple(sorted(b.id for b in self.brokers))
+
+    def min_isr(self, topic: str) -> int:
+        return self.min_insync.get(topic, 1)
+
+    def racks(self) -> dict[int, str | None]:
+        return {b.id: b.rack for b in self.brokers}
+
+
+# --------------------------------------------------------------------------- goal
+
+
+class GoalKind(str, Enum):
+    ADD_BROKERS = "add-brokers"
+    REMOVE_BROKERS = "remove-brokers"
+    REPLICATION_FACTOR = "replication-factor"
+    REBALANCE = "rebalance"
+    FROM_JSON = "from-json"
+
+
+@dataclass(frozen=True)
+class Assignment:
+    """One entry of kafka-reassign-partitions' ``partitions`` list. ``log_dirs`` None (the
+    entry had none) becomes ``any`` for every replica, as Kafka's tool reads it."""
+
+    topic: str
+    partition: int
+    replicas: tuple[int, ...]
+    log_dirs: tuple[str, ...] | None = None
+
+    def __post_init__(self) -> None:
+        if self.log_dirs is None:
+            object.__setattr__(self, "log_dirs", (ANY_LOG_DIR,) * len(self.replicas))
+
+    @property
+    def tp(self) -> TopicPartition:
+        return TopicPartition(self.topic, self.partition)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"topic": self.topic, "partition": self.partition,
+                "replicas": list(self.replicas), "log_dirs": list(self.log_dirs or ())}
+
+
+@dataclass(frozen=True)
+class Goal:
+    """What the plan is for. ``brokers`` for add/remove; ``replication_factor`` with
+    ``topics`` (None = all topics) and ``include_internal`` for RF changes; ``target`` for
+    from-json (the wanted assignment) and ``source`` (the file it came from, for the record)."""
+
+    kind: GoalKind
+    brokers: tuple[int, ...] = ()
+    replication_factor: int | None = None
+    topics: tuple[str, ...] | None = None
+    include_internal: bool = False
+    target: tuple[Assignment, ...] = ()
+    source: str | None = None
+
+    def describe(self) -> str:
+        if self.kind in (GoalKind.ADD_BROKERS, GoalKind.REMOVE_BROKERS):
+            return f"{self.kind.value} {','.join(str(b) for b in self.brokers)}"
+        if self.kind is GoalKind.REPLICATION_FACTOR:
+            scope = "all topics" if self.topics is None else ",".join(self.topics)
+            internal = " (with internal topics)" if self.include_internal else ""
+            return f"replication-factor {self.replication_factor} for {scope}{internal}"
+        if self.kind is GoalKind.FROM_JSON:
+            return f"from-json {self.source or ''}".rstrip()
+        return str(self.kind.value)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"kind": self.kind.value}
+        if self.kind in (GoalKind.ADD_BROKERS, GoalKind.REMOVE_BROKERS):
+            out["brokers"] = list(self.brokers)
+        if self.kind is GoalKind.REPLICATION_FACTOR:
+            out["replication_factor"] = self.replication_factor
+            out["topics"] = None if self.topics is None else list(self.topics)
+            out["include_internal"] = self.include_internal
+        if self.kind is GoalKind.FROM_JSON:
+            out["source"] = self.source
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Any, where: str = "opskit.goal") -> Goal:
+        d = _obj(data, where)
+        kind_name = _str(d, "kind", where)
+        try:
+            kind = GoalKind(kind_name)
+        except ValueError:
+            raise InvalidInputError(f"{where}.kind: unknown goal {kind_name!r}") from None
+        brokers: tuple[int, ...] = ()
+        rf: int | None = None
+        topics: tuple[str, ...] | None = None
+        internal = False
+        source: str | None = None
+        if kind in (GoalKind.ADD_BROKERS, GoalKind.REMOVE_BROKERS):
+            brokers = _id_list(_field(d, "brokers", where), f"{where}.brokers", allow_empty=False)
+        if kind is GoalKind.REPLICATION_FACTOR:
+            rf = _int(d, "replication_factor", where, lo=1)
+            raw = _field(d, "topics", where)
+            if raw is not None:
+                topics = tuple(_str_item(t, f"{where}.topics[{i}]") for i, t in enumerate(_list(raw, f"{where}.topics")))
+            internal = _bool(d, "include_internal", where)
+        if kind is GoalKind.FROM_JSON:
+            raw_src = d.get("source")
+            if raw_src is not None and not isinstance(raw_src, str):
+                raise InvalidInputError(f"{where}.source: expected a string or null")
+            source = raw_src
+        return cls(kind, brokers, rf, topics, internal, (), source)
+
+
+@dataclass(frozen=True)
+class Policy:
+    """How to plan. ``respect_racks``: keep each partition's replicas spread over racks
+    (at most ceil(RF / racks) in one rack) when every broker has a rack.
+    ``throttle_bytes_per_s``: the replication throttle the duration estimate assumes
+    (None: no estimate)."""
+
+    respect_racks: bool = True
+    throttle_bytes_per_s: int | None = None
+    balance_leaders: bool = True
+
+
+# --------------------------------------------------------------------------- plan
+
+
+@dataclass(frozen=True)
+class PartitionBase:
+    """A moved partition as it was when the plan was made."""
+
+    topic: str
+    partition: int
+    replicas: tuple[int, ...]
+    size_bytes: int = 0
+
+    @property
+    def tp(self) -> TopicPartition:
+        return TopicPartition(self.topic, self.partition)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"topic": self.topic, "partition": self.partition,
+                "replicas": list(self.replicas), "size_bytes": self.size_bytes}
+
+
+@dataclass(frozen=True)
+class Estimates:
+    """What the plan moves and how long it takes.
+
+    ``replicas_moved``: replicas created on a broker that did not have one of that
+    partition; ``bytes_moved``: the sizes of those partitions, once per new replica.
+    ``*_lower_bound``: no plan reaching the same goal can move less (see
+    ``opskit.core.reassign_plan``). ``leaders_changed``: partitions whose first replica (the
+    preferred leader) changes. ``broker_bytes_in``/``out``: per broker, bytes it receives as
+    a new replica / sends as the current leader of a partition that gains replicas.
+    ``duration_s``: the busiest broker's bytes / the throttle (Kafka's own model: the
+    throttle caps each broker's replication in and out), None without a throttle; a
+    lower estimate: writes arriving meanwhile must be copied too."""
+
+    replicas_moved: int
+    replicas_lower_bound: int
+    bytes_moved: int
+    bytes_lower_bound: int
+    leaders_changed: int = 0
+    broker_bytes_in: Mapping[int, int] = field(default_factory=dict)
+    broker_bytes_out: Mapping[int, int] = field(default_factory=dict)
+    throttle_bytes_per_s: int | None = None
+    duration_s: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "replicas_moved": self.replicas_moved,
+            "replicas_lower_bound": self.replicas_lower_bound,
+            "bytes_moved": self.bytes_moved,
+            "bytes_lower_bound": self.bytes_lower_bound,
+            "leaders_changed": self.leaders_changed,
+            "broker_bytes_in": {str(k): v for k, v in sorted(self.broker_bytes_in.items())},
+            "broker_bytes_out": {str(k): v for k, v in sorted(self.broker_bytes_out.items())},
+            "throttle_bytes_per_s": self.throttle_bytes_per_s,
+            "duration_s": self.duration_s,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Any, where: str = "opskit.estimates") -> Estimates:
+        d = _obj(data, where)
+        throttle = d.get("throttle_bytes_per_s")
+        if throttle is not None:
+            throttle = _int(d, "throttle_bytes_per_s", where, lo=1)
+        duration = d.get("duration_s")
+        if duration is not None:
+            if isinstance(duration, bool) or not isinstance(duration, int | float) \
+                    or not math.isfinite(duration) or duration < 0:
+                raise InvalidInputError(f"{where}.duration_s: expected a number >= 0 or null")
+            duration = float(duration)
+        return cls(
+            replicas_moved=_int(d, "replicas_moved", where, lo=0),
+            replicas_lower_bound=_int(d, "replicas_lower_bound", where, lo=0),
+            bytes_moved=_int(d, "bytes_moved", where, lo=0),
+            bytes_lower_bound=_int(d, "bytes_lower_bound", where, lo=0),
+            leaders_changed=_int(d, "leaders_changed", where, lo=0) if "leaders_changed" in d else 0,
+            broker_bytes_in=_broker_bytes(d.get("broker_bytes_in", {}), f"{where}.broker_bytes_in"),
+            broker_bytes_out=_broker_bytes(d.get("broker_bytes_out", {}), f"{where}.broker_bytes_out"),
+            throttle_bytes_per_s=throttle,
+            duration_s=duration,
+        )
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A reassignment: the target of every partition that changes (``partitions``), and
+    what each of them was (``base``, same order)."""
+
+    partitions: tuple[Assignment, ...]
+    base: tuple[PartitionBase, ...]
+    goal: Goal
+    created: str
+    estimates: Estimates
+    brokers: tuple[int, ...] = ()
+
+    def __post_init__(self) -> None:
+        if [a.tp for a in self.partitions] != [b.tp for b in self.base]:
+            raise InvalidInputError("opskit.base: must list the plan's partitions in the same order")
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.partitions
+
+    def moves(self) -> Iterable[tuple[PartitionBase, Assignment]]:
+        """(before, after) per partition."""
+        return zip(self.base, self.partitions, strict=True)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "version": KAFKA_JSON_VERSION,
+            "partitions": [a.to_dict() for a in self.partitions],
+            "opskit": {
+                "format": PLAN_FORMAT,
+                "format_version": FORMAT_VERSION,
+                "created": self.created,
+                "goal": self.goal.to_dict(),
+                "brokers": list(self.brokers),
+                "base": [b.to_dict() for b in self.base],
+                "estimates": self.estimates.to_dict(),
+            },
+        }
+
+    def to_json(self) -> str:
+        text: str = json.dumps(self.to_dict(), indent=2)
+        return text + "\n"
+
+    @classmethod
+    def from_dict(cls, data: Any) -> Plan:
+        d = _obj(data, "plan")
+        partitions = parse_assignments(d)
+        if "opskit" not in d:
+            raise InvalidInputError("plan: no 'opskit' section (a plain kafka-reassign-partitions "
+                                    "file has no base to compare against)")
+        o = _obj(d["opskit"], "opskit")
+        fmt = o.get("format")
+        if fmt != PLAN_FORMAT:
+            raise InvalidInputError(f"opskit.format: expected {PLAN_FORMAT!r}, got {fmt!r}")
+        ver = _int(o, "format_version", "opskit", lo=1)
+        if ver > FORMAT_VERSION:
+            raise InvalidInputError(f"opskit.format_version: {ver} is newer than this opskit "
+                                    f"reads ({FORMAT_VERSION})")
+        base = tuple(_base(item, f"opskit.base[{i}]")
+                     for i, item in enumerate(_list(_field(o, "base", "opskit"), "opskit.base")))
+        if [b.tp for b in base] != [a.tp for a in partitions]:
+            raise InvalidInputError("opskit.base: must list the same partitions as 'partitions', "
+                                    "in the same order")
+        return cls(
+            partitions=partitions,
+            base=base,
+            goal=Goal.from_dict(_field(o, "goal", "opskit")),
+            created=_str(o, "created", "opskit"),
+            estimates=Estimates.from_dict(_field(o, "estimates", "opskit")),
+            brokers=_id_list(o.get("brokers", []), "opskit.brokers", allow_empty=True),
+        )
+
+
+def plan_from_json(text: str) -> Plan:
+    """Read a plan file's text (strict: duplicate keys, wrong types, bad ids are errors)."""
+    return Plan.from_dict(load_json(text))
+
+
+def load_json(text: str) -> Any:
+    """``json.loads`` that rejects duplicate keys and NaN/Infinity, with a one-line error."""
+    try:
+        return json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
+    except json.JSONDecodeError as e:
+        raise InvalidInputError(f"not valid JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
+    except RecursionError:
+        raise InvalidInputError("not valid JSON: nested too deeply") from None
+
+
+def parse_assignments(data: Any) -> tuple[Assignment, ...]:
+    """The ``version`` / ``partitions`` of kafka-reassign-partitions' JSON (other top-level
+    keys are ignored, as Kafka's tool does). Rules as Kafka's tool applies them, and
+    stricter: version 1; each entry has a topic (non-empty string), a partition (int32 >= 0)
+    and replicas (non-empty list of distinct int32 >= 0); log_dirs, when present, as many
+    strings as replicas; no partition listed twice."""
+    d = _obj(data, "plan")
+    if "version" not in d:
+        raise InvalidInputError("plan: missing field 'version'")
+    version = d["version"]
+    if isinstance(version, bool) or version != KAFKA_JSON_VERSION:
+        raise InvalidInputError(f"plan.version: expected {KAFKA_JSON_VERSION}, got {version!r}")
+    items = _list(_field(d, "partitions", "plan"), "partitions")
+    out: list[Assignment] = []
+    seen: set[TopicPartition] = set()
+    for i, item in enumerate(items):
+        a = _assignment(item, f"partitions[{i}]")
+        if a.tp in seen:
+            raise InvalidInputError(f"partitions[{i}]: {a.topic}:{a.partition} is listed twice")
+        seen.add(a.tp)
+        out.append(a)
+    return tuple(out)
+
+
+def assignments_from_json(text: str) -> tuple[Assignment, ...]:
+    return parse_assignments(load_json(text))
+
+
+# --------------------------------------------------------------------------- validation
+
+
+def _no_duplicates(pairs: Sequence[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in pairs:
+        if k in out:
+            raise InvalidInputError(f"not valid JSON: key {k!r} appears twice in one object")
+        out[k] = v
+    return out
+
+
+def _no_constant(name: str) -> Any:
+    raise InvalidInputError(f"not valid JSON: {name} is not a number")
+
+
+def _obj(v: Any, where: str) -> dict[str, Any]:
+    if not isinstance(v, dict):
+        raise InvalidInputError(f"{where}: expected an object, got {_kind(v)}")
+    return v
+
+
+def _list(v: Any, where: str) -> list[Any]:
+    if not isinstance(v, list):
+        raise InvalidInputError(f"{where}: expected a list, got {_kind(v)}")
+    return v
+
+
+def _field(d: Mapping[str, Any], key: str, where: str) -> Any:
+    if key not in d:
+        raise InvalidInputError(f"{where}: missing field {key!r}")
+    return d[key]
+
+
+def _int(d: Mapping[str, Any], key: str, where: str, lo: int = 0, hi: int | None = None) -> int:
+    return _int_item(_field(d, key, where), f"{where}.{key}", lo, hi)
+
+
+def _int_item(v: Any, where: str, lo: int = 0, hi: int | None = None) -> int:
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise InvalidInputError(f"{where}: expected an integer, got {_kind(v)}")
+    if v < lo:
+        raise InvalidInputError(f"{where}: {v} is below {lo}")
+    if hi is not None and v > hi:
+        raise InvalidInputError(f"{where}: {v} is above {hi}")
+    return v
+
+
+def _str(d: Mapping[str, Any], key: str, where: str) -> str:
+    return _str_item(_field(d, key, where), f"{where}.{key}")
+
+
+def _str_item(v: Any, where: str) -> str:
+    if not isinstance(v, str):
+        raise InvalidInputError(f"{where}: expected a string, got {_kind(v)}")
+    if not v:
+        raise InvalidInputError(f"{where}: is empty")
+    return v
+
+
+def _bool(d: Mapping[str, Any], key: str, where: str) -> bool:
+    v = _field(d, key, where)
+    if not isinstance(v, bool):
+        raise InvalidInputError(f"{where}.{key}: expected true or false, got {_kind(v)}")
+    return v
+
+
+def _id_list(v: Any, where: str, allow_empty: bool) -> tuple[int, ...]:
+    ids = tuple(_int_item(x, f"{where}[{i}]", 0, _INT32_MAX) for i, x in enumerate(_list(v, where)))
+    if not ids and not allow_empty:
+        raise InvalidInputError(f"{where}: is empty")
+    if len(set(ids)) != len(ids):
+        dup = next(x for x in ids if ids.count(x) > 1)
+        raise InvalidInputError(f"{where}: broker {dup} is listed twice")
+    return ids
+
+
+def _replicas(d: Mapping[str, Any], where: str) -> tuple[int, ...]:
+    return _id_list(_field(d, "replicas", where), f"{where}.replicas", allow_empty=False)
+
+
+def _assignment(item: Any, where: str) -> Assignment:
+    d = _obj(item, where)
+    topic = _str(d, "topic", where)
+    partition = _int(d, "partition", where, 0, _INT32_MAX)
+    replicas = _replicas(d, where)
+    log_dirs: tuple[str, ...] | None = None
+    if "log_dirs" in d:
+        raw = _list(d["log_dirs"], f"{where}.log_dirs")
+        log_dirs = tuple(_str_item(x, f"{where}.log_dirs[{j}]") for j, x in enumerate(raw))
+        if len(log_dirs) != len(replicas):
+            raise InvalidInputError(f"{where}.log_dirs: {len(log_dirs)} entries for "
+                                    f"{len(replicas)} replicas")
+    return Assignment(topic, partition, replicas, log_dirs)
+
+
+def _base(item: Any, where: str) -> PartitionBase:
+    d = _obj(item, where)
+    size = _int(d, "size_bytes", where, lo=0) if "size_bytes" in d else 0
+    return PartitionBase(_str(d, "topic", where), _int(d, "partition", where, 0, _INT32_MAX),
+                         _replicas(d, where), size)
+
+
+def _broker_bytes(v: Any, where: str) -> dict[int, int]:
+    d = _obj(v, where)
+    out: dict[int, int] = {}
+    for k, x in d.items():
+        if not k.isdigit():
+            raise InvalidInputError(f"{where}: key {k!r} is not a broker id")
+        out[int(k)] = _int_item(x, f"{where}.{k}", 0)
+    return out
+
+
+def _kind(v: Any) -> str:
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "a boolean"
+    if isinstance(v, int | float):
+        return f"the number {v!r}"
+    if isinstance(v, str):
+        return "a string"
+    if isinstance(v, list):
+        return "a list"
+    if isinstance(v, dict):
+        return "an object"
+    return type(v).__name__
