@@ -125,7 +125,7 @@ def parse(text: bytes, names: set[str]) -> dict[str, dict[tuple[tuple[str, str],
 
 def pct(xs: list[float], q: float) -> float:
     s = sorted(xs)
-    return s[min(len(s) - 1, int(round(q * (len(s) - 1))))]
+    return s[min(len(s) - 1, round(q * (len(s) - 1)))]
 
 
 def wait_http(url: str, timeout: float, proc: subprocess.Popen[bytes]) -> None:
@@ -407,7 +407,7 @@ def run_soak(bs: str, topics: list[str], args: argparse.Namespace) -> dict[str, 
                 x.result(60)
             live.add(gid)
             next_new += 1
-            victim = sorted(live)[0]
+            victim = min(live)
             try:
                 for x in admin.delete_consumer_groups([victim]).values():
                     x.result(60)

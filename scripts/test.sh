@@ -7,4 +7,8 @@ cd "$(dirname "$0")/.."
 # everything runs from the project's virtual environment that install.sh made
 VENV=$(cd "${OPSKIT_VENV:-.venv}" && pwd)
 export PATH="$VENV/bin:$PATH"
+# static checks first, a few seconds each: type errors (mypy strict on the package, config in
+# pyproject.toml) or lint findings fail the run before the long tests start
+"$VENV/bin/python" -m mypy
+"$VENV/bin/ruff" check opskit tests benchmarks spark_jobs scripts
 exec "$VENV/bin/python" -m pytest tests "$@"

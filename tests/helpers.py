@@ -9,7 +9,7 @@ import time
 from collections.abc import Iterable
 from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Self
 
 from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as CkTP
@@ -108,7 +108,7 @@ class ActiveMember:
         self.stop_event = threading.Event()
         self.t = threading.Thread(target=self._run, daemon=True)
 
-    def __enter__(self) -> ActiveMember:
+    def __enter__(self) -> Self:
         self.t.start()
         if not self.ready.wait(60):
             raise AssertionError("member did not get an assignment")

@@ -11,6 +11,7 @@ import logging
 import os
 import tempfile
 from pathlib import Path
+from typing import Self
 
 from confluent_kafka import Consumer, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as CkTP
@@ -120,7 +121,7 @@ class DeadLetterConsumer:
     def close(self) -> None:
         self._c.close()
 
-    def __enter__(self) -> DeadLetterConsumer:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -27,7 +27,7 @@ import threading
 from collections.abc import Iterable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
 
 from opskit.adapters import capabilities as caps_mod
 from opskit.adapters import confluent as ck
@@ -174,7 +174,7 @@ class KafkaAdmin:
         self._client = None
         self._closed = True
 
-    def __enter__(self) -> KafkaAdmin:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -332,8 +332,8 @@ class KafkaAdmin:
         ok: dict[TopicPartition, tuple[int, int]] = {}
         errs: dict[TopicPartition, str] = {}
         unreachable: OpskitError | None = None
-        for ck, fut in futs.items():
-            tp = TopicPartition(ck.topic, ck.partition)
+        for ck_tp, fut in futs.items():
+            tp = TopicPartition(ck_tp.topic, ck_tp.partition)
             try:
                 r = fut.result(timeout=self.timeout + 2)
                 ok[tp] = (r.offset, r.timestamp)

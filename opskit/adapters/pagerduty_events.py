@@ -12,7 +12,7 @@ import logging
 import ssl
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import pagerduty
 
@@ -127,7 +127,7 @@ class PagerDutyEvents:
     def close(self) -> None:
         self._client.close()
 
-    def __enter__(self) -> PagerDutyEvents:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

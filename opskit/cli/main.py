@@ -8,14 +8,17 @@ import logging
 import os
 import sys
 import traceback
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-try:  # typer >= 0.2x vendors its own click
-    from typer import _click as click  # type: ignore[attr-defined]
-except ImportError:  # pragma: no cover - older typer uses the click package
-    import click  # type: ignore[no-redef]
+if TYPE_CHECKING:  # the typer installed for type checking vendors click
+    from typer import _click as click
+else:
+    try:  # typer >= 0.2x vendors its own click
+        from typer import _click as click
+    except ImportError:  # pragma: no cover - older typer uses the click package
+        import click
 
 from opskit import __version__
 from opskit.cli import exits

@@ -58,8 +58,8 @@ def render(console: Console, plan: TopicPlan, executed: bool | None) -> None:
         console.print("[green]in sync with the registry[/green]")
         return
     t = Table(box=None, header_style="bold")
-    for c in ("TOPIC", "CHANGE", "DETAIL", "APPLY"):
-        t.add_column(c)
+    for column in ("TOPIC", "CHANGE", "DETAIL", "APPLY"):
+        t.add_column(column)
     for c in plan.changes:
         if c.kind.applicable:
             action = "applied" if executed else ("would apply" if executed is False else "yes")
@@ -103,7 +103,9 @@ def apply(
     with connect(bootstrap_server, context, timeout) as admin:
         plan = plan_topic_changes(reg, read_actual(admin, reg))
         if execute:
-            creates, parts, cfgs = [], {}, {}
+            creates: list[tuple[str, int, int, dict[str, str]]] = []
+            parts: dict[str, int] = {}
+            cfgs: dict[str, dict[str, str]] = {}
             for c in plan.applicable:
                 spec = reg.topic(c.topic)
                 assert spec is not None

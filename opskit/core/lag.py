@@ -72,7 +72,7 @@ def oldest_unconsumed_offset(p: PartitionLag) -> int | None:
     c, start, end = p.committed, p.log_start, p.log_end
     if c is None or start is None or end is None or c >= end:
         return None
-    if c > start:  # (not max(): called once per group partition of a report)
+    if c > start:  # noqa: PLR1730 - not max(): called once per group partition of a report
         start = c
     return start if start < end else None
 

@@ -141,7 +141,7 @@ def parse_registry(data: Any, source: str = "registry") -> Registry:
         unknown = set(t) - {"name", "partitions", "replication_factor", "retention", "retention_ms",
                             "configs", "key", "producers", "consumers"}
         if unknown:
-            raise InvalidInputError(f"{where}: unknown field {sorted(unknown)[0]!r}")
+            raise InvalidInputError(f"{where}: unknown field {min(unknown)!r}")
         topics.append(TopicSpec(
             name=name, partitions=parts, retention_ms=retention, replication_factor=rf, key=key,
             producers=_str_list(t.get("producers"), f"{where}: producers"),
@@ -261,7 +261,7 @@ def plan_topic_changes(registry: Registry, actual: Mapping[str, ActualTopic]) ->
                     ChangeKind.SET_CONFIG, spec.name, f"{key}={cur_value} -> {want}",
                     cur_value, want, key))
     for name in sorted(actual):
-        if name.startswith("__") or name.startswith("_confluent") or registry.topic(name):
+        if name.startswith(("__", "_confluent")) or registry.topic(name):
             continue
         changes.append(TopicChange(
             ChangeKind.UNREGISTERED, name,

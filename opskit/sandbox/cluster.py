@@ -339,7 +339,7 @@ class Sandbox:
         proc = subprocess.run(
             dist.java_cmd("kafka.tools.StorageTool", "format", "-t", st.cluster_id,
                           "-c", str(node.config_path), "--ignore-formatted"),
-            capture_output=True, text=True, timeout=120,
+            capture_output=True, text=True, timeout=120, check=False,
         )
         if proc.returncode != 0:
             msg = (proc.stderr or proc.stdout).strip().splitlines()
@@ -350,13 +350,10 @@ class Sandbox:
         cmd = dist.java_cmd("kafka.Kafka", str(node.config_path),
                             log4j=node.dir / "log4j.properties", heap=heap)
         cmd[1:1] = ["-Xms128m", "-XX:+UseG1GC", "-Djava.awt.headless=true"]
-        out = open(node.dir / "stdout.log", "ab")
-        try:
+        with open(node.dir / "stdout.log", "ab") as out:
             proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
                                     stdin=subprocess.DEVNULL, start_new_session=True,
                                     cwd=node.dir)
-        finally:
-            out.close()
         node.pid = proc.pid
         log.info("started node %s pid %s", node.node_id, proc.pid)
 
@@ -382,10 +379,11 @@ class Sandbox:
         while True:
             try:
                 md = admin.list_topics(timeout=5)
+            except Exception as e:  # noqa: BLE001 - retried until the deadline
+                log.debug("brokers not all registered yet: %s", e)
+            else:
                 if len(md.brokers) >= st.brokers:
                     return
-            except Exception:  # noqa: BLE001 - retried until the deadline
-                pass
             if time.monotonic() > deadline:
                 raise SandboxError(f"brokers did not all register within {timeout:.0f}s")
             time.sleep(0.5)

@@ -96,7 +96,8 @@ class KafkaDist:
     def run_tool(self, main_class: str, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
         """Run one of Kafka's own CLI tools (as its .sh script would) and capture output."""
         return subprocess.run(
-            self.java_cmd(main_class, *args), capture_output=True, text=True, timeout=timeout
+            self.java_cmd(main_class, *args), capture_output=True, text=True, timeout=timeout,
+            check=False,
         )
 
 
@@ -156,7 +157,7 @@ def ensure_kafka_dist(requested: str | None = None) -> KafkaDist:
         ]
         log.info("resolving Kafka %s from Maven Central", version)
         try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1200)
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1200, check=False)
         except subprocess.TimeoutExpired as e:
             raise SandboxError(f"Maven did not finish resolving Kafka {version} in 20 minutes") from e
         if proc.returncode != 0:

@@ -25,7 +25,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -84,7 +84,7 @@ def event_id(rnd: random.Random, now_ms: int) -> str:
 
 
 def iso_ms(ts: float) -> str:
-    return datetime.fromtimestamp(ts, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.") + \
+    return datetime.fromtimestamp(ts, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S.") + \
         f"{int(ts * 1000) % 1000:03d}Z"
 
 
@@ -277,8 +277,8 @@ class LoadRunner:
         if offs:
             try:
                 c.commit(offsets=offs, asynchronous=False)
-            except Exception:  # noqa: BLE001
-                pass
+            except Exception as e:  # noqa: BLE001 - best effort; the next round commits again
+                log.debug("committing the load's positions failed: %s", e)
 
 
 # ----- detached mode -----

@@ -64,7 +64,7 @@ def test_lag_source_uses_batched_path_and_counts_requests(kafka, uniq) -> None: 
     md = admin.metadata()
     client = wire_client(admin, md)
     assert client is not None
-    descs, committed = read_groups(admin, groups, client)
+    _descs, committed = read_groups(admin, groups, client)
     assert client.round_trips == 3 and admin.round_trips == 1  # only metadata went through librdkafka
     assert {g: list(c.values()) for g, c in committed.items()} == {g: [0] for g in groups}
 

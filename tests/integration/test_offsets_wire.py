@@ -77,7 +77,7 @@ def test_transaction_markers_are_skipped(any_kafka, uniq) -> None:  # type: igno
     tp = TopicPartition(t, 0)
     with _client(any_kafka) as client:
         lead = offsets_wire.leaders(client, [t])
-        found, rest = offsets_wire.record_times(client, [(tp, 0), (tp, 1), (tp, 3)], lead)
+        found, _rest = offsets_wire.record_times(client, [(tp, 0), (tp, 1), (tp, 3)], lead)
     assert found[(tp, 0)] == (0, base, "create")
     assert found[(tp, 1)] == (2, base + 100, "create")
     assert (tp, 3) not in found  # only a marker there: left for the slow path to confirm

@@ -171,12 +171,12 @@ def test_alertmanager_routing_and_inhibition() -> None:
     routes = {tuple(r["matchers"]): r["receiver"] for r in cfg["route"]["routes"]}
     assert routes[('severity="critical"',)] == "pagerduty-critical"
     assert routes[('severity="warning"',)] == "warnings"
-    pd = [r for r in cfg["receivers"] if r["name"] == "pagerduty-critical"][0]["pagerduty_configs"][0]
+    pd = next(r for r in cfg["receivers"] if r["name"] == "pagerduty-critical")["pagerduty_configs"][0]
     assert pd["routing_key_file"] == "/keys/pd" and "routing_key" not in pd
     assert pd["url"] == "https://127.0.0.1:1/v2/enqueue"
     assert pd["http_config"]["tls_config"]["ca_file"] == "/keys/ca.pem"
     assert pd["send_resolved"] is True
-    hooks = [r for r in cfg["receivers"] if r["name"] == "warnings"][0]["webhook_configs"]
+    hooks = next(r for r in cfg["receivers"] if r["name"] == "warnings")["webhook_configs"]
     assert hooks[0]["http_config"]["tls_config"]["ca_file"] == "/keys/ca.pem"
     assert "runbook_url" in pd["links"][0]["href"]
     inhibit = cfg["inhibit_rules"]

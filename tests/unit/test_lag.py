@@ -1,9 +1,21 @@
 from hypothesis import given
 from hypothesis import strategies as st
 
-from opskit.core.lag import compute_group_lag, partition_lag, partitions_of_interest, severity_for, worst
+from opskit.core.lag import (
+    compute_group_lag,
+    partition_lag,
+    partitions_of_interest,
+    severity_for,
+    worst,
+)
 from opskit.core.models import (
-    Anomaly, GroupDescription, GroupState, LagThresholds, Member, PartitionOffsets, Severity,
+    Anomaly,
+    GroupDescription,
+    GroupState,
+    LagThresholds,
+    Member,
+    PartitionOffsets,
+    Severity,
     TopicPartition,
 )
 

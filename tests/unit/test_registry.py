@@ -3,7 +3,12 @@ import yaml
 
 from opskit.adapters.registry_file import default_registry_path, load_registry
 from opskit.core.registry import (
-    ActualTopic, ChangeKind, parse_registry, parse_retention, plan_topic_changes, topic_name_problems,
+    ActualTopic,
+    ChangeKind,
+    parse_registry,
+    parse_retention,
+    plan_topic_changes,
+    topic_name_problems,
 )
 from opskit.errors import InvalidInputError
 
