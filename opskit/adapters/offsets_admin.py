@@ -160,7 +160,7 @@ class OffsetsAdmin(KafkaAdmin):
                     f"{first.partition}: {first.error}); some offsets may have been committed"
                 )
 
-    # ----- topic overrides and ACLs (for dr snapshots) -----
+    # ----- topic overrides (for dr snapshots) -----
     def topic_overrides(self, topics: Iterable[str]) -> dict[str, dict[str, str]]:
         """Per topic, the configs set on the topic itself (DYNAMIC_TOPIC_CONFIG)."""
         res = [ConfigResource(ResourceType.TOPIC, t) for t in sorted(set(topics))]
@@ -176,56 +176,6 @@ class OffsetsAdmin(KafkaAdmin):
                 and not v.is_sensitive
             }
         return out
-
-    def describe_acls(self) -> tuple[list[dict[str, str]] | None, str | None]:
-        """All ACL bindings, or (None, why) when the broker cannot list them.
-
-        Through kafka-python: librdkafka drops DescribeAcls' top-level error, so a
-        broker without an authorizer (SECURITY_DISABLED) looks like one with no ACLs.
-        """
-        from kafka.admin import (  # type: ignore[import-untyped]
-            ACLFilter,
-            ACLOperation,
-            ACLPermissionType,
-            ACLResourcePatternType,
-            KafkaAdminClient,
-            ResourcePatternFilter,
-        )
-        from kafka.admin import ResourceType as KpResourceType
-        from kafka.errors import KafkaError as KpKafkaError  # type: ignore[import-untyped]
-        from kafka.errors import KafkaTimeoutError, SecurityDisabledError
-
-        conf = self.conn.to_kafka_python(int(self.timeout * 1000))
-        flt = ACLFilter(
-            principal=None, host=None, operation=ACLOperation.ANY,
-            permission_type=ACLPermissionType.ANY,
-            resource_pattern=ResourcePatternFilter(KpResourceType.ANY, None,
-                                                   ACLResourcePatternType.ANY),
-        )
-        client = None
-        try:
-            client = KafkaAdminClient(**conf)
-            acls, _err = client.describe_acls(flt)
-        except SecurityDisabledError as e:
-            return None, f"ACLs not recorded: the broker has no authorizer ({type(e).__name__})"
-        except KafkaTimeoutError as e:
-            raise KafkaUnavailableError(
-                f"cannot reach Kafka at {self.conn.bootstrap} (describing ACLs): {e}") from e
-        except KpKafkaError as e:
-            if "Authorization" in type(e).__name__:
-                return None, f"ACLs not recorded: not authorised to describe them ({e})"
-            raise KafkaOperationError(f"describing ACLs failed: {e}") from e
-        finally:
-            if client is not None:
-                client.close()
-        return [
-            {"resource_type": a.resource_pattern.resource_type.name,
-             "name": str(a.resource_pattern.resource_name),
-             "pattern_type": a.resource_pattern.pattern_type.name,
-             "principal": str(a.principal), "host": str(a.host),
-             "operation": a.operation.name, "permission_type": a.permission_type.name}
-            for a in acls
-        ], None
 
     # ----- record timestamps -----
     def record_timestamps(

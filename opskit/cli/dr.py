@@ -19,8 +19,9 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from opskit.adapters.acls_admin import DrAdmin, save_acl_backup
 from opskit.adapters.config_file import resolve_connection
-from opskit.adapters.offsets_admin import OffsetsAdmin, save_backup, write_atomically
+from opskit.adapters.offsets_admin import save_backup, write_atomically
 from opskit.cli import exits
 from opskit.cli.common import BootstrapOpt, ContextOpt, Output, OutputOpt, TimeoutOpt, emit, stderr
 from opskit.cli.offsets import BackupDirOpt, ExecuteOpt, YesOpt
@@ -37,7 +38,7 @@ from opskit.core.dr import (
 )
 from opskit.core.models import TopicPartition
 from opskit.core.offset_reset.backup import OffsetsBackup
-from opskit.errors import InvalidInputError, NotFoundError, UsageError
+from opskit.errors import InvalidInputError, KafkaOperationError, NotFoundError, UsageError
 
 app = typer.Typer(help="Disaster recovery: snapshot topics, ACLs and group positions; restore "
                        "them on another cluster.", no_args_is_help=True)
@@ -47,11 +48,11 @@ def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-def _admin(bootstrap: str | None, context: str | None, timeout: float) -> OffsetsAdmin:
-    return OffsetsAdmin(resolve_connection(bootstrap, context), timeout=timeout)
+def _admin(bootstrap: str | None, context: str | None, timeout: float) -> DrAdmin:
+    return DrAdmin(resolve_connection(bootstrap, context), timeout=timeout)
 
 
-def take_snapshot(admin: OffsetsAdmin, now_ms: int, only_topics: list[str] | None = None,
+def take_snapshot(admin: DrAdmin, now_ms: int, only_topics: list[str] | None = None,
                   only_groups: list[str] | None = None) -> Snapshot:
     md = admin.metadata()
     names = sorted(t for t in md.topics if not is_internal_topic(t)
@@ -65,7 +66,7 @@ def take_snapshot(admin: OffsetsAdmin, now_ms: int, only_topics: list[str] | Non
                       len(md.topics[t][0].replicas) if md.topics[t] else 0, overrides.get(t, {}))
         for t in names
     )
-    acls, note = admin.describe_acls()
+    acls, note = admin.acls_or_note()
     group_ids = sorted(only_groups or admin.list_groups())
     committed = admin.committed_offsets(group_ids) if group_ids else {}
     kept = set(names)
@@ -80,10 +81,10 @@ def take_snapshot(admin: OffsetsAdmin, now_ms: int, only_topics: list[str] | Non
         stamps = admin.record_timestamps(peek) if peek else {}
         groups[gid] = tuple(GroupPosition(tp, o, stamps.get(tp)) for tp, o in sorted(offs.items()))
     return Snapshot(now_ms, md.cluster_id, topics, groups,
-                    None if acls is None else tuple(acls), note)
+                    None if acls is None else tuple(a.to_dict() for a in acls), note)
 
 
-def read_target(admin: OffsetsAdmin, snap: Snapshot) -> DrPlan:
+def read_target(admin: DrAdmin, snap: Snapshot) -> DrPlan:
     md = admin.metadata()
     wanted = [t.name for t in snap.topics if t.name in md.topics]
     overrides = admin.topic_overrides(wanted)
@@ -100,9 +101,14 @@ def read_target(admin: OffsetsAdmin, snap: Snapshot) -> DrPlan:
         if present:
             for tp, off in admin.offsets_for_times(present, ts).items():
                 by_time[(tp, ts)] = off
+    target_acls = None
+    if snap.acls:
+        target_acls, note = admin.acls_or_note()
+        if target_acls is None and note is not None and "not authorised" in note:
+            raise KafkaOperationError(note.removeprefix("ACLs not recorded: "))
     return plan_dr_restore(snap, target_topics, len(md.brokers),
                            {g: d.state for g, d in groups.items()}, by_time,
-                           {tp: lo.log_end for tp, lo in logs.items()})
+                           {tp: lo.log_end for tp, lo in logs.items()}, target_acls)
 
 
 def snapshot(
@@ -143,6 +149,8 @@ def _render(console: Console, plan: DrPlan) -> None:
         console.print(f"add partitions to {escape(name)}: {n}")
     for name, cfg in plan.set_configs.items():
         console.print(f"set configs of {escape(name)}: {dict(cfg)}")
+    for a in plan.create_acls:
+        console.print(f"create ACL {escape(a.describe())}")
     for g in plan.groups:
         if g.refusal:
             console.print(f"[red]refused[/red] {escape(g.refusal)}")
@@ -165,7 +173,8 @@ def restore(
 ) -> int:
     """Create missing topics, partitions and configs on the target, and set each
     group's offsets to the first record at or after its snapshot timestamp.
-    Dry run unless --execute. ACLs are reported, not applied."""
+    Create the snapshot's ACLs the target lacks (the target's ACLs are backed up first).
+    Dry run unless --execute."""
     try:
         text = snapshot_file.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -190,6 +199,11 @@ def restore(
                                  for t in plan.create])
             admin.create_partitions(plan.add_partitions)
             admin.alter_topic_configs(plan.set_configs)
+            if plan.create_acls:
+                saved_acls = save_acl_backup(admin.acls(), admin.conn.bootstrap,
+                                             f"dr restore {snapshot_file}", backup_dir)
+                err.print(f"backup of the target's ACLs: {saved_acls.path}")
+                admin.create_acls(plan.create_acls)
             if plan.create or plan.add_partitions:
                 plan = read_target(admin, snap)  # new partitions: their log ends are known now
             current = admin.committed_offsets([g.group for g in plan.groups if not g.refusal])
@@ -205,9 +219,6 @@ def restore(
                 saved = save_backup(backup, offsets, backup_dir)
                 err.print(f"backup of group {g.group} offsets on the target: {saved.path}")
                 admin.alter_group_offsets(g.group, offsets)
-    if snap.acls:
-        err.print(f"warning: {len(snap.acls)} ACL bindings in the snapshot are not applied by "
-                  "opskit; recreate them with kafka-acls")
     for w in plan.warnings:
         err.print(f"warning: {escape(w)}")
     emit({"executed": execute, **plan.to_dict()}, output, lambda c: _render(c, plan))

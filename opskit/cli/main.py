@@ -65,6 +65,7 @@ COMMANDS: dict[str, tuple[str, str, bool]] = {
     "context": ("opskit.cli.context", "app", True),
     "sandbox": ("opskit.cli.sandbox", "app", True),
     "topics": ("opskit.cli.topics", "app", True),
+    "acls": ("opskit.cli.acls", "app", True),
     "offsets": ("opskit.cli.offsets", "app", True),
     "dr": ("opskit.cli.dr", "app", True),
     "alerts": ("opskit.cli.alerts", "app", True),

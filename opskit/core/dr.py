@@ -12,10 +12,11 @@ read again: at-least-once, never skipped.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from opskit.core.acls import AclEntry
 from opskit.core.models import GroupState, TopicPartition
 from opskit.errors import InvalidInputError
 
@@ -133,6 +134,8 @@ class DrPlan:
     set_configs: Mapping[str, Mapping[str, str]]
     groups: tuple[GroupChange, ...]
     warnings: tuple[str, ...] = ()
+    #: the snapshot's ACL bindings the target lacks (created by --execute)
+    create_acls: tuple[AclEntry, ...] = ()
 
     @property
     def refused(self) -> tuple[GroupChange, ...]:
@@ -143,9 +146,37 @@ class DrPlan:
             "create_topics": [t.to_dict() for t in self.create],
             "add_partitions": dict(self.add_partitions),
             "set_configs": {t: dict(c) for t, c in self.set_configs.items()},
+            "create_acls": [a.to_dict() for a in self.create_acls],
             "groups": [g.to_dict() for g in self.groups],
             "warnings": list(self.warnings),
         }
+
+
+def snapshot_acls(snapshot: Snapshot) -> tuple[AclEntry, ...]:
+    """The snapshot's ACL bindings (either snapshot spelling); InvalidInputError if malformed."""
+    out = []
+    for a in snapshot.acls or ():
+        e = AclEntry.from_dict(a)
+        problems = e.problems()
+        if problems:
+            raise InvalidInputError(f"snapshot ACL {dict(a)!r}: {problems[0]}")
+        out.append(e)
+    return tuple(sorted(set(out)))
+
+
+def plan_acl_restore(snapshot: Snapshot, target_acls: Iterable[AclEntry] | None
+                     ) -> tuple[tuple[AclEntry, ...], tuple[str, ...]]:
+    """The snapshot's ACLs the target lacks, and warnings. ``target_acls`` None: the target
+    has no authorizer (it can hold no ACL, and enforces none)."""
+    wanted = snapshot_acls(snapshot)
+    if not wanted:
+        return (), ()
+    if target_acls is None:
+        why = (f"the target has no authorizer: the snapshot's {len(wanted)} ACL bindings "
+               "cannot be created there (and nothing is enforced)")
+        return (), (why,)
+    have = set(target_acls)
+    return tuple(e for e in wanted if e not in have), ()
 
 
 def timestamp_lookups(snapshot: Snapshot) -> dict[int, tuple[TopicPartition, ...]]:
@@ -169,14 +200,17 @@ def plan_dr_restore(
     target_groups: Mapping[str, GroupState],
     offsets_by_time: Mapping[tuple[TopicPartition, int], int | None],
     log_ends: Mapping[TopicPartition, int],
+    target_acls: Iterable[AclEntry] | None = (),
 ) -> DrPlan:
     """Decide what to create on the target and where each group resumes.
 
     ``offsets_by_time[(tp, ts)]`` is the target's first offset with timestamp >=
     ts (None: no such record); ``log_ends`` the target's log end offsets. Both
-    only for topics that already exist on the target.
+    only for topics that already exist on the target. ``target_acls``: the
+    target's ACL bindings (None: it has no authorizer).
     """
-    warnings: list[str] = []
+    create_acls, acl_warnings = plan_acl_restore(snapshot, target_acls)
+    warnings: list[str] = list(acl_warnings)
     create: list[TopicSnapshot] = []
     add: dict[str, int] = {}
     configs: dict[str, dict[str, str]] = {}
@@ -214,4 +248,4 @@ def plan_dr_restore(
                 found = offsets_by_time.get((p.tp, p.record_timestamp_ms))
             offsets[p.tp] = log_ends[p.tp] if found is None else found
         groups.append(GroupChange(gid, offsets, refusal))
-    return DrPlan(tuple(create), add, configs, tuple(groups), tuple(warnings))
+    return DrPlan(tuple(create), add, configs, tuple(groups), tuple(warnings), create_acls)

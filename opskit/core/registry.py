@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+from opskit.core.acls import SecuritySpec, parse_security
 from opskit.errors import InvalidInputError
 
 TOPIC_RE = re.compile(r"^[a-z][a-z0-9]*(_[a-z0-9]+)*$")
@@ -78,6 +79,8 @@ class GroupSpec:
 class Registry:
     topics: tuple[TopicSpec, ...]
     groups: tuple[GroupSpec, ...] = ()
+    #: HIP-30's security section (principals and their ACLs); None when the file has none
+    security: SecuritySpec | None = None
 
     def topic(self, name: str) -> TopicSpec | None:
         return next((t for t in self.topics if t.name == name), None)
@@ -166,7 +169,9 @@ def parse_registry(data: Any, source: str = "registry") -> Registry:
         if not isinstance(consumers, int) or isinstance(consumers, bool) or consumers < 0:
             raise InvalidInputError(f"{source}: group {g['name']!r}: consumers must be an integer")
         groups.append(GroupSpec(g["name"], gt, consumers, str(g.get("processing", ""))))
-    return Registry(tuple(topics), tuple(groups))
+    security = parse_security(data.get("security"), [t.name for t in topics],
+                              [g.name for g in groups], source)
+    return Registry(tuple(topics), tuple(groups), security)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,103 @@
+"""The Kafka ACLs each opskit command needs, and what it does without the optional ones
+(pure data; the README table and ``opskit acls monitor-principal`` are made from it).
+
+Checked on a secured sandbox (StandardAuthorizer, ``allow.everyone.if.no.acl.found=false``)
+by ``tests/integration/test_security_matrix.py``: a monitor holding only the required
+ACLs gets the admin's numbers, and each optional one it lacks gives the note listed here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Need:
+    resource: str  # "cluster", "topic", "group"
+    operation: str  # Kafka operation, upper case
+    why: str
+    #: without it: None when the command cannot run (refused, exit code in ``why``),
+    #: else what the command does instead
+    without: str | None = None
+
+    @property
+    def optional(self) -> bool:
+        return self.without is not None
+
+
+_NO_TIME = "lag in time is omitted (marked read_denied), never reported as 0"
+
+#: command -> ACLs it asks for. Read-only commands first; a monitor holds their required ones.
+COMMAND_NEEDS: dict[str, tuple[Need, ...]] = {
+    "lag": (
+        Need("topic", "DESCRIBE", "metadata, log offsets, committed offsets of the topic"),
+        Need("group", "DESCRIBE", "find the coordinator, describe the group, read its offsets"),
+        Need("topic", "READ", "lag in time (the record at the committed offset)", _NO_TIME),
+        Need("topic", "DESCRIBE_CONFIGS", "retention headroom",
+             "retention headroom is omitted with a note"),
+    ),
+    "health": (
+        Need("cluster", "DESCRIBE", "KRaft quorum and reassignments in progress",
+             "those checks are UNKNOWN, naming the ACL"),
+        Need("topic", "DESCRIBE", "partitions, leaders, replicas, ISR"),
+        Need("topic", "DESCRIBE_CONFIGS", "min.insync.replicas per topic",
+             "the broker default is used, with a note"),
+    ),
+    "throughput": (
+        Need("topic", "DESCRIBE", "log end offsets"),
+        Need("cluster", "DESCRIBE", "bytes/s (DescribeLogDirs)", "bytes/s omitted"),
+    ),
+    "snapshot": (
+        Need("topic", "DESCRIBE", "as lag and health"),
+        Need("group", "DESCRIBE", "as lag"),
+        Need("cluster", "DESCRIBE", "as health", "as health"),
+    ),
+    "exporter": (
+        Need("topic", "DESCRIBE", "as lag"),
+        Need("group", "DESCRIBE", "as lag"),
+        Need("cluster", "DESCRIBE", "quorum, log dir sizes", "those series are omitted"),
+        Need("topic", "READ", "opskit_consumergroup_lag_seconds", "the lag seconds series is "
+             "omitted for those partitions (never exported as 0)"),
+        Need("topic", "DESCRIBE_CONFIGS", "retention headroom series", "omitted"),
+    ),
+    "topics diff": (
+        Need("topic", "DESCRIBE", "partitions and replication factor"),
+        Need("topic", "DESCRIBE_CONFIGS", "config drift",
+             "config drift is not judged, with a note (exit from partitions alone)"),
+    ),
+    "acls diff": (
+        Need("cluster", "DESCRIBE", "read every ACL binding"),
+    ),
+    "topics apply --execute": (
+        Need("cluster", "CREATE", "create missing topics"),
+        Need("topic", "ALTER", "add partitions"),
+        Need("topic", "ALTER_CONFIGS", "fix configs"),
+    ),
+    "acls apply --execute": (
+        Need("cluster", "DESCRIBE", "read the current ACLs (and back them up)"),
+        Need("cluster", "ALTER", "create and delete ACLs"),
+    ),
+    "offsets reset (dry run)": (
+        Need("topic", "DESCRIBE", "log offsets"),
+        Need("group", "DESCRIBE", "group state and committed offsets"),
+    ),
+    "offsets reset --execute": (
+        Need("group", "READ", "commit the new offsets (refused: exit 6, nothing committed)"),
+        Need("topic", "READ", "commit the new offsets"),
+    ),
+    "dr snapshot": (
+        Need("topic", "DESCRIBE", "topics and offsets"),
+        Need("topic", "DESCRIBE_CONFIGS", "topic overrides"),
+        Need("group", "DESCRIBE", "committed offsets"),
+        Need("cluster", "DESCRIBE", "ACLs", "ACLs not recorded, with a note"),
+        Need("topic", "READ", "record timestamps at the committed offsets"),
+    ),
+    "dr restore --execute": (
+        Need("cluster", "CREATE", "create topics"),
+        Need("group", "READ", "set group offsets"),
+        Need("cluster", "ALTER", "create the recorded ACLs"),
+    ),
+}
+
+#: the commands a read-only monitor runs (``opskit acls monitor-principal``)
+MONITOR_COMMANDS = ("lag", "health", "throughput", "snapshot", "exporter", "topics diff")
