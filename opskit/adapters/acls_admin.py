@@ -39,20 +39,14 @@ def _acl_mod() -> Any:
     return adm
 
 
-def _binding(e: AclEntry) -> Any:
+def _vendor(e: AclEntry, filter_: bool = False) -> Any:
+    """confluent-kafka's AclBinding for ``e`` (or the AclBindingFilter matching exactly it)."""
     adm = _acl_mod()
     rtype = "BROKER" if e.resource_type == "CLUSTER" else e.resource_type
-    return adm.AclBinding(adm.ResourceType[rtype], e.resource_name,
-                          adm.ResourcePatternType[e.pattern_type], e.principal, e.host,
-                          adm.AclOperation[e.operation], adm.AclPermissionType[e.permission])
-
-
-def _filter(e: AclEntry) -> Any:
-    adm = _acl_mod()
-    rtype = "BROKER" if e.resource_type == "CLUSTER" else e.resource_type
-    return adm.AclBindingFilter(adm.ResourceType[rtype], e.resource_name,
-                                adm.ResourcePatternType[e.pattern_type], e.principal, e.host,
-                                adm.AclOperation[e.operation], adm.AclPermissionType[e.permission])
+    cls = adm.AclBindingFilter if filter_ else adm.AclBinding
+    return cls(adm.ResourceType[rtype], e.resource_name, adm.ResourcePatternType[e.pattern_type],
+               e.principal, e.host, adm.AclOperation[e.operation],
+               adm.AclPermissionType[e.permission])
 
 
 def _entry(b: Any) -> AclEntry:
@@ -149,7 +143,7 @@ class AclsAdmin(KafkaAdmin):
         if not todo:
             return
         self.round_trips += 1
-        futs = self._admin.create_acls([_binding(e) for e in todo], **self._kw())
+        futs = self._admin.create_acls([_vendor(e) for e in todo], **self._kw())
         failed: list[tuple[AclEntry, OpskitError]] = []
         for e, fut in zip(todo, futs.values()):
             try:
@@ -167,7 +161,7 @@ class AclsAdmin(KafkaAdmin):
         if not todo:
             return 0
         self.round_trips += 1
-        futs = self._admin.delete_acls([_filter(e) for e in todo], **self._kw())
+        futs = self._admin.delete_acls([_vendor(e, filter_=True) for e in todo], **self._kw())
         deleted = 0
         for e, fut in zip(todo, futs.values()):
             try:

@@ -90,6 +90,18 @@ def _render_plan(console: Console, plan: AclPlan, action: dict[str, str]) -> Non
                       "(unmanaged, never changed; -o json lists them)")
 
 
+def _change(admin: AclsAdmin, current: tuple[AclEntry, ...], create: tuple[AclEntry, ...],
+            delete: tuple[AclEntry, ...], reason: str, backup_dir: Path | None) -> None:
+    """Back up every current ACL, then create and delete (nothing to do: no backup)."""
+    if not (create or delete):
+        return
+    saved = save_acl_backup(current, admin.conn.bootstrap, reason, backup_dir)
+    stderr().print(f"backup of the {len(current)} current ACLs: {saved.path} "
+                   f"(undo: opskit acls restore {saved.path} --execute)")
+    admin.create_acls(create)
+    admin.delete_acls(delete)
+
+
 def diff(
     registry: RegistryArg = None,
     output: OutputOpt = Output.table,
@@ -126,13 +138,9 @@ def apply(
         current = admin.acls()
         plan = plan_acl_changes(want, current, sec.managed_principals)
         delete = plan.prunable() if prune else ()
-        if execute and (plan.missing or delete):
-            backup = save_acl_backup(current, admin.conn.bootstrap,
-                                     f"acls apply {registry or 'hip30.yaml'}", backup_dir)
-            err.print(f"backup of the {len(current)} current ACLs: {backup.path} "
-                      f"(undo: opskit acls restore {backup.path} --execute)")
-            admin.create_acls(plan.missing)
-            admin.delete_acls(delete)
+        if execute:
+            _change(admin, current, plan.missing, delete, f"acls apply {registry or 'hip30.yaml'}",
+                    backup_dir)
     verb = "created" if execute else "would create"
     action = {"missing": verb}
     if prune:
@@ -165,12 +173,9 @@ def restore(
         current = admin.acls()
         every = {e.principal for e in (*backup.entries, *current)}
         plan = plan_acl_changes(backup.entries, current, every)
-        if execute and (plan.missing or plan.extra):
-            saved = save_acl_backup(current, admin.conn.bootstrap, f"acls restore {backup_file}",
-                                    backup_dir)
-            err.print(f"backup of the {len(current)} current ACLs: {saved.path}")
-            admin.create_acls(plan.missing)
-            admin.delete_acls(plan.extra)
+        if execute:
+            _change(admin, current, plan.missing, plan.extra, f"acls restore {backup_file}",
+                    backup_dir)
     plan = AclPlan(plan.missing, plan.extra, (), (), source="backup")
     action = {"missing": "created" if execute else "would create",
               "extra": "deleted" if execute else "would delete"}
