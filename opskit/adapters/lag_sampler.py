@@ -254,6 +254,7 @@ class _TimePrefetch:
         self.reader = reader
         self.cache = cache
         self.found: dict[Position, RecordTime] = {}
+        self._hws: dict[TopicPartition, int] = {}
         self._want: dict[TopicPartition, list[int]] = {}
         self._fetches = 0
         self._configs = False
@@ -288,6 +289,10 @@ class _TimePrefetch:
             return False
         return True
 
+    @property
+    def high_watermarks(self) -> Mapping[TopicPartition, int]:
+        return self._hws
+
     def finish(self, deadline: float) -> None:
         if self._inflight is None:
             return
@@ -297,7 +302,7 @@ class _TimePrefetch:
             log.debug("prefetch of record times and configs failed (%s)", e)
             return
         found: offsets_wire.Found = {}
-        offsets_wire.take_fetch(answers[:self._fetches], self._want, found, set())
+        offsets_wire.take_fetch(answers[:self._fetches], self._want, found, set(), self._hws)
         self.found = {pos: RecordTime(*rec) for pos, rec in found.items()}
         if self._configs:
             try:

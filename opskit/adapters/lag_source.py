@@ -19,11 +19,14 @@ from opskit.adapters.group_wire import GroupWire
 from opskit.adapters.kafka_admin import ClusterMeta, KafkaAdmin, OffsetsResult
 from opskit.adapters.wire import Node, WireClient, WireUnsupported, usable
 from opskit.core.lag import compute_group_lag, partitions_of_interest, worst
+from opskit.core.log_end import LogEndSource, LogEndVerdict, judge_log_end
 from opskit.core.models import (
+    Anomaly,
     GroupDescription,
     GroupLag,
     GroupState,
     LagThresholds,
+    PartitionOffsets,
     Severity,
     TopicPartition,
 )
@@ -44,6 +47,8 @@ class LagReport:
     leaders: dict[TopicPartition, int] = field(default_factory=dict, repr=False)
     #: broker id -> (host, port) from the same metadata
     brokers: dict[int, tuple[str, int]] = field(default_factory=dict, repr=False)
+    #: partitions whose log end the broker's answers disagreed about: how it was settled
+    log_end_checks: dict[TopicPartition, LogEndVerdict] = field(default_factory=dict)
 
     @property
     def severity(self) -> Severity:
@@ -55,6 +60,9 @@ class LagReport:
             "severity": self.severity.value,
             "groups": [g.to_dict() for g in self.groups],
             "offset_errors": {str(tp): e for tp, e in sorted(self.offset_errors.items())},
+            "log_end_checks": {str(tp): {"log_end": v.log_end, "source": v.source.value,
+                                         "detail": v.detail}
+                               for tp, v in sorted(self.log_end_checks.items())},
         }
 
 
@@ -129,9 +137,24 @@ def collect_lag(
                               topic_list, of_interest[gid])
             for gid in ids
         ]
+        hws: Mapping[TopicPartition, int] = {}
         if sent:
             assert prefetch is not None
             prefetch.finish(time.monotonic() + admin.timeout)
+            hws = prefetch.high_watermarks
+        checks: dict[TopicPartition, LogEndVerdict] = {}
+        if client is not None:
+            checks = settle_log_ends(client, offs.offsets, _suspects(lags, offs.offsets, hws),
+                                     leaders)
+        if checks:
+            disputed = {tp: (Anomaly.LOG_END_INCONSISTENT if v.log_end is None
+                             else Anomaly.LOG_END_FROM_FETCH)
+                        for tp, v in checks.items() if v.source is not LogEndSource.LIST_OFFSETS}
+            lags = [
+                compute_group_lag(descs[gid], committed.get(gid, {}), offs.offsets, counts,
+                                  th(gid), topic_list, of_interest[gid], disputed)
+                for gid in ids
+            ]
     finally:
         trips = client.round_trips if client is not None else 0
         if client is not None:
@@ -139,7 +162,51 @@ def collect_lag(
     if topic_list is not None and explicit:
         lags = [g for g in lags if g.partitions] or lags
     return LagReport(admin.conn.bootstrap, md.cluster_id, lags, offs.errors, admin.round_trips + trips,
-                     leaders, {b.node_id: (b.host, b.port) for b in md.brokers})
+                     leaders, {b.node_id: (b.host, b.port) for b in md.brokers}, checks)
+
+
+#: anomalies that may be a broker contradicting itself rather than a real log event
+_SUSPECT = (Anomaly.COMMITTED_BEYOND_LOG_END, Anomaly.LOG_START_BEYOND_LOG_END)
+
+
+def _suspects(lags: Iterable[GroupLag], offsets: Mapping[TopicPartition, PartitionOffsets],
+              high_watermarks: Mapping[TopicPartition, int]) -> set[TopicPartition]:
+    """Partitions whose log end is worth a cross-check: a group committed past it, log
+    start past it, or a Fetch (sent before ListOffsets) saw a higher high watermark."""
+    out = {p.tp for g in lags for p in g.partitions
+           if p.anomalies and any(a in _SUSPECT for a in p.anomalies)}
+    for tp, hw in high_watermarks.items():
+        o = offsets.get(tp)
+        if o is not None and hw > o.log_end:
+            out.add(tp)
+    return out
+
+
+def settle_log_ends(client: WireClient, offsets: dict[TopicPartition, PartitionOffsets],
+                    suspects: Iterable[TopicPartition], leaders: Mapping[TopicPartition, int]
+                    ) -> dict[TopicPartition, LogEndVerdict]:
+    """Cross-check the suspects' log end (:func:`offsets_wire.check_log_ends`) and settle
+    it (:func:`opskit.core.log_end.judge_log_end`): ``offsets`` is updated in place with
+    the log end to use; the verdicts where the answers disagreed are returned (a
+    verdict with log_end None: unknown). Nothing when the check itself cannot run."""
+    wanted = {tp: offsets[tp] for tp in sorted(set(suspects)) if tp in offsets}
+    if not wanted:
+        return {}
+    try:
+        evidence = offsets_wire.check_log_ends(client, wanted, leaders)
+    except (WireUnsupported, KafkaUnavailableError) as e:
+        log.debug("log end cross-check not available (%s)", e)
+        return {}
+    out: dict[TopicPartition, LogEndVerdict] = {}
+    for tp, ev in evidence.items():
+        v = judge_log_end(ev)
+        if not v.detail:
+            continue
+        out[tp] = v
+        if v.log_end is not None:
+            offsets[tp] = offsets[tp]._replace(log_end=v.log_end)
+        log.warning("log end of %s: %s", tp, v.detail)
+    return out
 
 
 class Prefetch(Protocol):
@@ -157,6 +224,12 @@ class Prefetch(Protocol):
 
     def finish(self, deadline: float) -> None:
         """Read the answers (called only when :meth:`send` sent something)."""
+        ...
+
+    @property
+    def high_watermarks(self) -> Mapping[TopicPartition, int]:
+        """The high watermark of each partition a fetch answered (after :meth:`finish`):
+        the lag report cross-checks ListOffsets with it."""
         ...
 
 
@@ -275,3 +348,23 @@ def read_topic_configs(admin: KafkaAdmin, topics: Iterable[str], keys: list[str]
             client.close()
     return admin.topic_configs(wanted)
 
+
+
+def checked_log_offsets(admin: KafkaAdmin, tps: Iterable[TopicPartition], md: ClusterMeta
+                        ) -> tuple[OffsetsResult, dict[TopicPartition, LogEndVerdict]]:
+    """``admin.log_offsets(tps)`` with every partition's log end cross-checked against the
+    broker's Fetch high watermark (:func:`settle_log_ends`): for commands that act on
+    the log end (offset resets, throughput), not only on the suspicious ones. The
+    result's offsets hold the settled log ends; a verdict with log_end None means the
+    broker contradicted itself (the caller decides: refuse, or report unknown).
+    Without a protocol-level connection (SASL) the answers are used unchecked."""
+    res = admin.log_offsets(tps)
+    if not res.offsets or not usable(admin.conn) or not md.brokers:
+        return res, {}
+    client = wire_client(admin, md)
+    if client is None:
+        return res, {}
+    with client:
+        checks = settle_log_ends(client, res.offsets, list(res.offsets),
+                                 leaders_of(md, {tp.topic for tp in res.offsets}))
+    return res, checks

@@ -32,6 +32,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 )
 
 from opskit.adapters.kafka_admin import KafkaAdmin, error_text
+from opskit.adapters.lag_source import checked_log_offsets
 from opskit.core.models import GroupDescription, GroupState, PartitionOffsets, TopicPartition
 from opskit.core.offset_reset.backup import OffsetsBackup
 from opskit.core.offset_reset.plan import ResetPlan
@@ -43,6 +44,7 @@ from opskit.core.offset_reset.planner import (
 )
 from opskit.core.offset_reset.request import ResetRequest
 from opskit.errors import (
+    InconsistentStateError,
     InvalidInputError,
     KafkaOperationError,
     KafkaUnavailableError,
@@ -111,13 +113,18 @@ class OffsetsAdmin(KafkaAdmin):
             if t in wanted
             for p in parts
         ]
-        res = self.log_offsets(tps)
+        res, checks = checked_log_offsets(self, tps, md)
         if res.errors:
             tp, msg = min(res.errors.items())
             raise KafkaOperationError(
                 f"cannot read log offsets of {len(res.errors)} partitions (e.g. {tp}: {msg}); "
                 "is a partition offline?"
             )
+        bad = sorted(tp for tp, v in checks.items() if v.log_end is None)
+        if bad:
+            raise InconsistentStateError(
+                f"the broker's answers about the log end of {bad[0]} contradict each other "
+                f"({checks[bad[0]].detail}): refusing to plan on them")
         return res.offsets, md.cluster_id
 
     def plan_reset(

@@ -24,6 +24,7 @@ from typing import Any
 
 from opskit.adapters import kafka_protocol as kp
 from opskit.adapters.wire import API_FETCH, API_LIST_OFFSETS, API_METADATA, Call, Node, WireClient
+from opskit.core.log_end import LogEndEvidence
 from opskit.core.models import PartitionOffsets, TopicPartition
 
 log = logging.getLogger(__name__)
@@ -37,6 +38,9 @@ RESPONSE_BYTES = 32 * 1024 * 1024
 #: (2,000 partitions on one broker: about 70 ms as one Fetch, 50 ms as four)
 LANES = 4
 SPLIT_FROM = 200
+#: max wait of the one-off fetches: 1 ms, not 0 (with min bytes 0 Apache Kafka answers at
+#: once either way; Tansu 0.6 answers a 0 ms fetch with no partitions at all)
+FETCH_WAIT_MS = 1
 
 Position = tuple[TopicPartition, int]
 
@@ -156,21 +160,25 @@ def fetch_calls(version: int, want: Mapping[TopicPartition, list[int]],
     calls: list[Call] = [
         (leader, kp.fetch(version, {t: [(p, want[TopicPartition(t, p)][0], part_bytes) for p in ps]
                                     for t, ps in part.items()},
-                          max_wait_ms=0, min_bytes=0, max_bytes=RESPONSE_BYTES))
+                          max_wait_ms=FETCH_WAIT_MS, min_bytes=0, max_bytes=RESPONSE_BYTES))
         for leader, topics in sorted(groups.items()) for part in _split(topics, LANES)]
     return calls, no_leader
 
 
 def take_fetch(answers: Iterable[Any], want: dict[TopicPartition, list[int]], found: Found,
-               give_up: set[Position]) -> bool:
+               give_up: set[Position], high_watermarks: dict[TopicPartition, int] | None = None
+               ) -> bool:
     """Record what a fetch round answered into ``found``; a partition's offsets left
     unanswered stay in ``want`` (for a next round), or go to ``give_up`` on an error
-    or a codec we lack. True when something was found."""
+    or a codec we lack. True when something was found. ``high_watermarks`` collects
+    each answered partition's high watermark (a cross-check of ListOffsets)."""
     progress = False
     for answer in answers:
         for topic, parts in answer:
             for p in parts:
                 tp = TopicPartition(topic, p.partition)
+                if high_watermarks is not None and not p.error_code:
+                    high_watermarks[tp] = p.high_watermark
                 offs = want.get(tp) or []
                 if not offs:
                     continue
@@ -248,3 +256,45 @@ def leaders(client: WireClient, topics: Iterable[str]) -> dict[TopicPartition, i
         for err, partition, leader in t.partitions:
             out[TopicPartition(t.name, partition)] = leader if not err else -1
     return out
+
+
+def check_log_ends(client: WireClient, offsets: Mapping[TopicPartition, PartitionOffsets],
+                   leaders: Mapping[TopicPartition, int]) -> dict[TopicPartition, LogEndEvidence]:
+    """Cross-check ListOffsets (latest) of the given partitions with the broker's other
+    answers (see :mod:`opskit.core.log_end`): one Fetch per leader at each listed log
+    end, then, for the partitions whose high watermark differs, ListOffsets (latest)
+    again. Partitions without a leader or a usable answer get no Fetch evidence."""
+    deadline = time.monotonic() + client.timeout
+    want = {tp: [max(o.log_end, o.log_start, 0)] for tp, o in offsets.items()}
+    v = client.version(API_FETCH, 4, 11, deadline)
+    calls, _no_leader = fetch_calls(v, want, leaders, PARTITION_BYTES[0])
+    hw: dict[TopicPartition, int] = {}
+    last: dict[TopicPartition, int] = {}
+    for answer in client.exchange(calls, deadline, lanes=LANES) if calls else ():
+        for topic, parts in answer:
+            for p in parts:
+                tp = TopicPartition(topic, p.partition)
+                if p.error_code or tp not in offsets:
+                    continue
+                hw[tp] = p.high_watermark
+                try:
+                    batches = list(kp.record_batches(p.records)) if p.records else []
+                except Exception as e:  # noqa: BLE001 - an undecodable batch settles nothing
+                    log.debug("log end check of %s: records not decoded (%s)", tp, e)
+                    batches = []
+                if batches:
+                    last[tp] = batches[-1].last_offset
+    differ = sorted(tp for tp, h in hw.items() if h != offsets[tp].log_end)
+    relisted: dict[TopicPartition, int] = {}
+    if differ:
+        groups, _ = _by_leader(differ, leaders)
+        lv = client.version(API_LIST_OFFSETS, 1, 5, deadline)
+        lcalls: list[Call] = [(leader, kp.list_offsets(lv, topics, LATEST))
+                              for leader, topics in sorted(groups.items())]
+        for answer in client.exchange(lcalls, deadline):
+            for topic, parts in answer:
+                for partition, err, _ts, offset in parts:
+                    if err == 0 and offset >= 0:
+                        relisted[TopicPartition(topic, partition)] = offset
+    return {tp: LogEndEvidence(o.log_end, hw.get(tp), last.get(tp), relisted.get(tp))
+            for tp, o in offsets.items()}

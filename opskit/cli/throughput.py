@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.table import Table
 
 from opskit.adapters.kafka_admin import ClusterMeta, KafkaAdmin
+from opskit.adapters.lag_source import checked_log_offsets
 from opskit.adapters.log_dirs import PartitionSizes, read_partition_sizes
 from opskit.cli.common import (
     BootstrapOpt,
@@ -30,7 +31,7 @@ from opskit.cli.common import (
 )
 from opskit.cli.lag import parse_interval
 from opskit.core.models import TopicPartition
-from opskit.errors import NotFoundError, UnsupportedError
+from opskit.errors import InconsistentStateError, NotFoundError, UnsupportedError
 
 #: replaced in tests to act between the two readings
 _sleep = time.sleep
@@ -45,10 +46,16 @@ class Reading:
 
 
 def _read(admin: KafkaAdmin, tps: list[TopicPartition], groups: list[str],
-          topics: list[str], leaders: dict[TopicPartition, int], timeout: float) -> Reading:
+          topics: list[str], md: ClusterMeta, leaders: dict[TopicPartition, int],
+          timeout: float) -> Reading:
     committed = admin.committed_offsets(groups, tps) if groups else {}
     at = time.time()
-    offs = admin.log_offsets(tps)
+    offs, checks = checked_log_offsets(admin, tps, md)
+    bad = sorted(tp for tp, v in checks.items() if v.log_end is None)
+    if bad:
+        raise InconsistentStateError(
+            f"the broker's answers about the log end of {bad[0]} contradict each other "
+            f"({checks[bad[0]].detail}): message rates cannot be measured")
     sizes = read_partition_sizes(admin.conn, topics, leaders, timeout=min(timeout, 5.0))
     return Reading(at, {tp: o.log_end for tp, o in offs.offsets.items()}, committed, sizes)
 
@@ -131,9 +138,9 @@ def throughput(
                 groups, groups_note = [], f"consumed rates unavailable: {e}"
         tps = [TopicPartition(t, p.partition) for t in topics for p in md.topics[t]]
         leaders = {TopicPartition(t, p.partition): p.leader for t in topics for p in md.topics[t]}
-        first = _read(admin, tps, groups, topics, leaders, timeout)
+        first = _read(admin, tps, groups, topics, md, leaders, timeout)
         _sleep(max(0.0, interval_s - (time.time() - first.at)))
-        second = _read(admin, tps, groups, topics, leaders, timeout)
+        second = _read(admin, tps, groups, topics, md, leaders, timeout)
     data = measure(first, second, topics)
     data["groups_note"] = groups_note
     emit(data, output, lambda c: render(c, data))

@@ -125,11 +125,16 @@ def compute_group_lag(
     thresholds: LagThresholds | None = None,
     topics: Iterable[str] | None = None,
     partitions: Iterable[TopicPartition] | None = None,
+    disputed: Mapping[TopicPartition, Anomaly] | None = None,
 ) -> GroupLag:
     """Lag of a whole group: per partition, per topic, total, and its severity.
 
     ``partitions``: the group's :func:`partitions_of_interest` when the caller has
-    already computed them (the same arguments give the same list)."""
+    already computed them (the same arguments give the same list).
+    ``disputed``: partitions whose log end the broker contradicted itself about
+    (:mod:`opskit.core.log_end`): LOG_END_FROM_FETCH is noted on the row (its log end
+    in ``log_offsets`` is the Fetch's); LOG_END_INCONSISTENT makes the row's log end
+    and lag unknown and the group UNKNOWN (unless its known lag is already critical)."""
     th = thresholds or LagThresholds()
     owner: dict[TopicPartition, Member] = {}
     for m in group.members:  # the first member owning a partition, as member_for
@@ -144,6 +149,8 @@ def compute_group_lag(
                    else partitions_of_interest(group, committed, partition_counts, topics))
         for offs in (log_offsets.get(tp),)
     ]
+    if disputed:
+        rows = [_disputed_row(r, disputed[r.tp]) if r.tp in disputed else r for r in rows]
     per_topic: dict[str, list[PartitionLag]] = {}
     for r in rows:
         per_topic.setdefault(r.tp.topic, []).append(r)
@@ -157,6 +164,10 @@ def compute_group_lag(
         for t, rs in sorted(per_topic.items())
     )
     total = sum(t.lag for t in topic_lags)
+    severity = severity_for(total, th)
+    if severity is not Severity.CRITICAL and any(
+            Anomaly.LOG_END_INCONSISTENT in r.anomalies for r in rows):
+        severity = Severity.UNKNOWN  # never OK (nor a mere WARNING) on contradictory answers
     return GroupLag(
         group_id=group.group_id,
         state=group.state,
@@ -164,17 +175,25 @@ def compute_group_lag(
         members=len(group.members),
         total_lag=total,
         topics=topic_lags,
-        severity=severity_for(total, th),
+        severity=severity,
         thresholds=th,
     )
 
 
+def _disputed_row(r: PartitionLag, anomaly: Anomaly) -> PartitionLag:
+    if anomaly is Anomaly.LOG_END_INCONSISTENT:
+        return r._replace(log_end=None, lag=None, records_lost=0,
+                          anomalies=(anomaly,) + tuple(
+                              a for a in r.anomalies if a is Anomaly.NO_COMMITTED_OFFSET))
+    return r._replace(anomalies=(*r.anomalies, anomaly))
+
+
 def worst(severities: Iterable[Severity]) -> Severity:
-    order = [Severity.OK, Severity.WARNING, Severity.CRITICAL]
+    """The worst severity, ordered OK < WARNING < UNKNOWN < CRITICAL (a known critical
+    lag outranks an unknown one; an unknown one is never reported as OK or WARNING)."""
+    order = [Severity.OK, Severity.WARNING, Severity.UNKNOWN, Severity.CRITICAL]
     result = Severity.OK
     for s in severities:
-        if s is Severity.UNKNOWN:
-            continue
         if order.index(s) > order.index(result):
             result = s
     return result

@@ -98,6 +98,12 @@ class Anomaly(str, Enum):
     PARTITION_MISSING = "partition_missing"
     #: the partition exists but its log offsets could not be read (no leader: offline).
     OFFSETS_UNAVAILABLE = "offsets_unavailable"
+    #: the broker's ListOffsets (latest) and Fetch high watermark disagreed; records
+    #: fetched past the listed end settle it: log end and lag use the Fetch answer.
+    LOG_END_FROM_FETCH = "log_end_from_fetch"
+    #: the broker's ListOffsets and Fetch answers contradict each other and nothing
+    #: settles which is right: log end and lag unknown (the group is UNKNOWN).
+    LOG_END_INCONSISTENT = "log_end_inconsistent"
 
 
 ANOMALY_MEANING: dict[Anomaly, str] = {
@@ -114,6 +120,15 @@ ANOMALY_MEANING: dict[Anomaly, str] = {
     Anomaly.PARTITION_MISSING: "the group has an offset for a partition that does not exist",
     Anomaly.OFFSETS_UNAVAILABLE: (
         "log offsets could not be read (partition leader unavailable: offline partition?)"
+    ),
+    Anomaly.LOG_END_FROM_FETCH: (
+        "the broker's ListOffsets (latest) disagreed with its own Fetch high watermark, and "
+        "records exist past the listed end: log end and lag are taken from the Fetch high "
+        "watermark (the broker misreports ListOffsets)"
+    ),
+    Anomaly.LOG_END_INCONSISTENT: (
+        "the broker's ListOffsets and Fetch answers contradict each other and no record settles "
+        "which is right: log end and lag are unknown (UNKNOWN, not OK)"
     ),
 }
 
