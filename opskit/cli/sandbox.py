@@ -9,8 +9,11 @@ from rich.console import Console
 
 from opskit.adapters.config_file import OpskitConfig
 from opskit.cli.common import Output, OutputOpt, emit, stdout
+from opskit.core.connection import MECHANISMS, ConnectionConfig
+from opskit.errors import UsageError
 from opskit.sandbox.cluster import Sandbox, list_sandboxes
 from opskit.sandbox.dist import DEFAULT_VERSION
+from opskit.sandbox.security import ADMIN, context_names, write_contexts
 
 app = typer.Typer(help="Local real Kafka clusters (KRaft, JVM processes on 127.0.0.1).",
                   no_args_is_help=True)
@@ -25,19 +28,24 @@ def up(
     name: NameOpt = "default",
     port: Annotated[int | None, typer.Option("--port", min=1024, max=64000, help="first broker port (default 9092)")] = None,
     no_context: Annotated[bool, typer.Option("--no-context", help="do not write an opskit context")] = False,
+    security: Annotated[str | None, typer.Option(
+        "--security", help="plaintext, sasl_plaintext or sasl_ssl (SASL PLAIN + SCRAM-SHA-256/512, "
+        "ACLs enforced, admin and monitor contexts) [default: plaintext, or as existing]",
+        show_default=False)] = None,
+    sasl_mechanism: Annotated[str, typer.Option(
+        "--sasl-mechanism", help="mechanism the written contexts use: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512",
+    )] = "PLAIN",
 ) -> int:
     """Start a cluster (idempotent). Node 0 is broker+controller; others are brokers."""
+    mechanism = sasl_mechanism.upper()
+    if mechanism not in MECHANISMS:
+        raise UsageError(f"--sasl-mechanism must be one of {', '.join(MECHANISMS)}, not {sasl_mechanism!r}")
     sb = Sandbox(name)
-    st, what = sb.up(brokers=brokers, version=kafka_version, port=port)
-    if not no_context:
-        cfg = OpskitConfig.load()
-        ctx = f"sandbox-{name}"
-        cfg.set_context(ctx, st.bootstrap, "opskit")
-        if not cfg.current_context:
-            cfg.current_context = ctx
-        cfg.save()
+    st, what = sb.up(brokers=brokers, version=kafka_version, port=port, security=security)
+    contexts = [] if no_context else write_contexts(sb.name, st.bootstrap, sb.security(st), mechanism)
     stdout().print(f"sandbox {name}: {what}; Kafka {st.version}, {st.brokers} broker(s), "
-                   f"bootstrap {st.bootstrap}" + ("" if no_context else f", context sandbox-{name}"))
+                   f"{st.security}, bootstrap {st.bootstrap}"
+                   + (f", context {' and '.join(contexts)}" if contexts else ""))
     return 0
 
 
@@ -77,11 +85,12 @@ def down(
     what = Sandbox(name).down(keep=keep)
     if not keep:
         cfg = OpskitConfig.load()
-        ctx = f"sandbox-{name}"
-        if ctx in cfg.contexts:
+        gone = [ctx for ctx in context_names(name) if ctx in cfg.contexts]
+        for ctx in gone:
             del cfg.contexts[ctx]
             if cfg.current_context == ctx:
                 cfg.current_context = None
+        if gone:
             cfg.save()
     stdout().print(f"sandbox {name}: {what}")
     return 0
@@ -126,12 +135,16 @@ def load(
     """
     from opskit.sandbox.load import LoadRunner, start_detached_load
 
-    bootstrap = bootstrap_server or Sandbox(name).require().bootstrap
+    if bootstrap_server:
+        conn = ConnectionConfig(bootstrap_server, client_id="opskit-load")
+    else:  # a secured sandbox: its admin (the load produces to and consumes every topic)
+        conn = Sandbox(name).connection(ADMIN, client_id="opskit-load")
     if detach:
-        pid = start_detached_load(name, bootstrap, rate, duration)
+        pid = start_detached_load(name, conn.bootstrap, rate, duration,
+                                  secured=bootstrap_server is None and conn.password is not None)
         stdout().print(f"load running in the background (pid {pid}); stop it with 'opskit sandbox down'")
         return 0
-    stats = LoadRunner(bootstrap, rate, seed=seed).run(duration)
+    stats = LoadRunner(conn.bootstrap, rate, seed=seed, conn=conn).run(duration)
     stdout().print(f"produced: {dict(sorted(stats.produced.items()))}")
     stdout().print(f"consumed: {dict(sorted(stats.consumed.items()))}")
     for e in stats.errors[:5]:

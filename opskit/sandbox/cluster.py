@@ -27,9 +27,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from opskit.core.connection import ConnectionConfig
 from opskit.errors import NotFoundError, SandboxError, UsageError
 from opskit.paths import state_dir
 from opskit.sandbox.dist import KafkaDist, ensure_kafka_dist, resolve_version
+from opskit.sandbox.security import CLIENT_LISTENER, SandboxSecurity, validate_mode
 
 log = logging.getLogger(__name__)
 
@@ -116,6 +118,8 @@ class SandboxState:
     controller_port: int
     nodes: list[Node] = field(default_factory=list)
     created_at: float = 0.0
+    #: plaintext, sasl_plaintext or sasl_ssl (see opskit.sandbox.security)
+    security: str = "plaintext"
 
     @property
     def bootstrap(self) -> str:
@@ -134,7 +138,7 @@ class SandboxState:
         return cls(
             name=d["name"], version=d["version"], cluster_id=d["cluster_id"],
             base_port=d["base_port"], controller_port=d["controller_port"], nodes=nodes,
-            created_at=d.get("created_at", 0.0),
+            created_at=d.get("created_at", 0.0), security=d.get("security", "plaintext"),
         )
 
 
@@ -193,9 +197,18 @@ class Sandbox:
             raise NotFoundError(f"no sandbox named {self.name!r} (start one with: opskit sandbox up)")
         return st
 
+    def security(self, st: SandboxState) -> SandboxSecurity:
+        return SandboxSecurity(st.security, self.root)
+
+    def connection(self, user: str = "admin", mechanism: str = "PLAIN",
+                   client_id: str = "opskit") -> ConnectionConfig:
+        """How a client reaches this sandbox as ``user`` (any user on a plaintext one)."""
+        st = self.require()
+        return self.security(st).connection(st.bootstrap, user, mechanism, client_id)
+
     # ----- config -----
     @staticmethod
-    def _properties(st: SandboxState, node: Node) -> str:
+    def _properties(st: SandboxState, node: Node, sec: SandboxSecurity) -> str:
         n = st.brokers
         rf = min(3, n)
         lines = [
@@ -223,13 +236,16 @@ class Sandbox:
             "num.network.threads=2",
             "delete.topic.enable=true",
         ]
+        client = "PLAINTEXT"
+        if sec.enabled:
+            client = CLIENT_LISTENER
+            drop = ("inter.broker.listener.name=", "listener.security.protocol.map=")
+            lines = [ln for ln in lines if not ln.startswith(drop)] + sec.broker_properties()
+            lines = [ln.replace("PLAINTEXT://", f"{client}://") for ln in lines]
+        listeners = f"{client}://127.0.0.1:{node.port}"
         if "controller" in node.roles:
-            lines.insert(
-                3,
-                f"listeners=PLAINTEXT://127.0.0.1:{node.port},CONTROLLER://127.0.0.1:{st.controller_port}",
-            )
-        else:
-            lines.insert(3, f"listeners=PLAINTEXT://127.0.0.1:{node.port}")
+            listeners += f",CONTROLLER://127.0.0.1:{st.controller_port}"
+        lines.insert(3, f"listeners={listeners}")
         return "\n".join(lines) + "\n"
 
     @staticmethod
@@ -260,16 +276,23 @@ class Sandbox:
 
     # ----- lifecycle -----
     def up(self, brokers: int | None = None, version: str | None = None, port: int | None = None,
-           wait_timeout: float = 120.0) -> tuple[SandboxState, str]:
+           wait_timeout: float = 120.0, security: str | None = None) -> tuple[SandboxState, str]:
         """Start (or confirm) the cluster. Returns the state and what was done.
 
-        ``brokers`` and ``version`` default to the existing sandbox's, or 1 and 3.7.
+        ``brokers``, ``version`` and ``security`` default to the existing sandbox's,
+        or 1, 3.7 and plaintext.
         """
         if brokers is not None and brokers not in (1, 3):
             raise UsageError(f"--brokers must be 1 or 3, not {brokers}")
         want_version = resolve_version(version) if version else None
+        want_security = validate_mode(security) if security is not None else None
         st = self.load()
         if st is not None:
+            if want_security and want_security != st.security:
+                raise SandboxError(
+                    f"sandbox {self.name!r} exists with security {st.security}; "
+                    f"run 'opskit sandbox down --name {self.name}' to replace it with {want_security}"
+                )
             if want_version and want_version != st.version:
                 raise SandboxError(
                     f"sandbox {self.name!r} exists with Kafka {st.version}; "
@@ -315,11 +338,13 @@ class Sandbox:
         st = SandboxState(
             name=self.name, version=dist.version, cluster_id=new_cluster_id(),
             base_port=base, controller_port=base + CONTROLLER_PORT_OFFSET, created_at=time.time(),
+            security=want_security or "plaintext",
         )
         for i in range(brokers):
             roles = "broker,controller" if i == 0 else "broker"
             st.nodes.append(Node(i, roles, base + i, str(self.root / f"node-{i}")))
         try:
+            self.security(st).create()
             for node in st.nodes:
                 self._format(dist, st, node)
             self.save(st)
@@ -334,13 +359,27 @@ class Sandbox:
 
     def _format(self, dist: KafkaDist, st: SandboxState, node: Node) -> None:
         node.dir.mkdir(parents=True, exist_ok=True)
-        node.config_path.write_text(self._properties(st, node))
+        sec = self.security(st)
+        # 0600: with security on, the file holds the listener's JAAS passwords
+        fd = os.open(node.config_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(self._properties(st, node, sec))
         (node.dir / "log4j.properties").write_text(self._log4j(node))
-        proc = subprocess.run(
-            dist.java_cmd("kafka.tools.StorageTool", "format", "-t", st.cluster_id,
-                          "-c", str(node.config_path), "--ignore-formatted"),
-            capture_output=True, text=True, timeout=120, check=False,
-        )
+        args = ["kafka.tools.StorageTool", "format", "-t", st.cluster_id,
+                "-c", str(node.config_path), "--ignore-formatted"]
+        argfile = node.dir / "format.args"
+        if sec.enabled:
+            # the SCRAM passwords go in a java argument file, not on the command line
+            fd = os.open(argfile, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w") as f:
+                f.write("\n".join(_java_arg(a) for a in [*args, *sec.scram_format_args()]) + "\n")
+            cmd = dist.java_cmd(f"@{argfile}")
+        else:
+            cmd = dist.java_cmd(*args)
+        try:
+            proc = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=120)
+        finally:
+            argfile.unlink(missing_ok=True)
         if proc.returncode != 0:
             msg = (proc.stderr or proc.stdout).strip().splitlines()
             raise SandboxError(f"formatting node {node.node_id} failed: {msg[-1] if msg else '?'}")
@@ -375,7 +414,8 @@ class Sandbox:
         # every broker registered with the controller
         from confluent_kafka.admin import AdminClient
 
-        admin = AdminClient({"bootstrap.servers": st.bootstrap, "log_level": 0})
+        conf = self.security(st).connection(st.bootstrap).to_librdkafka()
+        admin = AdminClient({**conf, "log_level": 0})
         while True:
             try:
                 md = admin.list_topics(timeout=5)
@@ -411,6 +451,7 @@ class Sandbox:
             "name": st.name, "kafka_version": st.version, "cluster_id": st.cluster_id,
             "bootstrap": st.bootstrap, "controller_port": st.controller_port,
             "brokers": st.brokers, "running": all(n["running"] for n in nodes), "nodes": nodes,
+            "security": st.security,
         }
 
     def stop_node(self, node_id: int, kill: bool = False) -> None:
@@ -461,6 +502,11 @@ class Sandbox:
             return "stopped (data kept)"
         shutil.rmtree(self.root, ignore_errors=True)
         return "stopped and removed"
+
+
+def _java_arg(arg: str) -> str:
+    """One argument quoted for a java ``@argfile``."""
+    return '"' + arg.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def _reap(pid: int) -> None:

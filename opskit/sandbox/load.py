@@ -32,6 +32,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka import TopicPartition as CkTP
 
+from opskit.core.connection import ConnectionConfig
 from opskit.errors import UsageError
 
 log = logging.getLogger(__name__)
@@ -142,10 +143,14 @@ class LoadRunner:
     """Runs producers and consumer groups in threads until stopped or duration ends."""
 
     def __init__(self, bootstrap: str, rate: float, topics: dict[str, float] | None = None,
-                 groups: list[GroupPlan] | None = None, seed: int | None = None) -> None:
+                 groups: list[GroupPlan] | None = None, seed: int | None = None,
+                 conn: ConnectionConfig | None = None) -> None:
         if rate <= 0:
             raise UsageError("--rate must be positive")
         self.bootstrap = bootstrap
+        #: librdkafka settings of the clients (security included, with a secured sandbox)
+        self._client_conf = (conn or ConnectionConfig(bootstrap)).to_librdkafka()
+        self._client_conf["bootstrap.servers"] = bootstrap
         self.rate = rate
         self.topics = topics if topics is not None else dict(TOPIC_WEIGHTS)
         self.groups = groups if groups is not None else list(HIP30_GROUPS)
@@ -189,7 +194,7 @@ class LoadRunner:
 
     # ----- producing -----
     def _produce(self) -> None:
-        p = Producer({"bootstrap.servers": self.bootstrap, "acks": "all", "enable.idempotence": True,
+        p = Producer({**self._client_conf, "acks": "all", "enable.idempotence": True,
                       "compression.type": "lz4", "linger.ms": 5, "batch.size": 16384,
                       "client.id": "opskit-load", "logger": logging.getLogger("opskit.librdkafka")})
         names = list(self.topics)
@@ -227,7 +232,7 @@ class LoadRunner:
     def _consume(self, plan: GroupPlan, idx: int) -> None:
         manual = plan.mode in ("partial", "stopped")
         c = Consumer({
-            "bootstrap.servers": self.bootstrap, "group.id": plan.group,
+            **self._client_conf, "group.id": plan.group,
             "client.id": f"{plan.group}-{idx}", "auto.offset.reset": "earliest",
             "enable.auto.commit": not manual, "auto.commit.interval.ms": 1000,
             "session.timeout.ms": 10000, "logger": logging.getLogger("opskit.librdkafka"),
@@ -288,14 +293,19 @@ def load_pid_path(name: str) -> Path:
     return sandboxes_root() / name / "load.pid"
 
 
-def start_detached_load(name: str, bootstrap: str, rate: float, duration: float) -> int:
+def start_detached_load(name: str, bootstrap: str, rate: float, duration: float,
+                        secured: bool = False) -> int:
+    """Run the load in a child process. With ``secured`` the child logs in as the
+    sandbox's admin, reading the password from the sandbox's file itself (the
+    command line carries only the sandbox name)."""
     pid_path = load_pid_path(name)
     stop_detached_load(name)
     pid_path.parent.mkdir(parents=True, exist_ok=True)
     log_path = pid_path.with_suffix(".log")
+    extra = [name] if secured else []
     with open(log_path, "ab") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "opskit.sandbox.load", bootstrap, str(rate), str(duration)],
+            [sys.executable, "-m", "opskit.sandbox.load", bootstrap, str(rate), str(duration), *extra],
             stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
     pid_path.write_text(str(proc.pid))
     return proc.pid
@@ -326,7 +336,12 @@ def stop_detached_load(name: str) -> bool:
 
 def _main(argv: list[str]) -> None:
     bootstrap, rate, duration = argv[0], float(argv[1]), float(argv[2])
-    runner = LoadRunner(bootstrap, rate)
+    conn = None
+    if len(argv) > 3:  # a secured sandbox's name: log in as its admin
+        from opskit.sandbox.cluster import Sandbox
+
+        conn = Sandbox(argv[3]).connection("admin", client_id="opskit-load")
+    runner = LoadRunner(bootstrap, rate, conn=conn)
     signal.signal(signal.SIGTERM, lambda *_: runner.stop_event.set())
     runner.run(duration)
 
