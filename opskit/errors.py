@@ -33,6 +33,13 @@ class ConfigError(InvalidInputError):
     kind = "config"
 
 
+class WriteFailedError(OpskitError):
+    """A file opskit writes could not be written (disk full, permission denied,
+    read-only file system); the previous file, if any, is unchanged."""
+
+    kind = "write_failed"
+
+
 class NotFoundError(OpskitError):
     """A named thing does not exist: group, topic, context, sandbox, backup."""
 

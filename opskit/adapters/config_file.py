@@ -27,14 +27,15 @@ Connection precedence: ``--bootstrap-server`` > ``--context`` >
 from __future__ import annotations
 
 import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from opskit.adapters.safe_read import parse_yaml, read_secret, read_text
+from opskit.adapters.safe_write import write_file
 from opskit.core.connection import ConnectionConfig
 from opskit.core.models import LagThresholds
-from opskit.errors import ConfigError, NotFoundError, UsageError
+from opskit.errors import ConfigError, InvalidInputError, NotFoundError, UsageError
 from opskit.paths import config_file
 
 
@@ -51,16 +52,10 @@ class OpskitConfig:
         p = path or config_file()
         if not p.exists():
             return cls(path=p)
-        import yaml  # only when there is a file to read (saves its import on every command)
-
-        try:
-            data = yaml.safe_load(p.read_text()) or {}
-        except yaml.YAMLError as e:
-            mark = getattr(e, "problem_mark", None)
-            where = f" line {mark.line + 1}" if mark is not None else ""
-            raise ConfigError(f"config file {p}{where} is not valid YAML") from e
-        except OSError as e:
-            raise ConfigError(f"cannot read config file {p}: {e.strerror}") from e
+        try:  # yaml is imported only when there is a file to read
+            data = parse_yaml(read_text(p, "config file"), f"config file {p}") or {}
+        except InvalidInputError as e:
+            raise ConfigError(str(e)) from None
         if not isinstance(data, dict):
             raise ConfigError(f"config file {p} must be a mapping at the top level")
         contexts = data.get("contexts") or {}
@@ -78,14 +73,10 @@ class OpskitConfig:
         data["contexts"] = self.contexts
         if self.thresholds:
             data["thresholds"] = self.thresholds
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         import yaml
 
-        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".config.")
-        with os.fdopen(fd, "w") as f:
-            yaml.safe_dump(data, f, sort_keys=False)
-        os.chmod(tmp, 0o600)
-        os.replace(tmp, self.path)
+        write_file(self.path, yaml.safe_dump(data, sort_keys=False), what="config file",
+                   mode=0o600)
 
     # ----- contexts -----
     def context(self, name: str) -> ConnectionConfig:
@@ -118,13 +109,16 @@ def context_to_connection(name: str, entry: dict[str, Any]) -> ConnectionConfig:
     sec = entry.get("security") or {}
     if not isinstance(sec, dict):
         raise ConfigError(f"context {name!r}: 'security' must be a mapping")
+    for key in ("sasl_mechanism", "username", "password", "password_file", "ca", "cert", "key"):
+        if sec.get(key) is not None and not isinstance(sec[key], str):
+            raise ConfigError(f"context {name!r}: security.{key} must be a string")
     password = sec.get("password")
     pw_file = sec.get("password_file")
     if pw_file:
         try:
-            password = Path(pw_file).read_text().strip()
-        except OSError as e:
-            raise ConfigError(f"context {name!r}: cannot read password_file {pw_file}: {e.strerror}") from e
+            password = read_secret(str(pw_file), "password_file")
+        except InvalidInputError as e:
+            raise ConfigError(f"context {name!r}: {e}") from None
     bootstrap = entry.get("bootstrap")
     if not isinstance(bootstrap, str):
         raise ConfigError(f"context {name!r} has no 'bootstrap' string")
@@ -150,10 +144,16 @@ def resolve_connection(
     bootstrap: str | None, context: str | None, cfg: OpskitConfig | None = None
 ) -> ConnectionConfig:
     """Apply the precedence rules and return a validated connection."""
+    # an empty value is a mistake (an unset variable in a script), never "use the
+    # current context": that could act on another cluster
+    if bootstrap is not None and not bootstrap.strip():
+        raise UsageError("--bootstrap-server is empty")
+    if context is not None and not context.strip():
+        raise UsageError("--context is empty")
     cfg = cfg or OpskitConfig.load()
-    if bootstrap:
+    if bootstrap is not None:
         conn = ConnectionConfig(bootstrap=bootstrap, source="--bootstrap-server")
-    elif context:
+    elif context is not None:
         conn = cfg.context(context)
     elif os.environ.get("KAFKA_BOOTSTRAP_SERVERS"):
         conn = ConnectionConfig(bootstrap=os.environ["KAFKA_BOOTSTRAP_SERVERS"],

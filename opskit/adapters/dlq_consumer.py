@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import tempfile
 from pathlib import Path
 from typing import Self
 
@@ -17,6 +15,8 @@ from confluent_kafka import Consumer, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as CkTP
 
 from opskit.adapters.kafka_admin import error_text
+from opskit.adapters.safe_read import parse_json, read_text
+from opskit.adapters.safe_write import write_file
 from opskit.core.connection import ConnectionConfig
 from opskit.core.dlq import DeadLetter, DlqState, parse_dead_letter
 from opskit.errors import (
@@ -131,18 +131,14 @@ class DeadLetterConsumer:
 def load_state(path: Path) -> DlqState:
     if not path.exists():
         return DlqState()
+    what = f"dead-letter state file {path}"
+    data = parse_json(read_text(path, "dead-letter state file"), what)
     try:
-        return DlqState.from_dict(json.loads(path.read_text()))
-    except json.JSONDecodeError as e:
-        raise InvalidInputError(f"dead-letter state file {path} is not JSON") from e
+        return DlqState.from_dict(data)
     except InvalidInputError as e:
-        raise InvalidInputError(f"{path}: {e}") from e
+        raise InvalidInputError(f"{what}: {e}") from e
 
 
 def save_state(path: Path, state: DlqState) -> None:
     """Atomic write: a crash leaves the old or the new state, never half of one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".dlq-state.")
-    with os.fdopen(fd, "w") as f:
-        json.dump(state.to_dict(), f, indent=2)
-    os.replace(tmp, path)
+    write_file(path, json.dumps(state.to_dict(), indent=2) + "\n", what="dead-letter state file")

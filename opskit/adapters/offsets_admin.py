@@ -8,13 +8,11 @@ error still goes through ``KafkaAdmin.translate``. The decisions are made in
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import logging
 import os
 import re
-import tempfile
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -33,6 +31,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 
 from opskit.adapters.kafka_admin import KafkaAdmin, error_text
 from opskit.adapters.lag_source import checked_log_offsets
+from opskit.adapters.safe_write import write_file
 from opskit.core.models import GroupDescription, GroupState, PartitionOffsets, TopicPartition
 from opskit.core.offset_reset.backup import OffsetsBackup
 from opskit.core.offset_reset.plan import ResetPlan
@@ -49,10 +48,14 @@ from opskit.errors import (
     KafkaOperationError,
     KafkaUnavailableError,
     NotFoundError,
+    OpskitError,
 )
 from opskit.paths import state_dir
 
 log = logging.getLogger(__name__)
+
+#: the former name of ``safe_write.write_file`` (same signature for ``(path, text)``)
+write_atomically = write_file
 
 
 @dataclass(frozen=True)
@@ -283,27 +286,6 @@ def _stamp(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y%m%dT%H%M%S") + f".{ms % 1000:03d}Z"
 
 
-def write_atomically(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` so that a reader sees the old or the new file, whole."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
-
-
 def _document(b: BackupFile, now_ms: int) -> str:
     doc = {
         "format": BACKUP_FILE_FORMAT,
@@ -331,18 +313,15 @@ def save_backup(
         n += 1
         path = base / f"{_stamp(backup.taken_at_ms)}-{n}.json"
     b = BackupFile(path, backup, BackupStatus.PENDING, None, dict(target))
-    try:
-        write_atomically(path, _document(b, backup.taken_at_ms))
-    except OSError as e:
-        raise InvalidInputError(f"cannot write the backup {path}: {e.strerror or e}") from e
+    write_file(path, _document(b, backup.taken_at_ms), what="backup")
     return b
 
 
 def mark_backup(b: BackupFile, status: BackupStatus, detail: str | None, now_ms: int) -> BackupFile:
     new = BackupFile(b.path, b.backup, status, detail, b.target)
     try:
-        write_atomically(b.path, _document(new, now_ms))
-    except OSError as e:  # the offsets are what they are; say so, do not hide it
+        write_file(b.path, _document(new, now_ms), what="backup")
+    except OpskitError as e:  # the offsets are what they are; say so, do not hide it
         log.warning("could not mark backup %s as %s: %s", b.path, status.value, e)
     return new
 

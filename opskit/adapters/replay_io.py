@@ -7,7 +7,6 @@ need and acts on them.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable
 from dataclasses import replace
@@ -18,8 +17,9 @@ from opskit.adapters.offsets_admin import (
     OffsetsAdmin,
     mark_backup,
     save_backup,
-    write_atomically,
 )
+from opskit.adapters.safe_read import parse_json, read_text
+from opskit.adapters.safe_write import write_file
 from opskit.core.models import TopicPartition
 from opskit.core.offset_reset.backup import OffsetsBackup
 from opskit.core.offset_reset.planner import check_unchanged
@@ -47,19 +47,11 @@ def manifest_path(directory: Path, replay_id: str) -> Path:
 
 
 def save_manifest(path: Path, manifest: ReplayManifest) -> None:
-    try:
-        write_atomically(path, manifest.to_json())
-    except OSError as e:
-        raise InvalidInputError(f"cannot write the manifest {path}: {e.strerror or e}") from e
+    write_file(path, manifest.to_json(), what="manifest")
 
 
 def load_manifest(path: Path) -> ReplayManifest:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise NotFoundError(f"manifest {path} does not exist") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise InvalidInputError(f"cannot read manifest {path}: {e}") from None
+    text = read_text(path, "manifest")
     try:
         return ReplayManifest.from_json(text)
     except InvalidInputError as e:
@@ -93,9 +85,9 @@ def read_result_dir(output: Path, replay_id: str) -> JobResult | None:
     """The job's result saved under the output (local file systems only)."""
     d = output / replay_id / "_result"
     for part in sorted(d.glob("part-*")) if d.is_dir() else []:
-        text = part.read_text().strip()
+        text = read_text(part, "replay result").strip()
         if text:
-            return JobResult.from_dict(json.loads(text))
+            return JobResult.from_dict(parse_json(text, f"replay result {part}"))
     return None
 
 

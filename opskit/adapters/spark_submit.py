@@ -56,11 +56,16 @@ RESULT_PREFIX = "OPSKIT_RESULT "
 PROGRESS_PREFIX = "OPSKIT_PROGRESS "
 
 
+#: the one-line error when pyspark (the optional extra ``replay``) is missing
+MISSING_EXTRA = ("running a replay needs pyspark, the optional extra 'replay': "
+                 "pip install 'opskit[replay]'")
+
+
 def pyspark_version() -> str:
     try:
         import pyspark
     except ImportError as e:
-        raise UnsupportedError("pyspark is not installed (pip install pyspark)") from e
+        raise UnsupportedError(MISSING_EXTRA) from e
     return str(pyspark.__version__)
 
 
@@ -176,11 +181,11 @@ def spark_submit_binary() -> str:
     try:
         import pyspark
     except ImportError as e:
-        raise UnsupportedError("spark-submit not found and pyspark is not installed") from e
+        raise UnsupportedError(MISSING_EXTRA) from e
     candidate = Path(pyspark.__file__).parent / "bin" / "spark-submit"
     if candidate.exists():
         return str(candidate)
-    raise UnsupportedError("spark-submit not found on PATH (pip install pyspark)")
+    raise UnsupportedError(f"spark-submit not found on PATH or in pyspark ({MISSING_EXTRA})")
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,8 @@ from typing import Annotated, Any
 import typer
 import yaml
 
+from opskit.adapters.safe_read import parse_yaml, read_text
+from opskit.adapters.safe_write import write_file
 from opskit.core.alert_rules import (
     AlertPolicy,
     alertmanager_config,
@@ -16,7 +18,7 @@ from opskit.core.alert_rules import (
     prometheus_rule_manifest,
     rule_groups,
 )
-from opskit.errors import InvalidInputError, NotFoundError
+from opskit.errors import InvalidInputError
 
 app = typer.Typer(help="Prometheus alerting rules and Alertmanager routing for Kafka.",
                   no_args_is_help=True)
@@ -43,12 +45,7 @@ def to_yaml(data: Any) -> str:
 
 
 def load_policy(config: Path, runbook_base_url: str | None = None) -> AlertPolicy:
-    if not config.is_file():
-        raise NotFoundError(f"thresholds config {config} not found")
-    try:
-        data = yaml.safe_load(config.read_text()) or {}
-    except yaml.YAMLError as e:
-        raise InvalidInputError(f"{config} is not valid YAML") from e
+    data = parse_yaml(read_text(config, "thresholds config"), f"thresholds config {config}") or {}
     if not isinstance(data, dict):
         raise InvalidInputError(f"{config} must be a mapping at the top level")
     if runbook_base_url:
@@ -90,13 +87,12 @@ def generate(
     stale = []
     for name, text in files.items():
         path = out / name
-        current = path.read_text() if path.is_file() else None
+        current = read_text(path, "rule file") if path.is_file() else None
         if current == text:
             continue
         stale.append(name)
         if not check:
-            out.mkdir(parents=True, exist_ok=True)
-            path.write_text(text)
+            write_file(path, text, what="rule file", mode=0o644)
     verb = "stale" if check else "written"
     for name in stale:
         sys.stdout.write(f"{verb}: {out / name}\n")

@@ -21,7 +21,9 @@ from rich.markup import escape
 
 from opskit.adapters.acls_admin import DrAdmin, save_acl_backup
 from opskit.adapters.config_file import resolve_connection
-from opskit.adapters.offsets_admin import save_backup, write_atomically
+from opskit.adapters.offsets_admin import save_backup
+from opskit.adapters.safe_read import parse_json, read_text
+from opskit.adapters.safe_write import check_writable_target, write_file
 from opskit.cli import exits
 from opskit.cli.common import BootstrapOpt, ContextOpt, Output, OutputOpt, TimeoutOpt, emit, stderr
 from opskit.cli.offsets import BackupDirOpt, ExecuteOpt, YesOpt
@@ -125,13 +127,15 @@ def snapshot(
 ) -> int:
     """Snapshot topics (partitions, topic config overrides), ACLs and every group's
     committed offsets with the timestamp of the record at each."""
+    if file is not None:  # a bad target is refused before any work
+        check_writable_target(file, "snapshot")
     with _admin(bootstrap_server, context, timeout) as admin:
         snap = take_snapshot(admin, _now_ms(), topic, group)
     data = snap.to_dict()
     if snap.acls_note:
         stderr().print(snap.acls_note)
     if file is not None:
-        write_atomically(file, json.dumps(data, indent=2) + "\n")
+        write_file(file, json.dumps(data, indent=2) + "\n", what="snapshot")
         stderr().print(f"snapshot of {len(snap.topics)} topics and {len(snap.groups)} groups "
                        f"written to {file}")
         return exits.OK
@@ -175,15 +179,13 @@ def restore(
     group's offsets to the first record at or after its snapshot timestamp.
     Create the snapshot's ACLs the target lacks (the target's ACLs are backed up first).
     Dry run unless --execute."""
+    what = f"snapshot file {snapshot_file}"
     try:
-        text = snapshot_file.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise NotFoundError(f"snapshot file {snapshot_file} does not exist") from None
-    try:
-        snap = Snapshot.from_dict(json.loads(text))
-    except json.JSONDecodeError as e:
-        raise InvalidInputError(f"snapshot file {snapshot_file} is not valid JSON ({e})") from None
+        snap = Snapshot.from_dict(parse_json(read_text(snapshot_file, "snapshot file"), what))
     except InvalidInputError as e:
+        if str(e).startswith(what):
+            raise
+
         raise InvalidInputError(f"snapshot file {snapshot_file}: {e}") from None
     err = stderr()
     with _admin(bootstrap_server, context, timeout) as admin:

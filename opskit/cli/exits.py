@@ -10,6 +10,7 @@
 | 5    | refused: an unsafe mutation was refused (active group, offsets moved, ...) |
 | 6    | Kafka rejected a request (authorisation, invalid config, ...) |
 | 7    | sandbox could not be set up (no Java or Maven, port taken, ...) |
+| 8    | a file could not be written (disk full, permission denied, ...); nothing was replaced |
 | 70   | internal error (a bug: rerun with --debug and report it) |
 | 130  | interrupted |
 """
@@ -27,8 +28,13 @@ NOT_FOUND = 4
 REFUSED = 5
 KAFKA_ERROR = 6
 SANDBOX = 7
+WRITE_FAILED = 8
 INTERNAL = 70
 INTERRUPTED = 130
+
+#: every exit status opskit can end with (the fuzz test asserts nothing else occurs)
+DOCUMENTED = frozenset({OK, WARNING, CRITICAL, UNKNOWN, NOT_FOUND, REFUSED, KAFKA_ERROR,
+                        SANDBOX, WRITE_FAILED, INTERRUPTED})
 
 _BY_CLASS: list[tuple[type[errors.OpskitError], int]] = [
     (errors.UsageError, USAGE),
@@ -40,6 +46,7 @@ _BY_CLASS: list[tuple[type[errors.OpskitError], int]] = [
     (errors.RefusedError, REFUSED),
     (errors.KafkaOperationError, KAFKA_ERROR),
     (errors.SandboxError, SANDBOX),
+    (errors.WriteFailedError, WRITE_FAILED),
 ]
 
 

@@ -42,6 +42,7 @@ from opskit.adapters.replay_io import (
     read_result_dir,
     save_manifest,
 )
+from opskit.adapters.safe_read import parse_json, read_text
 from opskit.adapters.spark_submit import (
     SubmitOptions,
     build_command,
@@ -79,7 +80,6 @@ from opskit.errors import (
     InconsistentStateError,
     InvalidInputError,
     KafkaOperationError,
-    NotFoundError,
     RefusedError,
     UsageError,
 )
@@ -134,12 +134,7 @@ def _request(group: str, topics: list[str], pipeline: Pipeline | None, from_time
     end_ts = parse_datetime(to_time, UTC) if to_time else None
     offsets = {}
     if from_offsets is not None:
-        try:
-            text = from_offsets.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise NotFoundError(f"offsets file {from_offsets} does not exist") from None
-        except (OSError, UnicodeDecodeError) as e:
-            raise InvalidInputError(f"cannot read offsets file {from_offsets}: {e}") from None
+        text = read_text(from_offsets, "offsets file")
         parsed = parse_offsets_csv(text)
         if set(parsed) - {None, group}:
             raise InvalidInputError(f"{from_offsets} has offsets of another group")
@@ -195,8 +190,8 @@ def _run_job(m: ReplayManifest, output_dir: Path, opts: SubmitOptions,
                                   f"{res.tail or 'see --debug'}; nothing committed")
     if res.result_line is not None:
         try:
-            return JobResult.from_dict(json.loads(res.result_line))
-        except json.JSONDecodeError:
+            return JobResult.from_dict(parse_json(res.result_line, "the Spark job's result"))
+        except InvalidInputError:
             raise InconsistentStateError("the Spark job printed an unreadable result; "
                                          "nothing committed") from None
     found = read_result_dir(output_dir, m.replay_id)
@@ -208,17 +203,9 @@ def _run_job(m: ReplayManifest, output_dir: Path, opts: SubmitOptions,
 
 
 def _load_result(path: Path) -> JobResult:
-    try:
-        text = path.read_text(encoding="utf-8").strip()
-    except FileNotFoundError:
-        raise NotFoundError(f"result file {path} does not exist") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise InvalidInputError(f"cannot read result file {path}: {e}") from None
+    text = read_text(path, "result file").strip()
     text = text.removeprefix("OPSKIT_RESULT").strip()
-    try:
-        return JobResult.from_dict(json.loads(text))
-    except json.JSONDecodeError as e:
-        raise InvalidInputError(f"result file {path} is not valid JSON ({e})") from None
+    return JobResult.from_dict(parse_json(text, f"result file {path}"))
 
 
 def replay(

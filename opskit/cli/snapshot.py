@@ -20,6 +20,7 @@ import typer
 from opskit.adapters.kafka_admin import ClusterMeta
 from opskit.adapters.lag_sampler import collect_timed_lag
 from opskit.adapters.record_times import RecordTimeReader
+from opskit.adapters.safe_write import check_writable_target, write_file
 from opskit.cli.common import BootstrapOpt, ContextOpt, TimeoutOpt, connect, load_config, stderr
 from opskit.cli.lag import fmt_seconds
 from opskit.core.models import GroupDescription
@@ -77,6 +78,8 @@ def snapshot(
     timeout: TimeoutOpt = 10.0,
 ) -> int:
     """One document of the cluster's state: brokers, controller, partitions, groups, lag."""
+    if file is not None:  # a bad target is refused before any work
+        check_writable_target(file, "snapshot")
     cfg = load_config()
     taken = time.time()
     with connect(bootstrap_server, context, timeout) as admin:
@@ -105,7 +108,7 @@ def snapshot(
     text = (json.dumps(data, indent=2, default=str) + "\n" if output is SnapshotFormat.json
             else markdown(data))
     if file is not None:
-        file.write_text(text)
+        write_file(file, text, what="snapshot")
         stderr().print(f"snapshot written to {file}")
     else:
         sys.stdout.write(text)

@@ -30,13 +30,18 @@ class ConnectionConfig:
             errs.append("bootstrap servers are empty")
         for hp in self.bootstrap.split(","):
             host, _, port = hp.strip().rpartition(":")
-            if not host or not port.isdigit() or not 0 < int(port) < 65536:
+            if (not host or not port.isascii() or not port.isdigit() or len(port) > 5
+                    or not 0 < int(port) < 65536
+                    or not all(c.isascii() and c.isprintable() and not c.isspace()
+                               for c in host)):
                 errs.append(f"bootstrap server {hp.strip()!r} is not host:port")
         proto = self.security_protocol.upper()
         if proto not in PROTOCOLS:
             errs.append(f"security protocol {self.security_protocol!r} is not one of {', '.join(PROTOCOLS)}")
+        if self.sasl_mechanism is not None and self.sasl_mechanism.upper() not in MECHANISMS:
+            errs.append(f"SASL mechanism {self.sasl_mechanism!r} is not one of {', '.join(MECHANISMS)}")
         if proto.startswith("SASL"):
-            if (self.sasl_mechanism or "").upper() not in MECHANISMS:
+            if self.sasl_mechanism is None:
                 errs.append(f"SASL needs a mechanism, one of {', '.join(MECHANISMS)}")
             if not self.username or self.password is None:
                 errs.append("SASL needs a username and a password (or password_file)")

@@ -13,6 +13,8 @@ from typing import Any
 
 from grafanalib._gen import DashboardEncoder
 
+from opskit.adapters.safe_read import read_text
+from opskit.adapters.safe_write import write_file
 from opskit.errors import InvalidInputError, NotFoundError
 
 SUFFIX = ".dashboard.py"
@@ -59,11 +61,11 @@ def generate(directory: Path, runbook_base: str, check: bool = False) -> list[Pa
     for src in sources(directory):
         out = output_path(src)
         text = render(build(src, runbook_base))
-        if out.is_file() and out.read_text() == text:
+        if out.is_file() and read_text(out, "dashboard") == text:
             continue
         stale.append(out)
         if not check:
-            out.write_text(text)
+            write_file(out, text, what="dashboard", mode=0o644)
     return stale
 
 

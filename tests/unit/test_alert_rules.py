@@ -228,4 +228,4 @@ def test_alerts_generate_cli_writes_checks_and_refuses_bad_input(tmp_path: Path)
     code, _, err = _cli("alerts", "generate", "--config", str(cfg))
     assert code == 2 and "lag_warn is above lag_crit" in err
     code, _, err = _cli("alerts", "generate", "--config", str(tmp_path / "missing.yaml"))
-    assert code == 4 and "not found" in err
+    assert code == 4 and "does not exist" in err
