@@ -8,11 +8,9 @@ error still goes through ``KafkaAdmin.translate``. The decisions are made in
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
-import re
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -31,7 +29,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 
 from opskit.adapters.kafka_admin import KafkaAdmin, error_text
 from opskit.adapters.lag_source import checked_log_offsets
-from opskit.adapters.safe_write import write_file
+from opskit.adapters.safe_write import safe_file_name, write_file
 from opskit.core.models import GroupDescription, GroupState, PartitionOffsets, TopicPartition
 from opskit.core.offset_reset.backup import OffsetsBackup
 from opskit.core.offset_reset.plan import ResetPlan
@@ -276,10 +274,7 @@ def default_backup_dir() -> Path:
 
 
 def _safe_name(group_id: str) -> str:
-    safe = re.sub(r"[^A-Za-z0-9._-]", "_", group_id)
-    if safe != group_id or safe in (".", ".."):
-        safe = f"{safe}-{hashlib.sha256(group_id.encode()).hexdigest()[:8]}"
-    return safe
+    return safe_file_name(group_id)
 
 
 def _stamp(ms: int) -> str:

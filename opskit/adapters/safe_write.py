@@ -19,7 +19,9 @@ the config file, generated rules) goes through :func:`write_file`:
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
+import re
 import stat
 import tempfile
 from pathlib import Path
@@ -29,6 +31,17 @@ from opskit.errors import InvalidInputError, WriteFailedError
 #: permission bits of a new file when the caller gives none (owner only: backups,
 #: journals and state can name groups and hosts)
 DEFAULT_MODE = 0o600
+
+
+def safe_file_name(name: str) -> str:
+    """``name`` as one file name: characters other than letters, digits, ``._-`` become
+    ``_`` and a short hash of the original keeps distinct names distinct (a group
+    named ``../x`` never writes outside its directory)."""
+    safe = re.sub(r"[^A-Za-z0-9._-]", "_", name)[:200]
+    if safe != name or safe in (".", ".."):
+        digest = hashlib.sha256(name.encode("utf-8", "surrogateescape")).hexdigest()[:8]
+        safe = f"{safe}-{digest}"
+    return safe
 
 
 def check_writable_target(path: Path | str, what: str = "file") -> Path:

@@ -22,11 +22,12 @@ from opskit.adapters.pagerduty_events import (
     PagerDutyEvents,
     build_event,
 )
+from opskit.adapters.safe_write import safe_file_name
 from opskit.cli.common import BootstrapOpt, ContextOpt, TimeoutOpt
 from opskit.cli.page import CaOpt, RetriesOpt, UrlOpt, settings
-from opskit.core.alert_rules import parse_duration
+from opskit.cli.validate import DAY, parse_duration_option
 from opskit.core.dlq import DlqPolicy, DlqState, PageAction, observe, plan_pages
-from opskit.errors import InvalidInputError, OpskitError, UsageError
+from opskit.errors import OpskitError, UsageError
 from opskit.paths import state_dir
 
 log = logging.getLogger(__name__)
@@ -37,11 +38,12 @@ app = typer.Typer(help="Dead-letter topic monitoring and paging (HIP-30 dead-let
 RUNBOOK = "https://github.com/hanzoai/opskit/blob/main/runbooks/KafkaDeadLetterGrowing.md"
 
 
+#: bound of the duration options (named in their help)
+MAX_DURATION_S = 30 * DAY
+
+
 def _seconds(opt: str, text: str) -> float:
-    try:
-        return parse_duration(text)
-    except InvalidInputError as e:
-        raise UsageError(f"{opt}: {e}") from e
+    return parse_duration_option(text, opt, MAX_DURATION_S, minimum=1.0)
 
 
 def _emit(action: PageAction, sent: bool) -> None:
@@ -64,10 +66,10 @@ def watch(
         "--cluster", help="cluster name in pages and dedup keys (default: context or bootstrap)",
         show_default=False)] = None,
     quiet_period: Annotated[str, typer.Option(
-        "--quiet-period", help="resolve a topic's incident after this long without dead letters")]
+        "--quiet-period", help="resolve a topic's incident after this long without dead letters (at most 30d)")]
         = "15m",
     update_interval: Annotated[str, typer.Option(
-        "--update-interval", help="at most one update per incident this often")] = "5m",
+        "--update-interval", help="at most one update per incident this often (at most 30d)")] = "5m",
     severity: Annotated[str, typer.Option("--severity", help="PagerDuty severity")] = "error",
     runbook_url: Annotated[str, typer.Option("--runbook-url", help="link attached to pages")] =
         RUNBOOK,
@@ -77,7 +79,7 @@ def watch(
     once: Annotated[bool, typer.Option(
         "--once", help="read up to the end, page, resolve what is quiet, then exit")] = False,
     duration: Annotated[str | None, typer.Option(
-        "--duration", help="stop after this long (e.g. 10m); default: run until interrupted",
+        "--duration", help="stop after this long (e.g. 10m, at most 30d); default: run until interrupted",
         show_default=False)] = None,
     events_url: UrlOpt = DEFAULT_BASE_URL,
     ca_file: CaOpt = None,
@@ -95,7 +97,7 @@ def watch(
     conn = resolve_connection(bootstrap, context)
     policy = DlqPolicy(cluster=cluster or context or conn.bootstrap, quiet_period=quiet,
                        update_interval=update, severity=severity, runbook_url=runbook_url)
-    sfile = state_file or state_dir() / "dlq" / f"{group}.json"
+    sfile = state_file or state_dir() / "dlq" / f"{safe_file_name(group)}.json"
     state = load_state(sfile)
     started = time.monotonic()
     with DeadLetterConsumer(conn, topic, group, timeout) as consumer, \

@@ -18,7 +18,7 @@ import typer
 from opskit.adapters.cluster_health import quiet_kafka_python
 from opskit.adapters.config_file import resolve_connection
 from opskit.cli.common import STATE, BootstrapOpt, ContextOpt, load_config, setup_logging, stderr
-from opskit.cli.lag import parse_interval
+from opskit.cli.validate import DAY, HOUR, parse_duration_option
 from opskit.errors import NotFoundError, UsageError
 from opskit.exporter.collector import KafkaSource
 from opskit.exporter.engine import Exporter
@@ -43,9 +43,9 @@ def _read_secret(path: str | None, flag: str) -> str | None:
 def exporter(
     port: Annotated[int, typer.Option("--port", min=0, max=65535, help="HTTP port (0: any free port)")] = 9308,
     listen: Annotated[str, typer.Option("--listen", help="address to bind")] = "0.0.0.0",
-    interval: Annotated[str, typer.Option("--interval", help="time between collections, e.g. 15s")] = "15s",
-    collection_timeout: Annotated[str | None, typer.Option("--collection-timeout", help="a cycle longer than this counts as a timeout and marks Kafka down (default: 4 x interval, at least 30s)", show_default=False)] = None,
-    stale_after: Annotated[str | None, typer.Option("--stale-after", help="keep serving the last good data this long after collection fails (default: 4 x interval, at least 60s)", show_default=False)] = None,
+    interval: Annotated[str, typer.Option("--interval", help="time between collections, e.g. 15s (1s to 1h)")] = "15s",
+    collection_timeout: Annotated[str | None, typer.Option("--collection-timeout", help="a cycle longer than this counts as a timeout and marks Kafka down (default: 4 x interval, at least 30s; at most 1h)", show_default=False)] = None,
+    stale_after: Annotated[str | None, typer.Option("--stale-after", help="keep serving the last good data this long after collection fails (default: 4 x interval, at least 60s; at most 7d)", show_default=False)] = None,
     group_allow: Annotated[list[str] | None, typer.Option("--group-allow", help="regex; only groups fully matching one (repeatable)")] = None,
     group_deny: Annotated[list[str] | None, typer.Option("--group-deny", help="regex; drop groups fully matching one (repeatable)")] = None,
     topic_allow: Annotated[list[str] | None, typer.Option("--topic-allow", help="regex; only topics fully matching one (repeatable)")] = None,
@@ -54,7 +54,7 @@ def exporter(
     lag_time_budget: Annotated[int, typer.Option("--lag-time-budget", min=0, help="new record reads for lag in seconds per cycle (largest lag first); the rest are estimated")] = 2000,
     no_lag_time: Annotated[bool, typer.Option("--no-lag-time", help="do not read record timestamps (lag seconds only from the offset timeline)")] = False,
     no_log_dirs: Annotated[bool, typer.Option("--no-log-dirs", help="do not read partition sizes (no bytes/s, no topic size)")] = False,
-    status_window: Annotated[str, typer.Option("--status-window", help="window of the Burrow-style group status and rates")] = "10m",
+    status_window: Annotated[str, typer.Option("--status-window", help="window of the Burrow-style group status and rates (at most 7d)")] = "10m",
     status_samples: Annotated[int, typer.Option("--status-samples", min=3, max=60, help="samples kept per group-partition in the status window (memory: ~160 bytes each)")] = 10,
     expected_brokers: Annotated[int | None, typer.Option("--expected-brokers", min=1, help="brokers the cluster should have", show_default=False)] = None,
     web_tls_cert: Annotated[str | None, typer.Option("--web-tls-cert", help="serve HTTPS with this certificate (PEM)", show_default=False)] = None,
@@ -72,10 +72,12 @@ def exporter(
     with /healthz and /ready. Runs until interrupted."""
     if collector not in ("process", "thread"):
         raise UsageError(f"--collector must be process or thread, not {collector!r}")
-    interval_s = parse_interval(interval, "--interval")
-    ct = parse_interval(collection_timeout, "--collection-timeout") if collection_timeout else max(30.0, 4 * interval_s)
-    sa = parse_interval(stale_after, "--stale-after") if stale_after else max(60.0, 4 * interval_s)
-    window_s = parse_interval(status_window, "--status-window")
+    interval_s = parse_duration_option(interval, "--interval", HOUR, minimum=1.0)
+    ct = (parse_duration_option(collection_timeout, "--collection-timeout", HOUR)
+          if collection_timeout else max(30.0, 4 * interval_s))
+    sa = (parse_duration_option(stale_after, "--stale-after", 7 * DAY)
+          if stale_after else max(60.0, 4 * interval_s))
+    window_s = parse_duration_option(status_window, "--status-window", 7 * DAY)
     options = ExporterOptions(
         interval_s=interval_s, collection_timeout_s=ct, kafka_timeout_s=timeout,
         groups=NameFilter.of(group_allow, group_deny, "group"),

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 import sys
 from collections.abc import Callable
 from contextlib import ExitStack
@@ -42,6 +41,7 @@ from opskit.cli.common import (
     stderr,
     stdout,
 )
+from opskit.cli.validate import DAY, HOUR, parse_duration_option
 from opskit.core.models import ANOMALY_MEANING, LagThresholds, Severity
 from opskit.core.status.rank import Status, worst_severity
 from opskit.core.timing.lag_time import Confidence, LagTimeBasis
@@ -56,19 +56,9 @@ STATUS_STYLE = {Status.OK: "green", Status.WARN: "yellow", Status.REWIND: "yello
                 Status.STOP: "yellow", Status.STALL: "red", Status.ERR: "red",
                 Status.UNKNOWN: "magenta"}
 
-_DURATION = re.compile(r"\s*([0-9]+(?:\.[0-9]+)?)\s*(ms|s|m|h|d)?\s*", re.IGNORECASE)
-_UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
-
-
-def parse_interval(text: str, what: str = "duration") -> float:
-    """Seconds of ``500ms``, ``5s``, ``10m``, ``1h``, ``1d`` or a bare number of seconds."""
-    m = _DURATION.fullmatch(text)
-    if m is None:
-        raise UsageError(f"invalid {what} {text!r}: use e.g. 5s, 10m, 1h")
-    value = float(m.group(1)) * _UNIT_S[(m.group(2) or "s").lower()]
-    if value <= 0:
-        raise UsageError(f"{what} must be positive, got {text!r}")
-    return value
+#: bounds of the duration options (named in their help)
+MAX_INTERVAL_S = HOUR
+MAX_WINDOW_S = DAY
 
 
 BYTES_HEADROOM_MEANING = (
@@ -117,8 +107,8 @@ def lag(
     crit: Annotated[int | None, typer.Option("--crit", min=0, help="group lag critical threshold (default 1000000 or config)")] = None,
     no_time: Annotated[bool, typer.Option("--no-time", help="skip reading record timestamps (no lag in time, no retention headroom)")] = False,
     watch: Annotated[bool, typer.Option("--watch", help="refresh the table every --interval until Ctrl-C")] = False,
-    interval: Annotated[str, typer.Option("--interval", help="time between samples with --watch/--window, e.g. 5s")] = "5s",
-    window: Annotated[str | None, typer.Option("--window", help="sample for this long (e.g. 10m), then judge each group's status", show_default=False)] = None,
+    interval: Annotated[str, typer.Option("--interval", help="time between samples with --watch/--window, e.g. 5s (0.1s to 1h)")] = "5s",
+    window: Annotated[str | None, typer.Option("--window", help="sample for this long (e.g. 10m, at most 1d), then judge each group's status", show_default=False)] = None,
     iterations: Annotated[int | None, typer.Option("--iterations", min=1, help="stop --watch after N refreshes", show_default=False)] = None,
     output: OutputOpt = Output.table,
     bootstrap_server: BootstrapOpt = None,
@@ -142,8 +132,8 @@ def lag(
         raise UsageError("no group given: use --group NAME (repeatable) or --all-groups")
     if watch and window:
         raise UsageError("use either --watch or --window, not both")
-    interval_s = parse_interval(interval, "--interval")
-    window_s = parse_interval(window, "--window") if window else None
+    interval_s = parse_duration_option(interval, "--interval", MAX_INTERVAL_S, minimum=0.1)
+    window_s = parse_duration_option(window, "--window", MAX_WINDOW_S) if window else None
     if window_s is not None and window_s < interval_s:
         raise UsageError(f"--window {window} is shorter than --interval {interval}")
     if iterations is not None and not watch:

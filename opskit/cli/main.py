@@ -137,7 +137,9 @@ def main(argv: list[str] | None = None) -> int:
         args = ["--debug"] + [a for a in args if a != "--debug"]
     try:
         _register_for(args)
-        rv = app(args=args, prog_name="opskit", standalone_mode=False)
+        from opskit.cli.validate import hardened_command
+
+        rv = hardened_command(app)(args=args, prog_name="opskit", standalone_mode=False)
         code = rv if isinstance(rv, int) else 0
     except typer.Exit as e:
         code = e.exit_code

@@ -29,7 +29,7 @@ from opskit.cli.common import (
     emit,
     fmt_int,
 )
-from opskit.cli.lag import parse_interval
+from opskit.cli.validate import HOUR, parse_duration_option
 from opskit.core.models import TopicPartition
 from opskit.errors import InconsistentStateError, NotFoundError, UnsupportedError
 
@@ -109,7 +109,7 @@ def measure(first: Reading, second: Reading, topics: list[str]) -> dict[str, Any
 
 
 def throughput(
-    interval: Annotated[str, typer.Option("--interval", help="time between the two readings, e.g. 10s")] = "10s",
+    interval: Annotated[str, typer.Option("--interval", help="time between the two readings, e.g. 10s (0.1s to 1h)")] = "10s",
     topic: Annotated[list[str] | None, typer.Option("--topic", "-t", help="only these topics (repeatable; default all but internal)")] = None,
     group: Annotated[list[str] | None, typer.Option("--group", "-g", help="only these groups (repeatable; default all)")] = None,
     output: OutputOpt = Output.table,
@@ -118,7 +118,7 @@ def throughput(
     timeout: TimeoutOpt = 10.0,
 ) -> int:
     """Messages/s and bytes/s written per topic, messages/s consumed per group and topic."""
-    interval_s = parse_interval(interval, "--interval")
+    interval_s = parse_duration_option(interval, "--interval", HOUR, minimum=0.1)
     with connect(bootstrap_server, context, timeout) as admin:
         md: ClusterMeta = admin.metadata()
         if topic:
