@@ -16,9 +16,11 @@ from pathlib import Path
 from typing import Any, Self
 
 from opskit.adapters.kafka_admin import KafkaAdmin, error_name, error_text
-from opskit.adapters.offsets_admin import OffsetsAdmin, write_atomically
+from opskit.adapters.offsets_admin import OffsetsAdmin
+from opskit.adapters.safe_read import parse_json, read_text
+from opskit.adapters.safe_write import write_file
 from opskit.core.acls import AclEntry
-from opskit.errors import InvalidInputError, KafkaOperationError, NotFoundError, OpskitError
+from opskit.errors import InvalidInputError, KafkaOperationError, OpskitError
 from opskit.paths import state_dir
 
 log = logging.getLogger(__name__)
@@ -197,20 +199,12 @@ def save_acl_backup(entries: Iterable[AclEntry], bootstrap: str, reason: str,
     kept = tuple(sorted(set(entries)))
     data = {"format": BACKUP_FORMAT, "version": 1, "taken_at_ms": taken, "bootstrap": bootstrap,
             "reason": reason, "acls": [e.to_dict() for e in kept]}
-    try:
-        write_atomically(path, json.dumps(data, indent=2) + "\n")
-    except OSError as e:
-        raise InvalidInputError(f"cannot write the ACL backup {path}: {e.strerror or e}") from e
+    write_file(path, json.dumps(data, indent=2) + "\n", what="ACL backup")
     return AclBackup(path, kept)
 
 
 def load_acl_backup(path: Path) -> AclBackup:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise NotFoundError(f"ACL backup {path} does not exist") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InvalidInputError(f"ACL backup {path} is not readable JSON ({exc})") from None
+    data = parse_json(read_text(path, "ACL backup"), f"ACL backup {path}")
     if not isinstance(data, dict) or data.get("format") != BACKUP_FORMAT \
             or not isinstance(data.get("acls"), list):
         raise InvalidInputError(f"{path} is not an opskit ACL backup (format field)")

@@ -29,6 +29,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 
 from opskit.adapters.kafka_admin import KafkaAdmin, error_text
 from opskit.adapters.lag_source import checked_log_offsets
+from opskit.adapters.safe_read import parse_json, read_text
 from opskit.adapters.safe_write import safe_file_name, write_file
 from opskit.core.models import GroupDescription, GroupState, PartitionOffsets, TopicPartition
 from opskit.core.offset_reset.backup import OffsetsBackup
@@ -323,16 +324,7 @@ def mark_backup(b: BackupFile, status: BackupStatus, detail: str | None, now_ms:
 
 def load_backup(path: Path) -> BackupFile:
     """Read a backup file (or a bare ``OffsetsBackup`` JSON document), strictly."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise NotFoundError(f"backup file {path} does not exist") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise InvalidInputError(f"cannot read backup file {path}: {e}") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise InvalidInputError(f"backup file {path} is not valid JSON ({e})") from None
+    data = parse_json(read_text(path, "backup file"), f"backup file {path}")
     try:
         if isinstance(data, dict) and data.get("format") == BACKUP_FILE_FORMAT:
             if data.get("version") != BACKUP_FILE_VERSION:

@@ -16,7 +16,8 @@ from typing import Any, Self
 
 import pagerduty
 
-from opskit.errors import ConfigError, InvalidInputError, NotFoundError, ServiceUnavailableError
+from opskit.adapters.safe_read import read_secret
+from opskit.errors import ConfigError, InvalidInputError, ServiceUnavailableError
 
 log = logging.getLogger(__name__)
 
@@ -42,11 +43,9 @@ class PagerDutyRejectedError(InvalidInputError):
 def read_routing_key(path: Path) -> str:
     """The integration's routing key from a file (whitespace stripped, 32 characters)."""
     try:
-        key = path.read_text().strip()
-    except FileNotFoundError as e:
-        raise NotFoundError(f"routing key file {path} not found") from e
-    except OSError as e:
-        raise ConfigError(f"cannot read routing key file {path}: {e.strerror}") from e
+        key = read_secret(path, "routing key file")
+    except InvalidInputError as e:
+        raise ConfigError(str(e)) from None
     if len(key) != 32 or not key.isalnum():
         raise ConfigError(f"routing key in {path} must be 32 letters or digits "
                           f"(an Events API v2 integration key), got {len(key)} characters")

@@ -17,6 +17,7 @@ import typer
 
 from opskit.adapters.cluster_health import quiet_kafka_python
 from opskit.adapters.config_file import resolve_connection
+from opskit.adapters.safe_read import read_secret
 from opskit.cli.common import STATE, BootstrapOpt, ContextOpt, load_config, setup_logging, stderr
 from opskit.cli.validate import DAY, HOUR, parse_duration_option
 from opskit.errors import NotFoundError, UsageError
@@ -32,12 +33,7 @@ log = logging.getLogger(__name__)
 def _read_secret(path: str | None, flag: str) -> str | None:
     if path is None:
         return None
-    try:
-        return Path(path).read_text().rstrip("\n")
-    except FileNotFoundError as e:
-        raise NotFoundError(f"{flag}: no such file {path!r}") from e
-    except OSError as e:
-        raise UsageError(f"{flag}: cannot read {path!r}: {e.strerror}") from e
+    return read_secret(path, f"{flag} file")
 
 
 def exporter(

@@ -45,6 +45,7 @@ from opskit.adapters.offsets_admin import (
     mark_backup,
     save_backup,
 )
+from opskit.adapters.safe_read import read_text
 from opskit.cli import exits
 from opskit.cli.common import (
     BootstrapOpt,
@@ -63,7 +64,7 @@ from opskit.core.offset_reset.plan import ResetPlan, ResetRow
 from opskit.core.offset_reset.planner import check_unchanged
 from opskit.core.offset_reset.request import ResetRequest, ResetScope, ResetStrategy
 from opskit.core.offset_reset.time_text import format_ms, parse_datetime
-from opskit.errors import InvalidInputError, NotFoundError, RefusedError, UsageError
+from opskit.errors import NotFoundError, RefusedError, UsageError
 
 PAUSE_BEFORE_COMMIT_ENV = "OPSKIT_TEST_PAUSE_BEFORE_COMMIT"
 PAUSE_AFTER_COMMIT_ENV = "OPSKIT_TEST_PAUSE_AFTER_COMMIT"
@@ -139,12 +140,7 @@ def _test_pause(env: str, what: str) -> None:
 
 
 def _read_text(path: Path, what: str) -> str:
-    try:
-        return path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise NotFoundError(f"{what} {path} does not exist") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise InvalidInputError(f"cannot read {what} {path}: {e}") from None
+    return read_text(path, what)
 
 
 def _range(row: ResetRow) -> tuple[int, int] | None:

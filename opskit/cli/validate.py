@@ -24,14 +24,17 @@ import math
 import re
 from collections.abc import Callable, Iterable
 from pathlib import PurePath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
-try:  # typer >= 0.2x vendors its own click
-    from typer import _click as click  # type: ignore[attr-defined]
-except ImportError:  # pragma: no cover - older typer uses the click package
-    import click  # type: ignore[no-redef]
+if TYPE_CHECKING:  # the typer installed for type checking vendors click
+    from typer import _click as click
+else:
+    try:  # typer >= 0.2x vendors its own click
+        from typer import _click as click
+    except ImportError:  # pragma: no cover - older typer uses the click package
+        import click
 
 from opskit.errors import UsageError
 
