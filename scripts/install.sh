@@ -64,4 +64,7 @@ PYTHON="$PY" ./scripts/install-spark.sh
 PYTHON="$PY" ./scripts/install-compat.sh tansu
 PYTHON="$PY" ./scripts/install-compat.sh hanzo >/dev/null 2>&1 \
   || echo "install.sh: Hanzo Stream gateway not installable here (Go module proxy refuses it); its tests will skip" >&2
+# a real Kubernetes API server (kube-apiserver + etcd, built from the Go module proxy and
+# cached; ~5 minutes on 2 cores the first time) for the Kubernetes tests
+./scripts/install-k8s.sh >/dev/null
 echo "install.sh: done" >&2

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from typing import Any
@@ -79,9 +80,31 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--billing-topic", default=None)
     p.add_argument("--kafka-option", action="append", default=[],
                    help="KEY=VALUE passed as kafka.KEY to the source and sinks (security)")
+    p.add_argument("--kafka-username", default=None,
+                   help="SASL user; with --kafka-password-env builds the login module setting")
+    p.add_argument("--kafka-password-env", default=None, metavar="VAR",
+                   help="read the SASL password from this environment variable (a Kubernetes "
+                        "Secret): it never appears on a command line")
     p.add_argument("--min-partitions", type=int, default=None)
     p.add_argument("--sink-partitions", type=int, default=4)
     return p.parse_args(argv)
+
+
+_LOGIN_MODULES = {"PLAIN": "org.apache.kafka.common.security.plain.PlainLoginModule",
+                  "SCRAM-SHA-256": "org.apache.kafka.common.security.scram.ScramLoginModule",
+                  "SCRAM-SHA-512": "org.apache.kafka.common.security.scram.ScramLoginModule"}
+
+
+def sasl_login(mechanism: str, username: str, password: str) -> str:
+    """The ``sasl.jaas.config`` value for a user and password (quotes escaped)."""
+    module = _LOGIN_MODULES.get(mechanism.upper())
+    if module is None:
+        raise SystemExit(f"lag_replay: unsupported SASL mechanism {mechanism!r}")
+
+    def q(v: str) -> str:
+        return v.replace("\\", "\\\\").replace('"', '\\"')
+
+    return f'{module} required username="{q(username)}" password="{q(password)}";'
 
 
 def kafka_options(args: argparse.Namespace) -> dict[str, str]:
@@ -89,6 +112,14 @@ def kafka_options(args: argparse.Namespace) -> dict[str, str]:
     for item in args.kafka_option:
         k, _, v = item.partition("=")
         opts[f"kafka.{k}"] = v
+    if args.kafka_password_env:
+        password = os.environ.get(args.kafka_password_env)
+        if password is None:
+            raise SystemExit(f"lag_replay: ${args.kafka_password_env} is not set")
+        if not args.kafka_username:
+            raise SystemExit("lag_replay: --kafka-password-env needs --kafka-username")
+        mechanism = opts.get("kafka.sasl.mechanism", "PLAIN")
+        opts["kafka.sasl.jaas.config"] = sasl_login(mechanism, args.kafka_username, password)
     return opts
 
 
