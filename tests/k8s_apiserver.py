@@ -147,7 +147,7 @@ def start_apiserver(timeout: float = 120.0) -> ApiServer:
         srv.host, srv.ca_file = f"https://127.0.0.1:{port}", ca_crt
         _wait_ready(srv, timeout)
         return srv
-    except BaseException:
+    except BaseException:  # noqa: BLE001 - stop what started, then re-raise as one error
         logs = ""
         for name in ("etcd.log", "apiserver.log"):
             f = work / name

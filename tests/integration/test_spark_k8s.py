@@ -19,13 +19,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from k8s_apiserver import ApiServer, start_apiserver
 
 from opskit.adapters.spark_k8s import k8s_submit_conf, write_pod_templates
 from opskit.core.replay_k8s import PASSWORD_ENV, K8sReplayTarget, rbac_manifests
 from opskit.errors import UsageError
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from k8s_apiserver import ApiServer, start_apiserver  # noqa: E402
 
 NS = "data"
 PASSWORD = "s3cret-replay-password-7f1c"
