@@ -69,6 +69,20 @@ class KafkaOperationError(OpskitError):
     kind = "kafka_error"
 
 
+class NotAuthorisedError(KafkaOperationError):
+    """The broker refused a request because the principal lacks an ACL (authorisation,
+    not authentication). Optional reads catch it and degrade with a note."""
+
+    kind = "not_authorised"
+
+
+class InvisibleError(OpskitError):
+    """What was asked for is not visible to the principal (an ACL is missing), so the answer
+    is UNKNOWN: never a silent ``OK`` over nothing. The message names the ACL."""
+
+    kind = "invisible"
+
+
 class RefusedError(OpskitError):
     """A mutation was refused because it is unsafe now (active group, moved offsets...)."""
 

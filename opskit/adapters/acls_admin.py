@@ -20,7 +20,7 @@ from opskit.adapters.offsets_admin import OffsetsAdmin
 from opskit.adapters.safe_read import parse_json, read_text
 from opskit.adapters.safe_write import write_file
 from opskit.core.acls import AclEntry
-from opskit.errors import InvalidInputError, KafkaOperationError, OpskitError
+from opskit.errors import InvalidInputError, KafkaOperationError, NotAuthorisedError, OpskitError
 from opskit.paths import state_dir
 
 log = logging.getLogger(__name__)
@@ -78,11 +78,10 @@ class AclsAdmin(KafkaAdmin):
         return NoAuthorizerError(f"{what}: the cluster at {self.conn.bootstrap} has no authorizer "
                                  "(authorizer.class.name is not set), so it holds no ACLs")
 
-    def _not_authorised(self, what: str, detail: str) -> KafkaOperationError:
-        who = self.conn.username or "ANONYMOUS"
+    def _not_authorised(self, what: str, detail: str) -> NotAuthorisedError:
         need = "Describe" if "describ" in what else "Alter"
-        return KafkaOperationError(f"not authorised for {what}: User:{who} needs {need} on the "
-                                   f"cluster ({detail})")
+        return NotAuthorisedError(f"not authorised for {what}: {self.conn.principal} needs {need} "
+                                  f"on the cluster ({detail})")
 
     def acls(self) -> tuple[AclEntry, ...]:
         """Every ACL binding on the cluster (one DescribeAcls)."""
@@ -173,6 +172,24 @@ class AclsAdmin(KafkaAdmin):
         return deleted
 
 
+_ALL_CLUSTER_OPS = frozenset({"CREATE", "ALTER", "DESCRIBE", "CLUSTER_ACTION", "DESCRIBE_CONFIGS",
+                              "ALTER_CONFIGS", "IDEMPOTENT_WRITE"})
+
+
+def limited_principal(admin: KafkaAdmin) -> bool:
+    """Whether the connection's principal is held back by ACLs: the operations the cluster
+    allows it (DescribeCluster) are not all of them. A super user, or a cluster without an
+    authorizer, is allowed everything. Unknown (no answer) counts as limited."""
+    try:
+        res = admin._admin.describe_cluster(include_authorized_operations=True,
+                                            request_timeout=admin.timeout)
+        ops = res.result(timeout=admin.timeout + 2).authorized_operations
+    except Exception as e:  # noqa: BLE001 - an unknown answer is treated as limited
+        log.debug("DescribeCluster for authorized operations failed: %s", e)
+        return True
+    return ops is None or not _ALL_CLUSTER_OPS <= {o.name for o in ops}
+
+
 # --------------------------------------------------------------------------- backups
 
 
@@ -228,7 +245,5 @@ class DrAdmin(AclsAdmin, OffsetsAdmin):
             return self.acls(), None
         except NoAuthorizerError:
             return None, "ACLs not recorded: the cluster has no authorizer (SECURITY_DISABLED)"
-        except KafkaOperationError as e:
-            if "not authorised" not in str(e):
-                raise
+        except NotAuthorisedError as e:
             return None, f"ACLs not recorded: {e}"

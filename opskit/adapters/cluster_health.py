@@ -30,6 +30,7 @@ from opskit.core.health import (
     QuorumReplica,
     Reassignment,
 )
+from opskit.errors import NotAuthorisedError
 
 log = logging.getLogger(__name__)
 
@@ -215,12 +216,30 @@ def min_isr_of(admin: KafkaAdmin, topics: list[str]) -> dict[str, int]:
     return out
 
 
+def _limited(admin: KafkaAdmin) -> bool:
+    from opskit.adapters.acls_admin import limited_principal
+
+    return limited_principal(admin)
+
+
 def gather_health_input(admin: KafkaAdmin, expected_brokers: int | None = None,
                         kafka_python: bool = True) -> ClusterHealthInput:
     """Read everything the health checks need. Raises opskit errors only for metadata/configs."""
     meta = admin.metadata()  # unreachable cluster: KafkaUnavailableError within the timeout
     partitions = partitions_of(meta)
-    min_isr = min_isr_of(admin, sorted(meta.topics))
+    min_isr_unknown: str | None = None
+    try:
+        min_isr = min_isr_of(admin, sorted(meta.topics))
+    except NotAuthorisedError:
+        min_isr = {}
+        min_isr_unknown = (f"min.insync.replicas not readable: {admin.conn.principal} has no "
+                           "DescribeConfigs ACL on the topics; counted as 1, so partitions under "
+                           "a higher setting are not seen")
+    invisible = None
+    if not meta.topics and _limited(admin):
+        invisible = (f"no topic is visible to {admin.conn.principal}: the cluster has none, or the "
+                     "principal lacks the Describe ACL on topics (health cannot judge partitions "
+                     "it cannot see)")
     quorum: QuorumInfo | None = None
     reassignments: tuple[Reassignment, ...] | None = None
     q_err: str | None = "not asked"
@@ -235,6 +254,7 @@ def gather_health_input(admin: KafkaAdmin, expected_brokers: int | None = None,
         expected_brokers=expected_brokers,
         quorum=quorum, quorum_error=q_err,
         reassignments=reassignments, reassignments_error=r_err,
+        min_isr_unknown=min_isr_unknown, topics_invisible=invisible,
     )
 
 

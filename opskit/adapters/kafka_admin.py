@@ -43,6 +43,7 @@ from opskit.core.models import (
 from opskit.errors import (
     KafkaOperationError,
     KafkaUnavailableError,
+    NotAuthorisedError,
     NotFoundError,
     OpskitError,
     UnsupportedError,
@@ -69,8 +70,9 @@ _UNREACHABLE = {"_TRANSPORT", "_ALL_BROKERS_DOWN", "_TIMED_OUT", "_RESOLVE", "_W
 #: the request got no answer at all (as opposed to a coordinator that is busy)
 _NO_ANSWER = {"_TRANSPORT", "_TIMED_OUT", "REQUEST_TIMED_OUT", "_TIMED_OUT_QUEUE"}
 _UNSUPPORTED = {"UNSUPPORTED_VERSION", "_UNSUPPORTED_FEATURE", "INVALID_REQUEST"}
-_AUTH = {"SASL_AUTHENTICATION_FAILED", "_AUTHENTICATION", "_SSL", "TOPIC_AUTHORIZATION_FAILED",
-         "GROUP_AUTHORIZATION_FAILED", "CLUSTER_AUTHORIZATION_FAILED"}
+_AUTH = {"SASL_AUTHENTICATION_FAILED", "_AUTHENTICATION", "_SSL"}
+#: the principal lacks an ACL (NotAuthorisedError: optional reads degrade on it)
+_AUTHZ = {"TOPIC_AUTHORIZATION_FAILED", "GROUP_AUTHORIZATION_FAILED", "CLUSTER_AUTHORIZATION_FAILED"}
 
 
 @dataclass(frozen=True)
@@ -94,6 +96,8 @@ class ClusterMeta:
     controller_id: int
     brokers: tuple[BrokerMeta, ...]
     topics: Mapping[str, tuple[PartitionMeta, ...]]
+    #: topics asked for by name that the principal may not describe (no Describe ACL)
+    denied_topics: tuple[str, ...] = ()
 
     @property
     def partition_counts(self) -> dict[str, int]:
@@ -201,6 +205,8 @@ class KafkaAdmin:
             )
         if name in _UNSUPPORTED:
             return UnsupportedError(f"the broker does not support {what} ({error_text(exc)})")
+        if name in _AUTHZ:
+            return NotAuthorisedError(f"not authorised for {what}: {error_text(exc)}")
         if name in _AUTH:
             return KafkaOperationError(f"not authorised for {what}: {error_text(exc)}")
         if name in ("UNKNOWN_TOPIC_OR_PART", "UNKNOWN_TOPIC_ID"):
@@ -231,8 +237,12 @@ class KafkaAdmin:
         except BaseException as e:
             raise self.translate(e, "reading cluster metadata") from e
         topics: dict[str, tuple[PartitionMeta, ...]] = {}
+        denied: list[str] = []
         for name, t in md.topics.items():
             if t.error is not None and t.error.code() == ck.KafkaError.UNKNOWN_TOPIC_OR_PART:
+                continue
+            if t.error is not None and t.error.code() == ck.KafkaError.TOPIC_AUTHORIZATION_FAILED:
+                denied.append(name)  # asked for by name, no Describe ACL: not "missing"
                 continue
             parts = tuple(
                 PartitionMeta(p.id, p.leader, tuple(p.replicas), tuple(p.isrs))
@@ -242,7 +252,7 @@ class KafkaAdmin:
         brokers = tuple(sorted(
             (BrokerMeta(b.id, b.host, b.port) for b in md.brokers.values()), key=lambda b: b.node_id
         ))
-        return ClusterMeta(md.cluster_id, md.controller_id, brokers, topics)
+        return ClusterMeta(md.cluster_id, md.controller_id, brokers, topics, tuple(sorted(denied)))
 
     # ----- groups -----
     def list_groups(self) -> dict[str, GroupState]:

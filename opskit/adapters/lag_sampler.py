@@ -20,7 +20,7 @@ import logging
 import math
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
 from opskit.adapters import cluster_wire, offsets_wire
@@ -30,7 +30,7 @@ from opskit.adapters.log_dirs import read_partition_sizes
 from opskit.adapters.record_times import Position, RecordTime, RecordTimeReader
 from opskit.adapters.wire import API_FETCH, Call, InFlight, WireClient, WireUnsupported, usable
 from opskit.core.lag import oldest_unconsumed_offset
-from opskit.core.models import GroupLag, LagThresholds, PartitionLag, TopicPartition
+from opskit.core.models import GroupLag, LagThresholds, PartitionLag, Severity, TopicPartition
 from opskit.core.status.evaluate import evaluate_group
 from opskit.core.status.result import GroupStatus
 from opskit.core.status.window import DEFAULT_MIN_SPAN_MS, GroupWindow, OffsetSample, StatusPolicy
@@ -38,9 +38,12 @@ from opskit.core.timing.group_partition import USUAL_FIELDS, group_partition_tim
 from opskit.core.timing.lag_time import LagTime
 from opskit.core.timing.rates import CatchUp, catch_up_eta, consume_rate, produce_rate
 from opskit.core.timing.retention import RetentionRisk
-from opskit.errors import KafkaUnavailableError
+from opskit.errors import KafkaUnavailableError, NotAuthorisedError
 
 log = logging.getLogger(__name__)
+
+#: lag_time_basis of a partition whose records the principal may not read
+READ_DENIED = "read_denied"
 
 Clock = Callable[[], float]
 """Epoch seconds (``time.time``)."""
@@ -75,6 +78,11 @@ class TimedLagReport:
     records: Mapping[Position, RecordTime | None] = field(default_factory=dict, repr=False)
     #: topic -> retention config (absent: unknown)
     retention: Mapping[str, RetentionConfig] = field(default_factory=dict, repr=False)
+    #: topics whose records the principal may not read (no Read ACL): their lag in time is
+    #: omitted with the basis ``read_denied``, never given as 0
+    read_denied: frozenset[str] = frozenset()
+    #: what the report leaves out and why (a missing ACL, ...), one line each
+    notes: list[str] = field(default_factory=list)
     _times: dict[str, dict[TopicPartition, PartitionTime]] | None = field(
         default=None, init=False, repr=False)
 
@@ -150,6 +158,8 @@ class TimedLagReport:
         same values as the objects in :attr:`times` (tests/unit/test_lag_sampler.py)."""
         d = self.report.to_dict()
         d["time_read"] = self.time_read
+        d["notes"] = list(self.notes)
+        denied = self.read_denied
         d["sizes_unavailable"] = self.sizes_unavailable
         sizes, now = self.sizes, self.now_ms
         direct = self._times is None and self.time_read
@@ -188,6 +198,8 @@ class TimedLagReport:
                 secs = lag[0]
                 if secs is not None and math.isfinite(secs) and (most is None or secs > most):
                     most = secs
+                if denied and lag[0] is None and lag[1] == "unknown" and p.tp.topic in denied:
+                    lag = (None, READ_DENIED, lag[2], None)
                 (pd["lag_seconds"], pd["lag_time_basis"], pd["lag_time_confidence"],
                  pd["oldest_unconsumed_timestamp_ms"]) = lag
                 (pd["retention_time_left_seconds"], pd["retention_basis"],
@@ -352,11 +364,15 @@ def collect_timed_lag(
     records: dict[Position, RecordTime | None] = dict(found)
     if missing:
         records.update(reader.read(missing, report.leaders, report.brokers))
+    notes: list[str] = []
     wanted = read_topics - set(cache)
     if wanted:
         try:
             for t, cfg in read_topic_configs(admin, wanted, list(RETENTION_KEYS)).items():
                 cache[t] = RetentionConfig.from_topic_config(cfg)
+        except NotAuthorisedError:
+            notes.append(f"retention headroom omitted: {admin.conn.principal} has no "
+                         f"DescribeConfigs ACL on {_names(wanted)}")
         except Exception as e:  # noqa: BLE001 - retention is extra information
             log.warning("could not read topic retention configs: %s", e)
     # sizes only where retention.bytes applies (default -1: no DescribeLogDirs call at all)
@@ -371,7 +387,37 @@ def collect_timed_lag(
             log.warning("retention.bytes headroom unknown: %s", unavailable)
     timed = add_lag_times(report, records, cache, int(clock() * 1000), sizes)
     timed.sizes_unavailable = unavailable
+    denied = frozenset(reader.denied_topics & read_topics)
+    if denied:
+        timed.read_denied = denied
+        notes.insert(0, f"lag in time omitted for {_names(denied)}: {admin.conn.principal} has "
+                        "no Read ACL on it (a monitor does not read events); lag in messages "
+                        "is exact")
+    timed.notes = notes
     return timed
+
+
+def judge_invisible_groups(timed: TimedLagReport, principal: str,
+                           limited: Callable[[], bool]) -> None:
+    """A group with no partition at all is UNKNOWN (never ``lag=0 OK``) when the principal
+    is held back by ACLs (``limited()``, asked only then): Kafka silently leaves out the
+    committed offsets of topics it may not describe."""
+    blind = [i for i, g in enumerate(timed.report.groups) if not g.partitions]
+    if not blind or not limited():
+        return
+    for i in blind:
+        g = timed.report.groups[i]
+        timed.report.groups[i] = replace(g, severity=Severity.UNKNOWN)
+    names = _names(timed.report.groups[i].group_id for i in blind)
+    timed.notes.append(f"UNKNOWN: no partition of {names} is visible to {principal}: the group "
+                       "has no committed offsets, or the principal lacks the Describe ACL on "
+                       "the topics it reads (Kafka hides their offsets)")
+
+
+def _names(topics: Iterable[str], most: int = 5) -> str:
+    ts = sorted(topics)
+    more = f" and {len(ts) - most} more" if len(ts) > most else ""
+    return ", ".join(ts[:most]) + more
 
 
 # --------------------------------------------------------------------------- sampling

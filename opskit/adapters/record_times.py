@@ -83,6 +83,8 @@ class RecordTimeReader:
         self._wire: WireClient | None = None
         #: records actually fetched from Kafka (cache misses that were answered)
         self.reads = 0
+        #: topics a read was refused on for want of a Read ACL (lag in time is then omitted)
+        self.denied_topics: set[str] = set()
 
     # ----- lifecycle -----
     def _client(self) -> Any:
@@ -267,6 +269,9 @@ class RecordTimeReader:
                     if err is not None:
                         if err.code() == ck.KafkaError._PARTITION_EOF:
                             done.append(tp)  # nothing at or after the offset
+                        elif err.code() == ck.KafkaError.TOPIC_AUTHORIZATION_FAILED:
+                            self.denied_topics.add(tp.topic)  # no Read ACL: not a timeout
+                            done.append(tp)
                         else:
                             log.debug("reading %s at %s: %s", tp, by_tp[tp], err)
                             if err.fatal() or not err.retriable():

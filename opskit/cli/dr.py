@@ -19,7 +19,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from opskit.adapters.acls_admin import DrAdmin, save_acl_backup
+from opskit.adapters.acls_admin import DrAdmin, NoAuthorizerError, save_acl_backup
 from opskit.adapters.config_file import resolve_connection
 from opskit.adapters.offsets_admin import save_backup
 from opskit.adapters.safe_read import parse_json, read_text
@@ -40,7 +40,7 @@ from opskit.core.dr import (
 )
 from opskit.core.models import TopicPartition
 from opskit.core.offset_reset.backup import OffsetsBackup
-from opskit.errors import InvalidInputError, KafkaOperationError, NotFoundError, UsageError
+from opskit.errors import InvalidInputError, NotFoundError, UsageError
 
 app = typer.Typer(help="Disaster recovery: snapshot topics, ACLs and group positions; restore "
                        "them on another cluster.", no_args_is_help=True)
@@ -105,9 +105,10 @@ def read_target(admin: DrAdmin, snap: Snapshot) -> DrPlan:
                 by_time[(tp, ts)] = off
     target_acls = None
     if snap.acls:
-        target_acls, note = admin.acls_or_note()
-        if target_acls is None and note is not None and "not authorised" in note:
-            raise KafkaOperationError(note.removeprefix("ACLs not recorded: "))
+        try:
+            target_acls = admin.acls()
+        except NoAuthorizerError:
+            target_acls = None
     return plan_dr_restore(snap, target_topics, len(md.brokers),
                            {g: d.state for g, d in groups.items()}, by_time,
                            {tp: lo.log_end for tp, lo in logs.items()}, target_acls)

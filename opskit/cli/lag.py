@@ -24,6 +24,7 @@ from opskit.adapters.lag_sampler import (
     TimedLagReport,
     collect_timed_lag,
     judge_groups,
+    judge_invisible_groups,
     policy_for_window,
     sample_lag,
 )
@@ -45,10 +46,12 @@ from opskit.cli.validate import DAY, HOUR, parse_duration_option
 from opskit.core.models import ANOMALY_MEANING, LagThresholds, Severity
 from opskit.core.status.rank import Status, worst_severity
 from opskit.core.timing.lag_time import Confidence, LagTimeBasis
-from opskit.errors import UsageError
+from opskit.errors import InvisibleError, NotAuthorisedError, UsageError
 
 if TYPE_CHECKING:  # rendering imports rich only for tables (JSON output never needs it)
     from rich.console import Console, RenderableType
+
+    from opskit.adapters.kafka_admin import KafkaAdmin
 
 SEVERITY_STYLE = {Severity.OK: "green", Severity.WARNING: "yellow", Severity.CRITICAL: "red",
                   Severity.UNKNOWN: "magenta"}
@@ -157,8 +160,14 @@ def lag(
         retention: dict[str, RetentionConfig] = {}
 
         def collect() -> TimedLagReport:
-            return collect_timed_lag(admin, reader, groups, topic, thresholds,
-                                     retention_cache=retention)
+            try:
+                timed = collect_timed_lag(admin, reader, groups, topic, thresholds,
+                                          retention_cache=retention)
+            except NotAuthorisedError as e:
+                raise InvisibleError(f"{e} ({admin.conn.principal} needs the Describe ACL on the "
+                                     "group and on the topics it reads)") from e
+            judge_invisible_groups(timed, admin.conn.principal, lambda: _limited(admin))
+            return timed
 
         if window_s is not None:
             return _run_window(collect, window_s, interval_s, output)
@@ -166,7 +175,15 @@ def lag(
             return _run_watch(collect, interval_s, iterations, output)
         timed = collect()
     emit(timed.to_dict(), output, lambda c: render(c, timed))
+    for note in timed.notes:
+        stderr().print(f"note: {note}", highlight=False)
     return timed.report.severity.nagios_code
+
+
+def _limited(admin: KafkaAdmin) -> bool:
+    from opskit.adapters.acls_admin import limited_principal  # confluent-kafka: only when asked
+
+    return limited_principal(admin)
 
 
 # --------------------------------------------------------------------------- watch / window

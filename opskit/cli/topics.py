@@ -23,7 +23,7 @@ from opskit.cli.common import (
     stderr,
 )
 from opskit.core.registry import ActualTopic, ChangeKind, Registry, TopicPlan, plan_topic_changes
-from opskit.errors import UnsupportedError
+from opskit.errors import InvisibleError, NotAuthorisedError, UnsupportedError
 
 app = typer.Typer(help="Compare and reconcile topics with a registry (HIP-30 by default).",
                   no_args_is_help=True)
@@ -34,10 +34,30 @@ RegistryArg = Annotated[
 ]
 
 
-def read_actual(admin: KafkaAdmin, registry: Registry) -> dict[str, ActualTopic]:
+def read_actual(admin: KafkaAdmin, registry: Registry, notes: list[str] | None = None
+                ) -> dict[str, ActualTopic]:
+    """The cluster's side of the registry's topics. A registry topic the principal may not
+    describe is UNKNOWN (InvisibleError, naming the ACL), never "missing"; configs it may
+    not describe are not compared (a line in ``notes`` says so)."""
     md = admin.metadata()
+    absent = [t.name for t in registry.topics if t.name not in md.topics]
+    if absent:
+        hidden = [t for t in absent if t in admin.metadata(t).denied_topics]
+        if hidden:
+            raise InvisibleError(
+                f"topic {hidden[0]!r} is not visible to {admin.conn.principal}"
+                f"{f' (nor {len(hidden) - 1} more)' if len(hidden) > 1 else ''}: it needs the "
+                "Describe ACL on the registry's topics; missing or not cannot be told")
     wanted = [t.name for t in registry.topics if t.name in md.topics]
-    configs = admin.topic_configs(wanted)
+    try:
+        configs = admin.topic_configs(wanted)
+    except NotAuthorisedError:
+        if notes is not None:
+            notes.append(f"config drift not judged: {admin.conn.principal} has no DescribeConfigs "
+                         "ACL on the topics (partitions and replication factor still are)")
+        return {name: ActualTopic(name, len(parts), len(parts[0].replicas) if parts else 0,
+                                  configs_known=False)
+                for name, parts in md.topics.items()}
     silent = sorted(t for t in wanted if not configs.get(t))
     if silent:
         # Apache Kafka reports every config (defaults included); an empty answer means the
@@ -80,10 +100,13 @@ def diff(
 ) -> int:
     """Show drift between the cluster and the registry. Exit 0 in sync, 1 drift."""
     reg = load_registry(registry)
+    notes: list[str] = []
     with connect(bootstrap_server, context, timeout) as admin:
-        plan = plan_topic_changes(reg, read_actual(admin, reg))
-    emit({"in_sync": plan.in_sync, "changes": [c.to_dict() for c in plan.changes]}, output,
-         lambda con: render(con, plan, None))
+        plan = plan_topic_changes(reg, read_actual(admin, reg, notes))
+    emit({"in_sync": plan.in_sync, "changes": [c.to_dict() for c in plan.changes],
+          "notes": notes}, output, lambda con: render(con, plan, None))
+    for note in notes:
+        stderr().print(f"note: {note}", highlight=False)
     return exits.OK if plan.in_sync else exits.WARNING
 
 
@@ -100,8 +123,9 @@ def apply(
     Never reduces partitions or deletes topics. Exit 5 if a change was refused.
     """
     reg = load_registry(registry)
+    notes: list[str] = []
     with connect(bootstrap_server, context, timeout) as admin:
-        plan = plan_topic_changes(reg, read_actual(admin, reg))
+        plan = plan_topic_changes(reg, read_actual(admin, reg, notes))
         if execute:
             creates: list[tuple[str, int, int, dict[str, str]]] = []
             parts: dict[str, int] = {}
@@ -120,8 +144,10 @@ def apply(
             admin.create_partitions(parts)
             admin.alter_topic_configs(cfgs)
     emit({"executed": execute, "in_sync": plan.in_sync,
-          "changes": [c.to_dict() for c in plan.changes]}, output,
+          "changes": [c.to_dict() for c in plan.changes], "notes": notes}, output,
          lambda con: render(con, plan, execute))
+    for note in notes:
+        stderr().print(f"note: {note}", highlight=False)
     if not execute and plan.applicable:
         stderr().print("dry run: nothing changed; rerun with --execute to apply")
     if plan.refused:

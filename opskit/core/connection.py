@@ -91,6 +91,15 @@ class ConnectionConfig:
             conf["ssl_keyfile"] = self.key_file
         return conf
 
+    @property
+    def principal(self) -> str:
+        """The Kafka principal this connection logs in as, for messages naming an ACL."""
+        if self.security_protocol.upper().startswith("SASL") and self.username:
+            return f"User:{self.username}"
+        if self.cert_file:
+            return "the client certificate's principal"
+        return "User:ANONYMOUS"
+
     def masked(self) -> dict[str, Any]:
         """For display: every field, the password replaced by asterisks."""
         out = {f.name: getattr(self, f.name) for f in fields(self)}

@@ -119,6 +119,10 @@ class ClusterHealthInput:
     quorum_error: str | None = None
     reassignments: tuple[Reassignment, ...] | None = None
     reassignments_error: str | None = None
+    #: why topics' min.insync.replicas could not be read (they count as the default)
+    min_isr_unknown: str | None = None
+    #: no topic is visible and the principal may lack Describe on them: the message
+    topics_invisible: str | None = None
 
 
 @dataclass(frozen=True)
@@ -404,12 +408,18 @@ def evaluate_health(inp: ClusterHealthInput, policy: HealthPolicy | None = None)
     online = len(inp.partitions) - len(offline)
     findings = [check_brokers(inp, expected), check_controller(inp), check_quorum(inp, policy)]
 
+    if inp.topics_invisible:
+        findings.append(Finding("topics", Severity.UNKNOWN, inp.topics_invisible))
+
     def part_finding(check: str, bad: list[AffectedPartition], sev: Severity, what: str,
                      ok: str) -> Finding:
+        note = (f" ({inp.min_isr_unknown})" if inp.min_isr_unknown
+                and check in ("under_min_isr", "at_min_isr") else "")
         if not bad:
-            return Finding(check, Severity.OK, ok)
+            return Finding(check, Severity.OK, ok + note)
         names = _names(f"{a.topic}:{a.partition}" for a in bad)
-        return Finding(check, sev, f"{len(bad)} {what}: {names}{_on_down(bad)}", partitions=tuple(bad),
+        return Finding(check, sev, f"{len(bad)} {what}: {names}{_on_down(bad)}{note}",
+                       partitions=tuple(bad),
                        brokers=tuple(sorted({r for a in bad for r in a.down_replicas})))
 
     findings.append(part_finding("offline_partitions", offline, Severity.CRITICAL,

@@ -181,6 +181,8 @@ class ActualTopic:
     replication_factor: int
     #: config name -> (value, is_default)
     configs: Mapping[str, tuple[str | None, bool]] = field(default_factory=dict)
+    #: False when the configs could not be read (no DescribeConfigs ACL): not compared
+    configs_known: bool = True
 
 
 class ChangeKind(str, Enum):
@@ -258,7 +260,7 @@ def plan_topic_changes(registry: Registry, actual: Mapping[str, ActualTopic]) ->
                 f"replication factor {have.replication_factor}, registry says "
                 f"{spec.replication_factor}: change it with a partition reassignment, not apply",
                 str(have.replication_factor), str(spec.replication_factor)))
-        for key, want in sorted(spec.desired_configs().items()):
+        for key, want in sorted(spec.desired_configs().items() if have.configs_known else ()):
             cur = have.configs.get(key)
             cur_value = cur[0] if cur else None
             if cur_value != want:

@@ -6,8 +6,11 @@ and returns a new frozen :class:`~opskit.exporter.snapshot.Snapshot`.
 
 Lag in seconds of a group on a partition (:func:`opskit.core.timing.partition_lag_time`):
 0 when the group is at the head; else the age of the record at the committed
-offset when it was read (exact), else an estimate from the partition's
-log-end timeline; absent when neither is known. Never NaN, never negative.
+offset when it was read (exact), else an estimate interpolated in the
+partition's log-end timeline; absent when neither is known, and absent when the
+committed offset is older than the whole timeline (the timeline's age would only
+be a lower bound: 0 on the first cycle). Never NaN, never negative, never 0 for a
+lagging partition.
 """
 
 from __future__ import annotations
@@ -158,7 +161,15 @@ def _lag_seconds(p: PartitionLag, inp: CycleInputs, history: History, now_ms: in
         now_ms, p, record_ts_ms=ts, retention=inp.retention.get(p.tp.topic),
         partition_size_bytes=(inp.sizes or {}).get(p.tp), timeline=history.timeline(p.tp),
     )
-    seconds = 0.0 if lt.basis is LagTimeBasis.NO_LAG else lt.seconds
+    if lt.basis is LagTimeBasis.NO_LAG:
+        seconds: float | None = 0.0
+    elif lt.basis is LagTimeBasis.HISTORY_START:
+        # the committed offset is older than the whole history (its record unread: no Read
+        # ACL, or beyond the read budget): the history's age is only a lower bound -- 0 on
+        # the first cycle -- so the series is left out rather than understate the lag
+        seconds = None
+    else:
+        seconds = lt.seconds
     left: float | None = None
     if rr is not None and rr.basis in (RetentionBasis.TIME, RetentionBasis.BYTES):
         left = rr.time_left_seconds
@@ -219,7 +230,10 @@ def group_snap(g: GroupLag, inp: CycleInputs, history: History, now_ms: int,
             topic=t.topic,
             committed_sum=sum(committed) if committed else None,
             lag_sum=t.lag,
-            lag_seconds_max=_max(seconds[p.tp] for p in ps),
+            # unknown when a lagging partition's lag in seconds is: a max over the others
+            # would understate it
+            lag_seconds_max=(None if any(seconds[p.tp] is None and (p.lag or 0) > 0 for p in ps)
+                             else _max(seconds[p.tp] for p in ps)),
             consume_rate=c,
             catchup_eta_seconds=eta.eta_seconds if eta is not None else None,
             falling_behind=(eta.state.value == "falling_behind") if eta is not None and

@@ -320,3 +320,28 @@ def test_fast_partition_text_equals_prometheus_client_rendering():
     assert "".join(t for t, _ in small_chunks) == fast_text
     assert sum(n for _, n in small_chunks) == sum(n for _, n in chunks)
     assert len(small_chunks) > len(chunks)
+
+
+def test_assemble_never_exports_zero_lag_seconds_for_an_unread_lagging_partition():
+    """No Read ACL (a monitor): the committed record is never read. The first cycle's
+    timeline starts now, so its age (0) would be exported as the lag: the series is left
+    out until the timeline can interpolate the committed offset."""
+    h = History(300_000, 600_000, 10)
+    now = 20_000_000
+    offs = _offs(100, 50)
+    g = _group("g1", {0: 10, 1: 50}, offs)
+    rows = {p.partition: p for p in assemble_snapshot(_inputs([g], offs), h, now).groups[0].partitions}
+    assert rows[0].lag == 90 and rows[0].lag_seconds is None
+    assert rows[1].lag == 0 and rows[1].lag_seconds == 0.0
+    # later cycles: committed 10 is still older than the timeline's first point: still absent
+    offs2 = _offs(160, 50)
+    g2 = _group("g1", {0: 10, 1: 50}, offs2)
+    snap = assemble_snapshot(_inputs([g2], offs2), h, now + 60_000)
+    assert snap.groups[0].partitions[0].lag_seconds is None
+    # nor a topic maximum over the partitions that are known (0 would understate it)
+    assert snap.groups[0].topics[0].lag_seconds_max is None
+    # the consumer moves inside the timeline (between the two points): an estimate appears
+    offs3 = _offs(200, 50)
+    g3 = _group("g1", {0: 130, 1: 50}, offs3)
+    est = assemble_snapshot(_inputs([g3], offs3), h, now + 120_000).groups[0].partitions[0]
+    assert est.lag_seconds is not None and 60 <= est.lag_seconds <= 120
