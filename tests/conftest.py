@@ -196,3 +196,16 @@ def any_kafka(request: pytest.FixtureRequest) -> Cluster:
 def uniq() -> str:
     """A unique snake_case suffix for topic and group names."""
     return uuid.uuid4().hex[:8]
+
+
+@pytest.fixture(scope="session")
+def apiserver() -> Iterator[object]:
+    """A real kube-apiserver + etcd on loopback (tests/k8s_apiserver.py), one per session,
+    shared by the Kubernetes tests (each uses its own namespace)."""
+    from k8s_apiserver import start_apiserver
+
+    srv = start_apiserver()
+    try:
+        yield srv
+    finally:
+        srv.stop()

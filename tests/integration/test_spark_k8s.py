@@ -15,11 +15,10 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from k8s_apiserver import ApiServer, start_apiserver
+from k8s_apiserver import ApiServer
 
 from opskit.adapters.spark_k8s import k8s_submit_conf, write_pod_templates
 from opskit.core.replay_k8s import PASSWORD_ENV, K8sReplayTarget, rbac_manifests
@@ -27,15 +26,6 @@ from opskit.errors import UsageError
 
 NS = "data"
 PASSWORD = "s3cret-replay-password-7f1c"
-
-
-@pytest.fixture(scope="module")
-def apiserver() -> Iterator[ApiServer]:
-    srv = start_apiserver()
-    try:
-        yield srv
-    finally:
-        srv.stop()
 
 
 @pytest.fixture(scope="module")

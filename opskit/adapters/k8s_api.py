@@ -1,0 +1,187 @@
+"""The one module that talks to Kubernetes (the ``kubernetes`` client).
+
+Objects are applied idempotently: created when absent, left alone when the live
+object already has the wanted spec (so a rerun changes nothing and keeps the
+resourceVersion), patched otherwise. ConfigMaps can be replaced with
+compare-and-set on their resourceVersion, which is how the scale-out journal
+detects a second, concurrent run. Client exceptions become opskit errors here.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from opskit.errors import (
+    KafkaOperationError,
+    NotFoundError,
+    OpskitError,
+    RefusedError,
+    ServiceUnavailableError,
+)
+
+log = logging.getLogger(__name__)
+
+
+class KubernetesError(KafkaOperationError):
+    """The Kubernetes API server refused a request (exit 6, like a refused Kafka request)."""
+
+    kind = "kubernetes_error"
+
+
+@dataclass(frozen=True)
+class KubeTarget:
+    """How to reach the API server: a kubeconfig (default: ~/.kube/config or the
+    in-cluster service account), or an explicit host, token file and CA file."""
+
+    kubeconfig: str | None = None
+    context: str | None = None
+    host: str | None = None
+    token_file: str | None = None
+    ca_file: str | None = None
+    timeout_s: float = 10.0
+
+
+def _error(e: Exception, what: str) -> OpskitError:
+    from kubernetes.client.exceptions import ApiException
+    from urllib3.exceptions import HTTPError
+
+    if isinstance(e, ApiException):
+        status = int(e.status or 0)
+        reason = str(e.reason or "").strip()
+        if status == 404:
+            return NotFoundError(f"{what}: not found on the Kubernetes API server")
+        if status == 409:
+            return RefusedError(f"{what}: changed by someone else meanwhile (conflict); "
+                                "another run may be active")
+        if status in (401, 403):
+            return KubernetesError(f"{what}: the Kubernetes API server refused it ({status} "
+                                   f"{reason}): check the service account's RBAC")
+        return KubernetesError(f"{what}: the Kubernetes API server answered {status} {reason}")
+    if isinstance(e, (HTTPError, OSError)):
+        return ServiceUnavailableError(f"{what}: cannot reach the Kubernetes API server "
+                                       f"({type(e).__name__})")
+    return KubernetesError(f"{what}: {type(e).__name__}: {e}")
+
+
+class KubeApi:
+    """A thin, typed facade over the calls the playbook needs."""
+
+    def __init__(self, target: KubeTarget) -> None:
+        from kubernetes import client, config
+
+        self.target = target
+        try:
+            if target.host:
+                cfg = client.Configuration()
+                cfg.host = target.host
+                if target.token_file:
+                    from opskit.adapters.safe_read import read_secret
+
+                    cfg.api_key = {"authorization": "Bearer "
+                                   + read_secret(target.token_file, "Kubernetes token file")}
+                if target.ca_file:
+                    cfg.ssl_ca_cert = target.ca_file
+                api = client.ApiClient(cfg)
+            else:
+                try:
+                    config.load_incluster_config()  # type: ignore[no-untyped-call]
+                    api = client.ApiClient()
+                except config.ConfigException:
+                    api = config.new_client_from_config(  # type: ignore[no-untyped-call]
+                        config_file=target.kubeconfig, context=target.context)
+        except config.ConfigException as e:
+            raise NotFoundError(f"no usable Kubernetes configuration: {e}") from None
+        self._api = api
+        self.core = client.CoreV1Api(api)
+        self.apps = client.AppsV1Api(api)
+        self._timeout = target.timeout_s
+
+    # --- generic -------------------------------------------------------------
+    def _call(self, what: str, fn: Any, *args: Any, **kw: Any) -> Any:
+        kw.setdefault("_request_timeout", self._timeout)
+        try:
+            return fn(*args, **kw)
+        except Exception as e:  # noqa: BLE001 - translated in one place
+            raise _error(e, what) from None
+
+    def to_dict(self, obj: Any) -> dict[str, Any]:
+        return dict(self._api.sanitize_for_serialization(obj))  # type: ignore[no-untyped-call]
+
+    # --- StatefulSets and Services ---------------------------------------------
+    def get_statefulset(self, namespace: str, name: str) -> dict[str, Any] | None:
+        try:
+            obj = self._call(f"StatefulSet {namespace}/{name}",
+                             self.apps.read_namespaced_stateful_set, name, namespace)
+        except NotFoundError:
+            return None
+        return self.to_dict(obj)
+
+    def apply_statefulset(self, manifest: Mapping[str, Any]) -> str:
+        """Create, or bring the live spec to ``manifest``'s; returns created/unchanged/patched."""
+        ns, name = manifest["metadata"]["namespace"], manifest["metadata"]["name"]
+        what = f"StatefulSet {ns}/{name}"
+        live = self.get_statefulset(ns, name)
+        if live is None:
+            self._call(what, self.apps.create_namespaced_stateful_set, ns, manifest)
+            return "created"
+        if _contains(live.get("spec", {}), manifest.get("spec", {})):
+            return "unchanged"
+        self._call(what, self.apps.patch_namespaced_stateful_set, name, ns,
+                   {"spec": {"replicas": manifest["spec"]["replicas"],
+                             "template": manifest["spec"]["template"]}})
+        return "patched"
+
+    def apply_service(self, manifest: Mapping[str, Any]) -> str:
+        ns, name = manifest["metadata"]["namespace"], manifest["metadata"]["name"]
+        what = f"Service {ns}/{name}"
+        try:
+            live = self.to_dict(self._call(what, self.core.read_namespaced_service, name, ns))
+        except NotFoundError:
+            self._call(what, self.core.create_namespaced_service, ns, manifest)
+            return "created"
+        if _contains(live.get("spec", {}), manifest.get("spec", {})):
+            return "unchanged"
+        self._call(what, self.core.patch_namespaced_service, name, ns,
+                   {"spec": {"selector": manifest["spec"]["selector"],
+                             "ports": manifest["spec"]["ports"]}})
+        return "patched"
+
+    # --- ConfigMaps with compare-and-set ----------------------------------------
+    def read_configmap(self, namespace: str, name: str) -> tuple[dict[str, str], str] | None:
+        """(data, resourceVersion), or None when absent."""
+        try:
+            cm = self._call(f"ConfigMap {namespace}/{name}",
+                            self.core.read_namespaced_config_map, name, namespace)
+        except NotFoundError:
+            return None
+        return dict(cm.data or {}), str(cm.metadata.resource_version)
+
+    def write_configmap(self, manifest: Mapping[str, Any], resource_version: str | None) -> str:
+        """Create (``resource_version`` None: must not exist) or replace exactly the
+        version read; RefusedError when someone else wrote it meanwhile. Returns the new
+        resourceVersion."""
+        ns, name = manifest["metadata"]["namespace"], manifest["metadata"]["name"]
+        what = f"ConfigMap {ns}/{name}"
+        if resource_version is None:
+            cm = self._call(what, self.core.create_namespaced_config_map, ns, manifest)
+        else:
+            body = {**manifest, "metadata": {**manifest["metadata"],
+                                             "resourceVersion": resource_version}}
+            cm = self._call(what, self.core.replace_namespaced_config_map, name, ns, body)
+        return str(cm.metadata.resource_version)
+
+
+def _contains(live: Any, want: Any) -> bool:
+    """Every field of ``want`` has the same value in ``live`` (the server adds defaults)."""
+    if isinstance(want, Mapping):
+        return isinstance(live, Mapping) and all(
+            k in live and _contains(live[k], v) for k, v in want.items())
+    if isinstance(want, list):
+        return (isinstance(live, list) and len(live) == len(want)
+                and all(_contains(a, b) for a, b in zip(live, want, strict=True)))
+    if isinstance(want, (int, float)) and isinstance(live, str):
+        return str(want) == live
+    return bool(live == want)

@@ -1,0 +1,200 @@
+"""Preflight judgement and the ordered steps of a scale-out.
+
+The decision that matters most is how new nodes join the KRaft controller quorum:
+
+- **static quorum** (``kraft.version`` 0: Kafka 3.7, or 3.9+/4.x formatted with
+  ``controller.quorum.voters``): the voter set cannot change on a live cluster (two
+  new empty voters would form a majority without the committed metadata). New nodes
+  join as **broker-only** nodes (``process.roles=broker``), same cluster id, node ids
+  outside the voter set, voters unchanged. The single controller stays a single
+  point of failure; the fix is to make the quorum dynamic first (Kafka 4.1+:
+  ``kafka-features upgrade --feature kraft.version=1``, its own explicit step, never
+  implied by a release-version upgrade) and then add controllers.
+- **dynamic quorum** (``kraft.version`` 1, formatted ``--standalone`` or
+  ``--initial-controllers``): new nodes are formatted ``--no-initial-controllers``,
+  start as observers, and each becomes a voter (``add-controller``) only after it
+  caught up, one at a time.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from opskit.core.scaleout.window import Window
+from opskit.errors import RefusedError, UsageError
+
+INTERNAL_TOPICS = ("__consumer_offsets", "__transaction_state")
+
+
+class QuorumKind(enum.Enum):
+    STATIC = "static"
+    DYNAMIC = "dynamic"
+
+
+class StepKind(enum.Enum):
+    PREFLIGHT = "preflight"
+    ADD_NODE = "add_node"                # start (local) / create (Kubernetes) one new node
+    PROMOTE_VOTER = "promote_voter"      # dynamic quorum: wait caught up, add-controller
+    WAIT_REGISTERED = "wait_registered"  # every new broker registered, unfenced, healthy
+    RAISE_RF = "raise_rf"                # through the reassignment engine, throttled
+    VERIFY_ISR = "verify_isr"            # ISR == RF everywhere
+    ELECT_LEADERS = "elect_leaders"      # preferred leaders; spread within 1
+    SET_MIN_ISR = "set_min_isr"          # min.insync.replicas=2, new-topic defaults
+    UPDATE_REGISTRY = "update_registry"  # the HIP-30 registry says RF 3 / min ISR 2
+    FINAL_HEALTH = "final_health"        # health OK and the report
+
+
+@dataclass(frozen=True)
+class Step:
+    kind: StepKind
+    node_id: int | None = None
+
+    @property
+    def key(self) -> str:
+        return self.kind.value if self.node_id is None else f"{self.kind.value}:{self.node_id}"
+
+    @staticmethod
+    def from_key(key: str) -> Step:
+        kind, _, node = key.partition(":")
+        return Step(StepKind(kind), int(node) if node else None)
+
+
+@dataclass(frozen=True)
+class ClusterFacts:
+    """What preflight read from the cluster (the adapter fills it)."""
+
+    kafka_version: str
+    kraft_version: int                  # 0 static voter set, 1 dynamic
+    voters: tuple[int, ...]
+    brokers: tuple[int, ...]            # registered broker ids
+    problems: tuple[str, ...] = ()      # URP, offline, under-min-ISR ... (empty: healthy)
+    reassignment_in_progress: bool = False
+    topic_rf: Mapping[str, int] = field(default_factory=dict)  # internal topics included
+    topic_bytes: Mapping[str, int] = field(default_factory=dict)  # bytes of one replica
+    free_disk_bytes: int | None = None  # per new node, when known
+
+    @property
+    def quorum(self) -> QuorumKind:
+        return QuorumKind.DYNAMIC if self.kraft_version >= 1 else QuorumKind.STATIC
+
+
+@dataclass(frozen=True)
+class ScaleOutRequest:
+    target_brokers: int = 3
+    throttle_bytes_per_s: int = 50 * 1024 * 1024
+    window: Window | None = None
+    min_insync_replicas: int = 2
+    #: asked to change the voter set of a static quorum (refused: unsafe on a live cluster)
+    change_static_voters: bool = False
+    #: fixed waits that do not depend on data: node start, registration, elections (s)
+    fixed_wait_s: float = 120.0
+
+
+@dataclass(frozen=True)
+class ScaleOutPlan:
+    quorum: QuorumKind
+    kafka_version: str
+    existing: tuple[int, ...]
+    new_nodes: tuple[int, ...]
+    new_node_roles: str                 # "broker" or "broker,controller"
+    steps: tuple[Step, ...]
+    target_rf: int
+    min_insync_replicas: int
+    bytes_to_copy: int
+    estimated_seconds: float
+    notes: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"quorum": self.quorum.value, "kafka_version": self.kafka_version,
+                "existing": list(self.existing), "new_nodes": list(self.new_nodes),
+                "new_node_roles": self.new_node_roles, "steps": [s.key for s in self.steps],
+                "target_rf": self.target_rf, "min_insync_replicas": self.min_insync_replicas,
+                "bytes_to_copy": self.bytes_to_copy,
+                "estimated_seconds": self.estimated_seconds,
+                "notes": list(self.notes)}
+
+    @staticmethod
+    def from_dict(d: Mapping[str, Any]) -> ScaleOutPlan:
+        return ScaleOutPlan(
+            QuorumKind(d["quorum"]), str(d["kafka_version"]), tuple(d["existing"]),
+            tuple(d["new_nodes"]), str(d["new_node_roles"]),
+            tuple(Step.from_key(k) for k in d["steps"]), int(d["target_rf"]),
+            int(d["min_insync_replicas"]), int(d["bytes_to_copy"]),
+            float(d["estimated_seconds"]), tuple(d["notes"]))
+
+
+def plan_scale_out(facts: ClusterFacts, request: ScaleOutRequest) -> ScaleOutPlan:
+    """The steps that take the cluster to ``request.target_brokers`` brokers with
+    RF = min(3, brokers) everywhere, or RefusedError (nothing is changed)."""
+    if not 2 <= request.target_brokers <= 32:
+        raise UsageError(f"--brokers {request.target_brokers}: expected 2-32")
+    if request.throttle_bytes_per_s <= 0:
+        raise UsageError("the replication throttle must be positive")
+    if facts.problems:
+        raise RefusedError("preflight: the cluster is not healthy ("
+                           + "; ".join(facts.problems[:3])
+                           + (f"; +{len(facts.problems) - 3} more" if len(facts.problems) > 3
+                              else "") + "): fix it first, a scale-out adds load")
+    if facts.reassignment_in_progress:
+        raise RefusedError("preflight: a partition reassignment is in progress; let it finish "
+                           "(opskit reassign status) before scaling out")
+    quorum = facts.quorum
+    if request.change_static_voters and quorum is QuorumKind.STATIC:
+        raise RefusedError(
+            "this plan would change a static controller voter set, which Kafka cannot do on a "
+            "live cluster (new empty voters could elect a leader without the committed "
+            "metadata); new nodes join as broker-only nodes instead. To get more controllers, "
+            "make the quorum dynamic first (Kafka 4.1+: kafka-features upgrade --feature "
+            "kraft.version=1) as its own step")
+    present = sorted(set(facts.brokers))
+    if len(present) >= request.target_brokers:
+        raise RefusedError(f"the cluster already has {len(present)} brokers "
+                           f"({', '.join(map(str, present))}); nothing to scale out")
+    taken = set(facts.voters) | set(facts.brokers)
+    new_nodes: list[int] = []
+    candidate = max(taken, default=-1) + 1
+    while len(present) + len(new_nodes) < request.target_brokers:
+        if candidate not in taken:
+            new_nodes.append(candidate)
+        candidate += 1
+    target_rf = min(3, request.target_brokers)
+
+    steps: list[Step] = [Step(StepKind.PREFLIGHT)]
+    steps += [Step(StepKind.ADD_NODE, n) for n in new_nodes]
+    if quorum is QuorumKind.DYNAMIC:
+        steps += [Step(StepKind.PROMOTE_VOTER, n) for n in new_nodes]
+    steps += [Step(StepKind.WAIT_REGISTERED), Step(StepKind.RAISE_RF),
+              Step(StepKind.VERIFY_ISR), Step(StepKind.ELECT_LEADERS),
+              Step(StepKind.SET_MIN_ISR), Step(StepKind.UPDATE_REGISTRY),
+              Step(StepKind.FINAL_HEALTH)]
+
+    # data to copy: every topic whose RF grows gets (target - current) new replicas
+    bytes_to_copy = sum(max(0, target_rf - rf) * int(facts.topic_bytes.get(t, 0))
+                        for t, rf in facts.topic_rf.items())
+    receivers = max(1, len(new_nodes))
+    data_s = bytes_to_copy / receivers / request.throttle_bytes_per_s
+    estimated = data_s + request.fixed_wait_s * (1 + len(new_nodes))
+
+    notes: list[str] = []
+    if quorum is QuorumKind.STATIC:
+        notes.append(
+            f"static quorum (voters {', '.join(map(str, facts.voters))}): new nodes "
+            f"{', '.join(map(str, new_nodes))} join as broker-only nodes; the controller "
+            "remains a single point of failure. To remove it: on Kafka 4.1+ upgrade "
+            "kraft.version to 1 (its own, explicit step), then add controllers")
+    else:
+        notes.append("dynamic quorum: each new node starts as an observer and is added as a "
+                     "voter (add-controller) only after it caught up, one at a time")
+    per_node = sum(int(facts.topic_bytes.get(t, 0)) for t in facts.topic_rf)
+    if facts.free_disk_bytes is not None and per_node * 1.1 > facts.free_disk_bytes:
+        raise RefusedError(f"preflight: each new node must hold about {per_node:,} bytes "
+                           f"(+10%) but has {facts.free_disk_bytes:,} free")
+    notes.append("min.insync.replicas is raised to "
+                 f"{request.min_insync_replicas} only after ISR = {target_rf} everywhere")
+    return ScaleOutPlan(quorum, facts.kafka_version, tuple(present), tuple(new_nodes),
+                        "broker" if quorum is QuorumKind.STATIC else "broker,controller",
+                        tuple(steps), target_rf, request.min_insync_replicas,
+                        bytes_to_copy, estimated, tuple(notes))
