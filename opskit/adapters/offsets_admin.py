@@ -46,6 +46,7 @@ from opskit.errors import (
     InvalidInputError,
     KafkaOperationError,
     KafkaUnavailableError,
+    NotAuthorisedError,
     NotFoundError,
     OpskitError,
 )
@@ -164,9 +165,17 @@ class OffsetsAdmin(KafkaAdmin):
             failed = [tp for tp in res.topic_partitions or [] if tp.error is not None]
             if failed:
                 first = failed[0]
+                cause = f"{first.error.name()}: {first.error.str()}"
+                if len(failed) < len(offsets):
+                    raise KafkaOperationError(
+                        f"{what}: {len(failed)} of {len(offsets)} partitions failed (e.g. "
+                        f"{first.topic}:{first.partition}: {cause}); the others were committed")
+                if first.error.name() in _AUTHZ_NAMES:
+                    raise NotAuthorisedError(
+                        f"{what}: refused, nothing committed: {self.conn.principal} needs the "
+                        f"Read ACL on group {group_id} and on topic {first.topic} ({cause})")
                 raise KafkaOperationError(
-                    f"{what}: {len(failed)} partitions failed (e.g. {first.topic}:"
-                    f"{first.partition}: {first.error}); some offsets may have been committed"
+                    f"{what}: refused, nothing committed ({first.topic}:{first.partition}: {cause})"
                 )
 
     # ----- topic overrides (for dr snapshots) -----
@@ -220,7 +229,11 @@ class OffsetsAdmin(KafkaAdmin):
                 for msg in consumer.consume(num_messages=1000, timeout=0.2):
                     err = msg.error()
                     if err is not None:
-                        if err.code() != KafkaError._PARTITION_EOF:
+                        if err.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED:
+                            # no Read ACL: the answer is final, waiting out the timeout
+                            # would change nothing
+                            pending -= {tp for tp in pending if tp.topic == msg.topic()}
+                        elif err.code() != KafkaError._PARTITION_EOF:
                             log.debug("peek %s:%s: %s", msg.topic(), msg.partition(), err)
                         continue
                     tp = TopicPartition(str(msg.topic()), int(msg.partition() or 0))
@@ -234,6 +247,9 @@ class OffsetsAdmin(KafkaAdmin):
         finally:
             consumer.close()
         return out
+
+
+_AUTHZ_NAMES = {"GROUP_AUTHORIZATION_FAILED", "TOPIC_AUTHORIZATION_FAILED"}
 
 
 def ensure_group_exists(group_id: str, state: GroupOffsetsState) -> None:
