@@ -84,6 +84,9 @@ def _unsupported(exc: BaseException) -> bool:
 
 
 def _why(exc: BaseException) -> str:
+    if "AuthorizationFailed" in type(exc).__name__:
+        # kafka-python's text carries the whole request and session: one line instead
+        return "not authorised: the principal needs the Describe ACL on the cluster"
     return str(exc).strip() or type(exc).__name__
 
 

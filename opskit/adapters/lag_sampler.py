@@ -83,6 +83,12 @@ class TimedLagReport:
     read_denied: frozenset[str] = frozenset()
     #: what the report leaves out and why (a missing ACL, ...), one line each
     notes: list[str] = field(default_factory=list)
+    #: the whole answer is UNKNOWN (nothing visible that was asked for), whatever the groups
+    unknown: bool = False
+
+    @property
+    def severity(self) -> Severity:
+        return Severity.UNKNOWN if self.unknown else self.report.severity
     _times: dict[str, dict[TopicPartition, PartitionTime]] | None = field(
         default=None, init=False, repr=False)
 
@@ -157,6 +163,7 @@ class TimedLagReport:
         timestamp; any other partition goes through the general rules. Both give the
         same values as the objects in :attr:`times` (tests/unit/test_lag_sampler.py)."""
         d = self.report.to_dict()
+        d["severity"] = self.severity.value
         d["time_read"] = self.time_read
         d["notes"] = list(self.notes)
         denied = self.read_denied
@@ -398,10 +405,16 @@ def collect_timed_lag(
 
 
 def judge_invisible_groups(timed: TimedLagReport, principal: str,
-                           limited: Callable[[], bool]) -> None:
+                           limited: Callable[[], bool], all_groups: bool = False) -> None:
     """A group with no partition at all is UNKNOWN (never ``lag=0 OK``) when the principal
     is held back by ACLs (``limited()``, asked only then): Kafka silently leaves out the
     committed offsets of topics it may not describe."""
+    if not timed.report.groups:
+        if all_groups and limited():
+            timed.notes.append(f"UNKNOWN: no consumer group is visible to {principal}: there is "
+                               "none, or the principal lacks the Describe ACL on groups")
+            timed.unknown = True
+        return
     blind = [i for i, g in enumerate(timed.report.groups) if not g.partitions]
     if not blind or not limited():
         return

@@ -31,6 +31,7 @@ from opskit.adapters.kafka_admin import KafkaAdmin, error_text
 from opskit.adapters.lag_source import checked_log_offsets
 from opskit.adapters.safe_read import parse_json, read_text
 from opskit.adapters.safe_write import safe_file_name, write_file
+from opskit.core.connection import ConnectionConfig
 from opskit.core.models import GroupDescription, GroupState, PartitionOffsets, TopicPartition
 from opskit.core.offset_reset.backup import OffsetsBackup
 from opskit.core.offset_reset.plan import ResetPlan
@@ -77,6 +78,11 @@ _COORDINATOR_LOADING = ("NOT_COORDINATOR", "COORDINATOR_NOT_AVAILABLE",
 
 class OffsetsAdmin(KafkaAdmin):
     """``KafkaAdmin`` plus committing group offsets and reading record timestamps."""
+
+    def __init__(self, conn: ConnectionConfig, timeout: float = 10.0) -> None:
+        super().__init__(conn, timeout)
+        #: topics a record read was refused on (no Read ACL), by :meth:`record_timestamps`
+        self.read_denied: set[str] = set()
 
     def __enter__(self) -> Self:
         return self
@@ -201,7 +207,8 @@ class OffsetsAdmin(KafkaAdmin):
     ) -> dict[TopicPartition, int | None]:
         """Timestamp (ms) of the first record at or after each offset, reading one
         record per partition with an assigned consumer (no group join, no commit).
-        None where nothing was read within ``timeout``."""
+        None where nothing was read within ``timeout``, or where the principal may not
+        read (the topic is then in :attr:`read_denied`)."""
         out: dict[TopicPartition, int | None] = {tp: None for tp in positions}
         if not positions:
             return out
@@ -233,6 +240,7 @@ class OffsetsAdmin(KafkaAdmin):
                             # no Read ACL: the answer is final, waiting out the timeout
                             # would change nothing
                             pending -= {tp for tp in pending if tp.topic == msg.topic()}
+                            self.read_denied.add(str(msg.topic()))
                         elif err.code() != KafkaError._PARTITION_EOF:
                             log.debug("peek %s:%s: %s", msg.topic(), msg.partition(), err)
                         continue

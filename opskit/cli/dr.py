@@ -40,7 +40,7 @@ from opskit.core.dr import (
 )
 from opskit.core.models import TopicPartition
 from opskit.core.offset_reset.backup import OffsetsBackup
-from opskit.errors import InvalidInputError, NotFoundError, UsageError
+from opskit.errors import InvalidInputError, NotAuthorisedError, NotFoundError, UsageError
 
 app = typer.Typer(help="Disaster recovery: snapshot topics, ACLs and group positions; restore "
                        "them on another cluster.", no_args_is_help=True)
@@ -81,6 +81,13 @@ def take_snapshot(admin: DrAdmin, now_ms: int, only_topics: list[str] | None = N
         offs = {tp: o for tp, o in committed[gid].items() if tp in logs}
         peek = {tp: max(o, logs[tp].log_start) for tp, o in offs.items() if o < logs[tp].log_end}
         stamps = admin.record_timestamps(peek) if peek else {}
+        denied = sorted({tp.topic for tp in peek if stamps.get(tp) is None} & admin.read_denied)
+        if denied:
+            # None would mean "at the log end": the restore would skip the unread records
+            raise NotAuthorisedError(
+                f"dr snapshot: {admin.conn.principal} has no Read ACL on topic {denied[0]!r}, so "
+                f"the timestamp of group {gid}'s next record cannot be read and its position "
+                "could not be restored; nothing written")
         groups[gid] = tuple(GroupPosition(tp, o, stamps.get(tp)) for tp, o in sorted(offs.items()))
     return Snapshot(now_ms, md.cluster_id, topics, groups,
                     None if acls is None else tuple(a.to_dict() for a in acls), note)

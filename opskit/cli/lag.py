@@ -166,7 +166,7 @@ def lag(
             except NotAuthorisedError as e:
                 raise InvisibleError(f"{e} ({admin.conn.principal} needs the Describe ACL on the "
                                      "group and on the topics it reads)") from e
-            judge_invisible_groups(timed, admin.conn.principal, lambda: _limited(admin))
+            judge_invisible_groups(timed, admin.conn.principal, lambda: _limited(admin), all_groups)
             return timed
 
         if window_s is not None:
@@ -177,7 +177,7 @@ def lag(
     emit(timed.to_dict(), output, lambda c: render(c, timed))
     for note in timed.notes:
         stderr().print(f"note: {note}", highlight=False)
-    return timed.report.severity.nagios_code
+    return timed.severity.nagios_code
 
 
 def _limited(admin: KafkaAdmin) -> bool:
