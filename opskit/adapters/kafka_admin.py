@@ -142,6 +142,10 @@ class KafkaAdmin:
         self._closed = False
         self.round_trips = 0
         self._caps: Capabilities | None = None
+        #: when listing every group: leave out the groups the principal may not describe
+        #: (named in :attr:`unauthorised_groups`) instead of failing on the first
+        self.skip_unauthorised_groups = False
+        self.unauthorised_groups: set[str] = set()
 
     @property
     def _admin(self) -> ck.AdminClient:
@@ -271,7 +275,13 @@ class KafkaAdmin:
         futs = self._admin.describe_consumer_groups(ids, **self._kw())
         out: dict[str, GroupDescription] = {}
         for gid, fut in futs.items():
-            d = self._result(fut, f"describing group {gid}", "describe_groups")
+            try:
+                d = self._result(fut, f"describing group {gid}", "describe_groups")
+            except NotAuthorisedError:
+                if not self.skip_unauthorised_groups:
+                    raise
+                self.unauthorised_groups.add(gid)
+                continue
             members = tuple(
                 Member(
                     member_id=m.member_id,
@@ -313,7 +323,14 @@ class KafkaAdmin:
                 [ck.ConsumerGroupTopicPartitions(gid, explicit)], **self._kw()))
         out: dict[str, dict[TopicPartition, int]] = {}
         for gid, fut in futs.items():
-            res = self._result(fut, f"reading committed offsets of group {gid}", "committed_offsets")
+            try:
+                res = self._result(fut, f"reading committed offsets of group {gid}",
+                                   "committed_offsets")
+            except NotAuthorisedError:
+                if not self.skip_unauthorised_groups:
+                    raise
+                self.unauthorised_groups.add(gid)
+                continue
             offs: dict[TopicPartition, int] = {}
             for tp in res.topic_partitions or []:
                 if tp.error is not None:

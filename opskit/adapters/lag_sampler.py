@@ -404,11 +404,15 @@ def collect_timed_lag(
     return timed
 
 
-def judge_invisible_groups(timed: TimedLagReport, principal: str,
-                           limited: Callable[[], bool], all_groups: bool = False) -> None:
+def judge_invisible_groups(timed: TimedLagReport, principal: str, limited: Callable[[], bool],
+                           all_groups: bool = False, hidden_groups: Iterable[str] = ()) -> None:
     """A group with no partition at all is UNKNOWN (never ``lag=0 OK``) when the principal
     is held back by ACLs (``limited()``, asked only then): Kafka silently leaves out the
     committed offsets of topics it may not describe."""
+    hidden = sorted(hidden_groups)
+    if hidden:
+        timed.notes.append(f"left out {len(hidden)} group(s) {principal} may not describe (no "
+                           f"Describe ACL): {_names(hidden)}")
     if not timed.report.groups:
         if all_groups and limited():
             timed.notes.append(f"UNKNOWN: no consumer group is visible to {principal}: there is "

@@ -113,6 +113,7 @@ def collect_lag(
     sent = False
     try:
         descs, committed = read_groups(admin, ids, client)
+        ids = [g for g in ids if g in descs]  # a listed group the principal may not describe
         if explicit:
             for gid in ids:
                 d = descs[gid]

@@ -154,6 +154,7 @@ def lag(
     groups = None if all_groups else group
     with ExitStack() as stack:
         admin = stack.enter_context(connect(bootstrap_server, context, timeout))
+        admin.skip_unauthorised_groups = all_groups  # listed, but not describable: a note
         reader = None
         if not no_time:
             reader = stack.enter_context(RecordTimeReader(admin.conn, timeout=min(timeout, 5.0)))
@@ -166,7 +167,8 @@ def lag(
             except NotAuthorisedError as e:
                 raise InvisibleError(f"{e} ({admin.conn.principal} needs the Describe ACL on the "
                                      "group and on the topics it reads)") from e
-            judge_invisible_groups(timed, admin.conn.principal, lambda: _limited(admin), all_groups)
+            judge_invisible_groups(timed, admin.conn.principal, lambda: _limited(admin), all_groups,
+                                   admin.unauthorised_groups)
             return timed
 
         if window_s is not None:
