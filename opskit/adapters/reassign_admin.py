@@ -1,0 +1,348 @@
+"""Cluster I/O of a reassignment: read, submit, elect, throttle.
+
+confluent-kafka (2.x) has no AlterPartitionReassignments, ListPartitionReassignments,
+ElectLeaders or DescribeLogDirs, so those go through kafka-python's
+``KafkaAdminClient`` (``alter_partition_reassignments``, ``list_partition_reassignments``,
+``elect_leaders``, ``describe_log_dirs``). Metadata and configs go through
+confluent-kafka (``describe_configs`` tells each value's source;
+``incremental_alter_configs`` SETs and DELETEs single keys, never touching others).
+
+Throttles. Broker rates are set as *dynamic per-broker* values on the brokers involved,
+which take precedence over a static value in ``server.properties`` and over the
+dynamic cluster default; cleanup sets back the per-broker value that existed before
+or deletes ours, so static and default values are never written and reappear exactly.
+Every wait is bounded by the timeout: removal never waits for a value to "disappear".
+
+Every vendor exception becomes an opskit error in :meth:`ReassignAdmin.translate`.
+Before anything, :meth:`ReassignAdmin.require` checks the broker advertises the APIs
+(ApiVersions); a broker without them (Tansu, gateways) gives UnsupportedError (exit 3)
+naming the API.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from opskit.adapters import capabilities as caps_mod
+from opskit.adapters import confluent as ck
+from opskit.adapters.cluster_health import kafka_python_config, quiet_kafka_python
+from opskit.adapters.kafka_admin import KafkaAdmin
+from opskit.core.connection import ConnectionConfig
+from opskit.core.models import TopicPartition
+from opskit.core.reassign_exec import ConfigBaseline, InFlight, Move, Submitted
+from opskit.core.reassign_exec_checks import ClusterView
+from opskit.errors import (
+    KafkaOperationError,
+    KafkaUnavailableError,
+    OpskitError,
+    UnsupportedError,
+)
+
+log = logging.getLogger(__name__)
+
+RATE_KEYS = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
+REPLICA_KEYS = ("leader.replication.throttled.replicas", "follower.replication.throttled.replicas")
+#: (API, minimum version) an execution needs, checked against ApiVersions first
+NEEDED_APIS: tuple[tuple[str, int], ...] = (
+    ("ListPartitionReassignments", 0), ("AlterPartitionReassignments", 0),
+    ("ElectLeaders", 0), ("IncrementalAlterConfigs", 0), ("DescribeConfigs", 0),
+)
+_DYNAMIC_BROKER = 2  # ConfigSource.DYNAMIC_BROKER_CONFIG
+_DYNAMIC_TOPIC = 1  # ConfigSource.DYNAMIC_TOPIC_CONFIG
+
+
+class ReassignAdmin:
+    """One connection for one command. ``close()`` when done."""
+
+    def __init__(self, conn: ConnectionConfig, timeout: float = 10.0, debug: bool = False) -> None:
+        self.conn = conn
+        self.timeout = timeout
+        self.admin = KafkaAdmin(conn, timeout=timeout)
+        self._kp: Any = None
+        self._ck: ck.AdminClient | None = None
+        quiet_kafka_python(debug)
+
+    def close(self) -> None:
+        if self._kp is not None:
+            try:
+                self._kp.close()
+            except Exception:  # noqa: BLE001 - closing is best effort
+                log.debug("closing kafka-python failed", exc_info=True)
+        self._kp = None
+        self._ck = None
+        self.admin.close()
+
+    def __enter__(self) -> ReassignAdmin:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ errors
+    def translate(self, exc: BaseException, what: str) -> OpskitError:
+        """The one place vendor exceptions (kafka-python and librdkafka) become opskit's."""
+        if isinstance(exc, OpskitError):
+            return exc
+        if isinstance(exc, ck.KafkaException):
+            return self.admin.translate(exc, what)
+        from kafka import errors as kerr  # type: ignore[import-untyped]
+
+        if isinstance(exc, (kerr.UnsupportedVersionError, kerr.IncompatibleBrokerVersion)):
+            return UnsupportedError(f"the broker does not support {what} ({exc})")
+        if isinstance(exc, (kerr.KafkaTimeoutError, kerr.NoBrokersAvailable,
+                            kerr.KafkaConnectionError, TimeoutError)):
+            return KafkaUnavailableError(f"cannot reach Kafka at {self.conn.bootstrap} ({what}, "
+                                         f"timeout {self.timeout:g}s): {exc or type(exc).__name__}")
+        if isinstance(exc, kerr.KafkaError):
+            return KafkaOperationError(f"{what} failed: {type(exc).__name__}: {exc}")
+        return KafkaOperationError(f"{what} failed: {type(exc).__name__}: {exc}")
+
+    def require(self) -> None:
+        """UnsupportedError naming the first API the broker does not advertise."""
+        caps = self.admin.capabilities
+        for name, v in NEEDED_APIS:
+            if not caps.supports(caps_mod.API_KEYS[name], v):
+                raise UnsupportedError(
+                    f"the broker at {caps.broker or caps.bootstrap} does not support {name} "
+                    f"(API key {caps_mod.API_KEYS[name]}), needed for partition reassignment")
+
+    # ------------------------------------------------------------------ clients
+    @property
+    def kp(self) -> Any:
+        if self._kp is None:
+            try:
+                from kafka.admin import KafkaAdminClient
+            except ImportError as e:  # pragma: no cover - a declared dependency
+                raise UnsupportedError("kafka-python is not installed") from e
+            try:
+                self._kp = KafkaAdminClient(**kafka_python_config(self.conn, self.timeout))
+            except Exception as e:
+                raise self.translate(e, "connecting for partition reassignment") from e
+        return self._kp
+
+    @property
+    def ckadmin(self) -> ck.AdminClient:
+        if self._ck is None:
+            conf = self.conn.to_librdkafka()
+            conf["socket.timeout.ms"] = int(max(self.timeout, 1) * 1000)
+            conf["logger"] = logging.getLogger("opskit.librdkafka")
+            self._ck = ck.AdminClient(conf)
+        return self._ck
+
+    def _ms(self) -> int:
+        return int(self.timeout * 1000)
+
+    # ------------------------------------------------------------------ reads
+    def assignment(self) -> tuple[dict[TopicPartition, tuple[int, ...]],
+                                  dict[TopicPartition, tuple[int, ...]], frozenset[int]]:
+        """(replicas, ISR) of every partition, and the registered brokers."""
+        meta = self.admin.metadata()
+        reps = {TopicPartition(t, p.partition): tuple(p.replicas)
+                for t, ps in meta.topics.items() for p in ps}
+        isr = {TopicPartition(t, p.partition): tuple(p.isr)
+               for t, ps in meta.topics.items() for p in ps}
+        return reps, isr, frozenset(b.node_id for b in meta.brokers)
+
+    def in_flight(self) -> dict[TopicPartition, InFlight]:
+        try:
+            res = self.kp.list_partition_reassignments(timeout_ms=self._ms())
+        except Exception as e:
+            raise self.translate(e, "ListPartitionReassignments") from e
+        out: dict[TopicPartition, InFlight] = {}
+        for tp, d in res.items():
+            fl = InFlight(tuple(d.get("replicas", ())), tuple(d.get("adding_replicas", ())),
+                          tuple(d.get("removing_replicas", ())))
+            if fl.adding or fl.removing:  # Tansu lists partitions with neither: not a move
+                out[TopicPartition(tp.topic, tp.partition)] = fl
+        return out
+
+    def min_isr(self, topics: Iterable[str]) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for topic, cfg in self.admin.topic_configs(topics).items():
+            raw = cfg.get("min.insync.replicas", (None, True))[0]
+            out[topic] = int(raw) if raw is not None and raw.isdigit() else 1
+        return out
+
+    def view(self, topics: Iterable[str]) -> ClusterView:
+        reps, _isr, brokers = self.assignment()
+        wanted = set(topics) & {tp.topic for tp in reps}
+        return ClusterView(reps, brokers, self.in_flight(), self.min_isr(wanted))
+
+    def replica_sizes(self, topics: Iterable[str]) -> dict[TopicPartition, dict[int, int]]:
+        """partition -> broker -> bytes on disk (DescribeLogDirs; a broker moving a
+        replica reports the copy it is building). Empty when unavailable."""
+        names = sorted(set(topics))
+        if not names:
+            return {}
+        try:
+            res = self.kp.describe_log_dirs(names)
+        except Exception as e:  # noqa: BLE001 - sizes are progress information only
+            log.debug("DescribeLogDirs failed: %s", e)
+            return {}
+        out: dict[TopicPartition, dict[int, int]] = {}
+        for broker in res or []:
+            node = int(broker.get("broker", -1))
+            for d in broker.get("log_dirs", []):
+                if d.get("error_code", 0):
+                    continue
+                for t in d.get("topics", []):
+                    for p in t.get("partitions", []):
+                        if p.get("is_future_key"):
+                            continue
+                        tp = TopicPartition(t["name"], int(p["partition_index"]))
+                        out.setdefault(tp, {})[node] = int(p["partition_size"])
+        return out
+
+    def write_rates(self, moves: Iterable[Move], interval: float
+                    ) -> tuple[dict[TopicPartition, float], dict[TopicPartition, int]]:
+        """Bytes/s written to each moving partition (its leader's growth over ``interval``
+        seconds), and the sizes at the end."""
+        ms = [m for m in moves if m.moves_data]
+        topics = {m.tp.topic for m in ms}
+        t0, s0 = time.monotonic(), self.replica_sizes(topics)
+        if interval > 0:
+            time.sleep(interval)
+        t1, s1 = time.monotonic(), self.replica_sizes(topics)
+        rates: dict[TopicPartition, float] = {}
+        sizes: dict[TopicPartition, int] = {}
+        for m in ms:
+            lead = m.base[0]
+            a, b = s0.get(m.tp, {}).get(lead), s1.get(m.tp, {}).get(lead)
+            if b is not None:
+                sizes[m.tp] = b
+            if a is not None and b is not None and t1 > t0:
+                rates[m.tp] = max(0.0, (b - a) / (t1 - t0))
+        return rates, sizes
+
+    # ------------------------------------------------------------------ moves
+    def submit(self, moves: Iterable[Move]) -> Submitted:
+        from kafka import TopicPartition as KTP  # type: ignore[import-untyped]
+
+        req = {KTP(m.tp.topic, m.tp.partition): list(m.target) for m in moves}
+        return self._alter(req, "AlterPartitionReassignments")
+
+    def cancel(self, tps: Iterable[TopicPartition]) -> Submitted:
+        """KIP-455 cancel: reassign to None (the partition keeps its original replicas)."""
+        from kafka import TopicPartition as KTP
+
+        return self._alter({KTP(tp.topic, tp.partition): None for tp in tps},
+                           "cancelling reassignments")
+
+    def _alter(self, req: Mapping[Any, Any], what: str) -> Submitted:
+        if not req:
+            return Submitted(())
+        try:
+            res = self.kp.alter_partition_reassignments(req, timeout_ms=self._ms())
+        except Exception as e:
+            raise self.translate(e, what) from e
+        ok: list[TopicPartition] = []
+        bad: dict[TopicPartition, str] = {}
+        for ktp, err in res.items():
+            tp = TopicPartition(ktp.topic, ktp.partition)
+            if err is None:
+                ok.append(tp)
+            else:
+                bad[tp] = getattr(err, "__name__", str(err))
+        return Submitted(tuple(ok), bad)
+
+    def elect_preferred(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, str]:
+        """Preferred leader election; partitions whose election failed (not "not needed")."""
+        wanted: dict[str, list[int]] = {}
+        for tp in tps:
+            wanted.setdefault(tp.topic, []).append(tp.partition)
+        if not wanted:
+            return {}
+        try:
+            resp = self.kp.elect_leaders(0, wanted, timeout_ms=self._ms(), raise_errors=False)
+        except Exception as e:
+            raise self.translate(e, "ElectLeaders (preferred)") from e
+        out: dict[TopicPartition, str] = {}
+        for result in getattr(resp, "replica_election_results", []) or []:
+            for p in result.partition_result:
+                if p.error_code not in (0, 84):  # 84 = ELECTION_NOT_NEEDED
+                    out[TopicPartition(result.topic, p.partition_id)] = f"error code {p.error_code}"
+        return out
+
+    # ------------------------------------------------------------------ configs
+    def _describe(self, resources: list[ck.ConfigResource], what: str
+                  ) -> dict[tuple[str, str], dict[str, tuple[str | None, int]]]:
+        """(type, name) -> key -> (value, source)."""
+        if not resources:
+            return {}
+        out: dict[tuple[str, str], dict[str, tuple[str | None, int]]] = {}
+        for r in resources:  # a broker answers only for itself: one request each
+            try:
+                futs = self.ckadmin.describe_configs([r], request_timeout=self.timeout)
+                for res, fut in futs.items():
+                    entries = fut.result(timeout=self.timeout + 2)
+                    kind = "broker" if res.restype == ck.ResourceType.BROKER else "topic"
+                    out[(kind, res.name)] = {k: (v.value, int(v.source))
+                                             for k, v in entries.items()}
+            except Exception as e:
+                raise self.translate(e, f"{what} ({r.name})") from e
+        return out
+
+    def throttle_configs(self, brokers: Iterable[int], topics: Iterable[str]
+                         ) -> dict[tuple[str, str], dict[str, tuple[str | None, int]]]:
+        res = [ck.ConfigResource(ck.ResourceType.BROKER, str(b)) for b in sorted(set(brokers))]
+        res += [ck.ConfigResource(ck.ResourceType.TOPIC, t) for t in sorted(set(topics))]
+        return self._describe(res, "reading throttle configs")
+
+    def read_baseline(self, brokers: Iterable[int], topics: Iterable[str]) -> ConfigBaseline:
+        """The dynamic per-resource throttle values set before the run (None: none set)."""
+        found = self.throttle_configs(brokers, topics)
+        vals: list[tuple[str, str, str | None]] = []
+        for (kind, name), entries in sorted(found.items()):
+            keys, dyn = (RATE_KEYS, _DYNAMIC_BROKER) if kind == "broker" else (REPLICA_KEYS,
+                                                                              _DYNAMIC_TOPIC)
+            for k in keys:
+                value, source = entries.get(k, (None, 5))
+                vals.append((f"{kind}:{name}", k, value if source == dyn and value else None))
+        return ConfigBaseline(tuple(vals))
+
+    def _alter_configs(self, changes: Mapping[tuple[str, str], Mapping[str, str | None]],
+                       what: str) -> None:
+        """(kind, name) -> key -> value to SET, or None to DELETE (incremental)."""
+        res = []
+        for (kind, name), kv in sorted(changes.items()):
+            rtype = ck.ResourceType.BROKER if kind == "broker" else ck.ResourceType.TOPIC
+            entries = [ck.ConfigEntry(k, v if v is not None else "",
+                                      incremental_operation=(ck.AlterConfigOpType.SET if v is not None
+                                                             else ck.AlterConfigOpType.DELETE))
+                       for k, v in sorted(kv.items())]
+            res.append(ck.ConfigResource(rtype, name, incremental_configs=entries))
+        if not res:
+            return
+        try:
+            futs = self.ckadmin.incremental_alter_configs(res, request_timeout=self.timeout)
+            for _r, fut in futs.items():
+                fut.result(timeout=self.timeout + 2)
+        except Exception as e:
+            raise self.translate(e, what) from e
+
+    def set_throttles(self, rate: int, brokers: Iterable[int],
+                      topics: Mapping[str, tuple[str, str]]) -> None:
+        changes: dict[tuple[str, str], dict[str, str | None]] = {}
+        for b in brokers:
+            changes[("broker", str(b))] = {k: str(rate) for k in RATE_KEYS}
+        for t, (lead, fol) in topics.items():
+            changes[("topic", t)] = {REPLICA_KEYS[0]: lead, REPLICA_KEYS[1]: fol}
+        self._alter_configs(changes, "setting replication throttles")
+
+    def restore_throttles(self, baseline: ConfigBaseline) -> list[str]:
+        """Put back the values of ``baseline`` (delete ours where there were none); then
+        read them back once. Returns the mismatches found (empty when exact)."""
+        changes: dict[tuple[str, str], dict[str, str | None]] = {}
+        for resource, key, value in baseline.values:
+            kind, _, name = resource.partition(":")
+            changes.setdefault((kind, name), {})[key] = value
+        self._alter_configs(changes, "removing replication throttles")
+        brokers = [int(n) for (k, n) in changes if k == "broker"]
+        topics = [n for (k, n) in changes if k == "topic"]
+        now = self.read_baseline(brokers, topics)
+        return [f"{r} {k}: {now.get(r, k)!r} (expected {v!r})"
+                for r, k, v in baseline.values if now.get(r, k) != v]
+

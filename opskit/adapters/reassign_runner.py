@@ -1,0 +1,183 @@
+"""The runner of a reassignment execution: performs the state machine's actions.
+
+Loop: the state returned by :func:`opskit.core.reassign_exec.transition` is saved to
+the journal *before* its actions are performed; each action's outcome becomes the
+next event. A submission is also appended to the journal's event log before the
+request leaves. So a ``kill -9`` anywhere leaves a state from which
+``transition(state, Begin())`` continues safely (see the core module).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from opskit.adapters.reassign_admin import ReassignAdmin
+from opskit.adapters.reassign_journal import Journal
+from opskit.core.reassign_exec import (
+    Action,
+    BaselineRead,
+    Begin,
+    Elected,
+    ElectLeaders,
+    Event,
+    ExecState,
+    Finish,
+    MoveStatus,
+    Observation,
+    Observe,
+    Observed,
+    ReadBaseline,
+    RemoveThrottles,
+    SetThrottles,
+    Stop,
+    Submit,
+    ThrottlesRemoved,
+    ThrottlesSet,
+    transition,
+)
+from opskit.core.reassign_exec_checks import bytes_remaining
+from opskit.errors import KafkaUnavailableError, ServiceUnavailableError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Tick:
+    """What the progress display gets after each observation."""
+
+    state: ExecState
+    bytes_remaining: int
+    #: bytes/s copied, measured over the last observations (None until known)
+    copy_rate: float | None
+
+
+class ProgressSink(Protocol):
+    def tick(self, tick: Tick) -> None: ...
+
+    def note(self, text: str) -> None: ...
+
+
+class Runner:
+    def __init__(self, admin: ReassignAdmin, journal: Journal, sink: ProgressSink,
+                 sleep: Callable[[float], None] = time.sleep,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.admin = admin
+        self.journal = journal
+        self.sink = sink
+        self.sleep = sleep
+        self.clock = clock
+        self._last_bytes: tuple[float, int] | None = None
+        self._rate: float | None = None
+        self.election_errors: dict[str, str] = {}
+        self.throttle_mismatches: list[str] = []
+
+    def run(self, state: ExecState) -> ExecState:
+        """Run to the end (or raise). Holds the plan's lock the whole time."""
+        with self.journal.lock(state.plan_id):
+            self.journal.save(state)
+            state, queue = transition(state, Begin())
+            self.journal.save(state)
+            while queue:
+                action = queue.pop(0)
+                event = self._perform(state, action)
+                if event is None:
+                    return state
+                state, more = transition(state, event)
+                self.journal.save(state)
+                queue = more + queue
+        return state
+
+    # ------------------------------------------------------------------ actions
+    def _perform(self, state: ExecState, action: Action) -> Event | None:
+        pid = state.plan_id
+        if isinstance(action, ReadBaseline):
+            base = self.admin.read_baseline(action.brokers, action.topics)
+            self.journal.record(pid, "baseline", values=base.to_dict())
+            return BaselineRead(base)
+        if isinstance(action, SetThrottles):
+            self.journal.record(pid, "set_throttles", rate=action.rate,
+                                brokers=list(action.brokers), topics=sorted(action.topics))
+            self.sink.note(f"throttle {action.rate:,} B/s on brokers "
+                           f"{', '.join(map(str, action.brokers))} and the moving replicas of "
+                           f"{len(action.topics)} topic(s)")
+            self.admin.set_throttles(action.rate, action.brokers, action.topics)
+            return ThrottlesSet()
+        if isinstance(action, Observe):
+            if action.after:
+                self.sleep(action.after)
+            return Observed(self._observe(state))
+        if isinstance(action, Submit):
+            parts = [[m.tp.topic, m.tp.partition] for m in action.moves]
+            self.journal.record(pid, "submit", partitions=parts,
+                                targets=[list(m.target) for m in action.moves])
+            res = self.admin.submit(action.moves)
+            if res.rejected:
+                self.journal.record(pid, "rejected", errors={f"{tp.topic}:{tp.partition}": e
+                                                            for tp, e in res.rejected.items()})
+            return res
+        if isinstance(action, ElectLeaders):
+            self.sink.note(f"preferred leader election on {len(action.partitions)} partition(s)")
+            errs = self.admin.elect_preferred(action.partitions)
+            self.election_errors = {f"{tp.topic}:{tp.partition}": e for tp, e in errs.items()}
+            self.journal.record(pid, "elected", errors=self.election_errors)
+            return Elected(errs)
+        if isinstance(action, RemoveThrottles):
+            self.journal.record(pid, "remove_throttles")
+            self.throttle_mismatches = self.admin.restore_throttles(action.baseline)
+            if self.throttle_mismatches:
+                self.journal.record(pid, "throttle_mismatch", found=self.throttle_mismatches)
+            self.sink.note("throttles removed; earlier values restored")
+            return ThrottlesRemoved()
+        if isinstance(action, Stop):
+            self.journal.record(pid, "stopped", reason=action.reason)
+            raise KafkaUnavailableError(
+                f"{action.reason}; moves in flight continue on the brokers, throttles stay "
+                "until the run is resumed (opskit reassign execute PLAN --resume --execute)")
+        assert isinstance(action, Finish)
+        self.journal.record(pid, "finished")
+        return None
+
+    def _observe(self, state: ExecState) -> Observation:
+        """Read the cluster; while it cannot be reached, wait (bounded by the stall limit)."""
+        started = self.clock()
+        while True:
+            try:
+                return self._read(state)
+            except ServiceUnavailableError as e:
+                waited = self.clock() - started
+                if waited > state.stall_after:
+                    raise
+                self.sink.note(f"waiting for the cluster ({waited:.0f}s of "
+                               f"{state.stall_after:g}s): {e}")
+                self.sleep(2.0)
+
+    def _read(self, state: ExecState) -> Observation:
+        replicas, _isr, live = self.admin.assignment()
+        flights = self.admin.in_flight()
+        topics = {m.tp.topic for m in state.moves
+                  if m.status not in (MoveStatus.DONE, MoveStatus.FAILED)}
+        left = self._last_bytes[1] if self._last_bytes else 0
+        if topics:
+            sizes = self.admin.replica_sizes(topics)
+            if sizes:
+                lead = {m.tp: sizes.get(m.tp, {}).get(m.base[0], 0) for m in state.moves}
+                # moves not yet submitted still count in full
+                left = bytes_remaining(state.moves, lead, sizes)
+        else:
+            left = 0
+        now = self.clock()
+        if self._last_bytes is not None and now > self._last_bytes[0]:
+            dt, db = now - self._last_bytes[0], self._last_bytes[1] - left
+            if db > 0:
+                r = db / dt
+                self._rate = r if self._rate is None else 0.7 * self._rate + 0.3 * r
+        self._last_bytes = (now, left)
+        obs = Observation(now, {tp: replicas[tp] for tp in (m.tp for m in state.moves)
+                                if tp in replicas},
+                          {tp: f for tp, f in flights.items()}, live, left)
+        self.sink.tick(Tick(state, left, self._rate))
+        return obs
