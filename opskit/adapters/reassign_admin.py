@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, Self
 
 from opskit.adapters import capabilities as caps_mod
 from opskit.adapters import confluent as ck
@@ -69,13 +69,13 @@ class ReassignAdmin:
         if self._kp is not None:
             try:
                 self._kp.close()
-            except Exception:  # noqa: BLE001 - closing is best effort
+            except Exception:  # closing is best effort
                 log.debug("closing kafka-python failed", exc_info=True)
         self._kp = None
         self._ck = None
         self.admin.close()
 
-    def __enter__(self) -> ReassignAdmin:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -114,7 +114,7 @@ class ReassignAdmin:
     def kp(self) -> Any:
         if self._kp is None:
             try:
-                from kafka.admin import KafkaAdminClient
+                from kafka.admin import KafkaAdminClient  # type: ignore[import-untyped]
             except ImportError as e:  # pragma: no cover - a declared dependency
                 raise UnsupportedError("kafka-python is not installed") from e
             try:
@@ -219,7 +219,7 @@ class ReassignAdmin:
 
     # ------------------------------------------------------------------ moves
     def submit(self, moves: Iterable[Move]) -> Submitted:
-        from kafka import TopicPartition as KTP  # type: ignore[import-untyped]
+        from kafka import TopicPartition as KTP
 
         req = {KTP(m.tp.topic, m.tp.partition): list(m.target) for m in moves}
         return self._alter(req, "AlterPartitionReassignments")
@@ -316,10 +316,18 @@ class ReassignAdmin:
             res.append(ck.ConfigResource(rtype, name, incremental_configs=entries))
         if not res:
             return
+        # librdkafka takes one broker resource per call (a broker alters only itself);
+        # topics go together. All calls are in flight before any answer is awaited.
+        calls = [[r] for r in res if r.restype == ck.ResourceType.BROKER]
+        topics = [r for r in res if r.restype != ck.ResourceType.BROKER]
+        if topics:
+            calls.append(topics)
         try:
-            futs = self.ckadmin.incremental_alter_configs(res, request_timeout=self.timeout)
-            for _r, fut in futs.items():
-                fut.result(timeout=self.timeout + 2)
+            pending = [self.ckadmin.incremental_alter_configs(c, request_timeout=self.timeout)
+                       for c in calls]
+            for futs in pending:
+                for fut in futs.values():
+                    fut.result(timeout=self.timeout + 2)
         except Exception as e:
             raise self.translate(e, what) from e
 

@@ -1,9 +1,421 @@
-"""``opskit reassign execute|status|cancel|verify``: not built yet (see opskit.cli.reassign)."""
+"""``opskit reassign execute|status|cancel|verify`` (see opskit.cli.reassign).
+
+``execute`` is a dry run unless ``--execute``: it shows the batches, the throttles and
+the bytes each broker receives. With ``--execute`` it runs the plan through the
+journaled state machine (:mod:`opskit.core.reassign_exec`,
+:mod:`opskit.adapters.reassign_runner`); running the same plan again after a crash (or
+with ``--resume``) continues where it stopped.
+"""
 
 from __future__ import annotations
 
+import sys
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
 import typer
+
+from opskit.adapters.config_file import resolve_connection
+from opskit.adapters.reassign_admin import RATE_KEYS, REPLICA_KEYS, ReassignAdmin
+from opskit.adapters.reassign_journal import Journal
+from opskit.adapters.reassign_runner import Runner, Tick
+from opskit.cli.common import (
+    STATE,
+    BootstrapOpt,
+    ContextOpt,
+    Output,
+    OutputOpt,
+    TimeoutOpt,
+    emit,
+    stderr,
+)
+from opskit.core.models import TopicPartition
+from opskit.core.reassign_exec import (
+    ExecState,
+    Move,
+    MoveStatus,
+    Phase,
+    initial_state,
+    throttle_brokers,
+    throttle_topics,
+)
+from opskit.core.reassign_exec_checks import (
+    batches,
+    build_moves,
+    check_write_rates,
+    copy_bytes,
+    duration_bound,
+    foreign_in_flight,
+)
+from opskit.core.reassign_exec_plan import ExecPlan, parse_plan, parse_rate, plan_id
+from opskit.errors import KafkaOperationError, NotFoundError, RefusedError, UsageError
+
+PlanArg = Annotated[str, typer.Argument(help="plan file (kafka-reassign-partitions JSON, "
+                                              "from opskit reassign plan or Kafka's tool)")]
+
+
+def _fmt_bytes(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if abs(n) < 1000 or unit == "TB":
+            return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
+        n /= 1000
+    return f"{n:.1f} TB"
+
+
+def _fmt_s(s: float | None) -> str:
+    if s is None:
+        return "unknown"
+    s = round(s)
+    return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
+
+
+def _tp(tp: TopicPartition) -> str:
+    return f"{tp.topic}:{tp.partition}"
+
+
+def _admin(bootstrap: str | None, context: str | None, timeout: float) -> ReassignAdmin:
+    return ReassignAdmin(resolve_connection(bootstrap, context), timeout=timeout,
+                         debug=STATE.debug)
+
+
+def _read_plan(path: str) -> ExecPlan:
+    p = Path(path)
+    if not p.is_file():
+        raise NotFoundError(f"plan file {path} does not exist")
+    try:
+        text = p.read_text()
+    except (OSError, UnicodeDecodeError) as e:
+        raise UsageError(f"cannot read plan file {path}: {e}") from e
+    return parse_plan(text, source=str(path))
+
+
+class _Progress:
+    """Progress on stderr: a rich bar on a terminal, a line every few seconds otherwise."""
+
+    def __init__(self, total_bytes: int, rate: int) -> None:
+        self.err = stderr()
+        self.total = max(total_bytes, 1)
+        self.rate = rate
+        self._last_line = 0.0
+        self._bar: Any = None
+        self._task: Any = None
+        if sys.stderr.isatty():
+            from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+
+            self._bar = Progress(TextColumn("{task.description}"), BarColumn(),
+                                 TextColumn("{task.fields[left]} left"), TimeRemainingColumn(),
+                                 console=self.err, transient=True)
+            self._task = self._bar.add_task("moving", total=self.total, left="?")
+            self._bar.start()
+
+    def tick(self, t: Tick) -> None:
+        c = t.state.counts()
+        moves = len(t.state.moves)
+        done = c["done"] + c["failed"]
+        rate = t.copy_rate or None
+        eta = t.bytes_remaining / rate if rate else (t.bytes_remaining / self.rate
+                                                      if self.rate else None)
+        desc = f"{done}/{moves} moves done, {c['in_flight'] + c['submitting']} in flight"
+        if self._bar is not None:
+            self._bar.update(self._task, completed=max(0, self.total - t.bytes_remaining),
+                             description=desc, left=_fmt_bytes(t.bytes_remaining))
+            if t.state.waiting:
+                self._bar.console.print(f"opskit: {t.state.waiting}")
+            return
+        now = time.monotonic()
+        if now - self._last_line >= 5 or t.state.waiting:
+            self._last_line = now
+            extra = f"; {t.state.waiting}" if t.state.waiting else ""
+            sys.stderr.write(f"opskit: reassign: {desc}, {_fmt_bytes(t.bytes_remaining)} left, "
+                             f"ETA {_fmt_s(eta)}{extra}\n")
+            sys.stderr.flush()
+
+    def note(self, text: str) -> None:
+        if self._bar is not None:
+            self._bar.console.print(f"opskit: {text}")
+        else:
+            sys.stderr.write(f"opskit: {text}\n")
+            sys.stderr.flush()
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+
+
+def _preview(plan: ExecPlan, moves: tuple[Move, ...], rate: int, limit: int | None,
+             sizes: dict[TopicPartition, int], write_rates: dict[TopicPartition, float],
+             has_base: bool) -> dict[str, Any]:
+    per_broker = copy_bytes(moves, sizes)
+    todo = tuple(m for m in moves if m.base != m.target)
+    return {
+        "plan_moves": len(plan.moves),
+        "to_move": len(todo),
+        "already_done": len(moves) - len(todo),
+        "compare_and_set": "plan base" if has_base else "assignment read now (the plan has no "
+                                                        "opskit base)",
+        "throttle_bytes_per_s": rate,
+        "throttled_brokers": list(throttle_brokers(todo)),
+        "throttled_replicas": {t: {"leader": lead, "follower": fol}
+                               for t, (lead, fol) in throttle_topics(todo).items()},
+        "bytes_in_per_broker": {str(b): v for b, v in sorted(per_broker.items())},
+        "duration_lower_bound_s": round(duration_bound(per_broker, rate), 1),
+        "write_rate_bytes_per_s": {_tp(tp): round(r, 1) for tp, r in sorted(write_rates.items())},
+        "batches": [[{"partition": _tp(m.tp), "from": list(m.base), "to": list(m.target)}
+                     for m in b] for b in batches(todo, limit)],
+    }
+
+
+def _print_preview(data: dict[str, Any], con: Any, dry_run: bool) -> None:
+    con.print(f"{data['to_move']} of {data['plan_moves']} partition(s) to move "
+              f"({data['already_done']} already in place); compare-and-set against "
+              f"{data['compare_and_set']}")
+    con.print(f"throttle {data['throttle_bytes_per_s']:,} B/s on brokers "
+              f"{', '.join(map(str, data['throttled_brokers'])) or '-'}; bytes in per broker: "
+              + (", ".join(f"{b}: {_fmt_bytes(v)}" for b, v in data["bytes_in_per_broker"].items())
+                 or "-")
+              + f"; at least {_fmt_s(data['duration_lower_bound_s'])}")
+    for t, lists in data["throttled_replicas"].items():
+        con.print(f"  topic {t}: leader.replication.throttled.replicas={lists['leader']} "
+                  f"follower.replication.throttled.replicas={lists['follower']}")
+    for i, b in enumerate(data["batches"], 1):
+        con.print(f"batch {i}: " + ", ".join(f"{m['partition']} {m['from']}->{m['to']}"
+                                             for m in b))
+    if dry_run:
+        con.print("dry run: nothing changed (add --execute to run it)")
+
+
+def _summary(state: ExecState, runner: Runner) -> dict[str, Any]:
+    return {
+        "plan_id": state.plan_id, "phase": state.phase.value, "moves": state.counts(),
+        "failed": {_tp(m.tp): m.error for m in state.moves if m.status is MoveStatus.FAILED},
+        "adopted": [_tp(m.tp) for m in state.moves if m.adopted],
+        "election_errors": runner.election_errors,
+        "throttle_mismatches": runner.throttle_mismatches,
+    }
+
+
+def execute(
+    plan_file: PlanArg,
+    throttle: Annotated[str | None, typer.Option(
+        "--throttle", help="bytes/s per broker for the moving replicas (10MB, 50MiB, 1048576)",
+        show_default=False)] = None,
+    max_moves: Annotated[int | None, typer.Option(
+        "--max-moves-per-broker", min=1, help="moves in flight per broker at once (default: all)",
+        show_default=False)] = None,
+    adopt: Annotated[bool, typer.Option(
+        "--adopt", help="wait for reassignments in flight that opskit did not start")] = False,
+    resume: Annotated[bool, typer.Option(
+        "--resume", help="continue the journaled execution of this plan (it must exist)")] = False,
+    do_execute: Annotated[bool, typer.Option("--execute", help="act (default: dry run)")] = False,
+    rate_interval: Annotated[float, typer.Option(
+        "--rate-interval", min=0, max=60,
+        help="seconds over which the moving partitions' write rate is measured")] = 2.0,
+    stall_timeout: Annotated[float, typer.Option(
+        "--stall-timeout", min=5, help="give up (resumable) after this many seconds without "
+                                       "progress")] = 300.0,
+    output: OutputOpt = Output.table,
+    bootstrap: BootstrapOpt = None,
+    context: ContextOpt = None,
+    timeout: TimeoutOpt = 10.0,
+) -> None:
+    """Run a reassignment plan, throttled and resumable (dry run without --execute)."""
+    plan = _read_plan(plan_file)
+    pid = plan_id(plan)
+    with _admin(bootstrap, context, timeout) as admin:
+        admin.require()
+        journal = Journal(admin.admin.metadata().cluster_id)
+        existing = journal.load(pid)
+        unfinished = existing is not None and existing.phase is not Phase.DONE
+        if resume and not unfinished:
+            raise NotFoundError(f"no unfinished execution of plan {pid} to resume")
+        if unfinished:
+            assert existing is not None
+            _resume(existing, admin, journal, do_execute, output)
+            return
+        rate = parse_rate(throttle) if throttle is not None else None
+        view = admin.view(plan.topics)
+        moves = build_moves(plan, view, adopt=adopt)
+        foreign = foreign_in_flight(plan, view)
+        if foreign and not adopt:
+            raise RefusedError(
+                f"{len(foreign)} reassignment(s) opskit did not start are in flight (e.g. "
+                f"{_tp(foreign[0])}); wait for them, or pass --adopt to run alongside them")
+        todo = tuple(m for m in moves if m.base != m.target)
+        if any(m.moves_data for m in todo) and rate is None:
+            raise UsageError("--throttle RATE is required: the plan copies data")
+        write_rates, sizes = admin.write_rates(todo, rate_interval if do_execute or todo else 0)
+        if rate is not None:
+            check_write_rates(todo, write_rates, rate, max_moves)
+        data = _preview(plan, moves, rate or 0, max_moves, sizes, write_rates, plan.base is not None)
+        if not do_execute:
+            data["dry_run"] = True
+            emit(data, output, lambda con: _print_preview(data, con, dry_run=True))
+            return
+        state = initial_state(pid, moves, rate or 0, max_moves, stall_after=stall_timeout)
+        journal.record(pid, "start", plan=str(plan_file), base_from="plan" if plan.base else "now",
+                       adopted=[_tp(m.tp) for m in moves if view.in_flight.get(m.tp)])
+        if plan.base is None:
+            stderr().print("opskit: the plan has no opskit base: compared against the "
+                           "assignment read now")
+        _run(state, admin, journal, sum(copy_bytes(todo, sizes).values()), output)
+
+
+def _resume(state: ExecState, admin: ReassignAdmin, journal: Journal, do_execute: bool,
+            output: Output) -> None:
+    if not do_execute:
+        data = {"dry_run": True, "resume": True, "plan_id": state.plan_id,
+                "phase": state.phase.value, "moves": state.counts()}
+        emit(data, output, lambda con: con.print(
+            f"an unfinished execution of this plan exists (phase {state.phase.value}, "
+            f"{state.counts()}); add --execute to resume it (never cancels, never submits "
+            "a move twice)"))
+        return
+    stderr().print(f"opskit: resuming plan {state.plan_id} (phase {state.phase.value})")
+    _run(state, admin, journal, 0, output)
+
+
+def _run(state: ExecState, admin: ReassignAdmin, journal: Journal, total: int,
+         output: Output) -> None:
+    sink = _Progress(total, state.rate)
+    runner = Runner(admin, journal, sink)
+    try:
+        end = runner.run(state)
+    finally:
+        sink.close()
+    data = _summary(end, runner)
+    emit(data, output, lambda con: con.print(
+        f"plan {end.plan_id}: {end.counts()['done']} of {len(end.moves)} partition(s) at their "
+        f"target; throttles removed"
+        + (f"; adopted {len(data['adopted'])}" if data["adopted"] else "")))
+    if data["failed"]:
+        first = next(iter(data["failed"].items()))
+        raise KafkaOperationError(f"{len(data['failed'])} move(s) did not complete (e.g. "
+                                  f"{first[0]}: {first[1]}); throttles were cleaned up")
+
+
+def status(output: OutputOpt = Output.table, bootstrap: BootstrapOpt = None,
+           context: ContextOpt = None, timeout: TimeoutOpt = 10.0) -> None:
+    """Reassignments in flight, opskit's journaled executions, throttles set on brokers."""
+    with _admin(bootstrap, context, timeout) as admin:
+        admin.require()
+        _reps, _isr, brokers = admin.assignment()
+        flights = admin.in_flight()
+        journal = Journal(admin.admin.metadata().cluster_id)
+        execs = journal.executions()
+        found = admin.throttle_configs(brokers, [])
+    throttled = {name: {k: v for k, (v, src) in entries.items() if k in RATE_KEYS and src == 2}
+                 for (_k, name), entries in found.items()}
+    data: dict[str, Any] = {
+        "in_flight": [{"partition": _tp(tp), "replicas": list(f.replicas),
+                       "adding": list(f.adding), "removing": list(f.removing)}
+                      for tp, f in sorted(flights.items())],
+        "executions": [{"plan_id": s.plan_id, "phase": s.phase.value, "moves": s.counts(),
+                        "waiting": s.waiting} for s in execs],
+        "broker_throttles": {b: v for b, v in sorted(throttled.items()) if v},
+    }
+
+    def table(con: Any) -> None:
+        con.print(f"{len(flights)} reassignment(s) in flight")
+        for r in data["in_flight"]:
+            con.print(f"  {r['partition']} replicas={r['replicas']} adding={r['adding']} "
+                      f"removing={r['removing']}")
+        for e in data["executions"]:
+            con.print(f"opskit plan {e['plan_id']}: {e['phase']} {e['moves']}"
+                      + (f" ({e['waiting']})" if e["waiting"] else ""))
+        for b, v in data["broker_throttles"].items():
+            con.print(f"broker {b} throttle: {v}")
+
+    emit(data, output, table)
+
+
+def cancel(do_execute: Annotated[bool, typer.Option("--execute", help="act (default: dry run)")] = False,
+           output: OutputOpt = Output.table, bootstrap: BootstrapOpt = None,
+           context: ContextOpt = None, timeout: TimeoutOpt = 10.0) -> None:
+    """Cancel every reassignment in flight (KIP-455: they revert to their original replicas)."""
+    with _admin(bootstrap, context, timeout) as admin:
+        admin.require()
+        flights = admin.in_flight()
+        data: dict[str, Any] = {"in_flight": [_tp(tp) for tp in sorted(flights)],
+                                "dry_run": not do_execute}
+        if do_execute and flights:
+            res = admin.cancel(sorted(flights))
+            data["cancelled"] = [_tp(tp) for tp in res.accepted]
+            data["errors"] = {_tp(tp): e for tp, e in res.rejected.items()}
+            journal = Journal(admin.admin.metadata().cluster_id)
+            for st in journal.executions():
+                if st.phase is not Phase.DONE:
+                    journal.record(st.plan_id, "cancel", partitions=data["cancelled"])
+
+    def table(con: Any) -> None:
+        if not flights:
+            con.print("no reassignment in flight: nothing to cancel")
+        elif not do_execute:
+            con.print(f"would cancel {len(flights)} reassignment(s): "
+                      + ", ".join(data["in_flight"]) + " (dry run; add --execute)")
+        else:
+            con.print(f"cancelled {len(data['cancelled'])} reassignment(s); an opskit execution "
+                      "they belonged to finishes (throttles removed, no resubmission) with "
+                      "opskit reassign execute PLAN --resume --execute")
+
+    emit(data, output, table)
+    if data.get("errors"):
+        raise KafkaOperationError(f"cancelling failed for {len(data['errors'])} partition(s): "
+                                  f"{next(iter(data['errors'].items()))}")
+
+
+def verify(plan_file: PlanArg, output: OutputOpt = Output.table, bootstrap: BootstrapOpt = None,
+           context: ContextOpt = None, timeout: TimeoutOpt = 10.0) -> None:
+    """Does the cluster match the plan? Exit 0 yes, 1 still moving, 2 differs; lists any
+    throttle config left on the plan's brokers and topics."""
+    plan = _read_plan(plan_file)
+    with _admin(bootstrap, context, timeout) as admin:
+        admin.require()
+        reps, _isr, brokers = admin.assignment()
+        flights = admin.in_flight()
+        state = Journal(admin.admin.metadata().cluster_id).load(plan_id(plan))
+        involved = {b for m in plan.moves for b in m.target} & brokers
+        found = admin.throttle_configs(involved, [t for t in plan.topics
+                                                  if any(tp.topic == t for tp in reps)])
+    rows: list[dict[str, Any]] = []
+    for m in plan.moves:
+        now = reps.get(m.tp)
+        verdict = ("missing" if now is None else "moving" if m.tp in flights
+                   else "done" if tuple(now) == m.target
+                   else "done (order differs)" if set(now) == set(m.target) else "differs")
+        rows.append({"partition": _tp(m.tp), "target": list(m.target),
+                     "replicas": list(now or ()), "state": verdict})
+    expected = {(r, k): v for r, k, v in (state.baseline.values if state and state.baseline
+                                          else ())}
+    left = []
+    for (kind, name), entries in sorted(found.items()):
+        for k in RATE_KEYS + REPLICA_KEYS:
+            value, src = entries.get(k, (None, 5))
+            if src in (1, 2) and value and expected.get((f"{kind}:{name}", k)) != value:
+                left.append(f"{kind} {name} {k}={value}")
+    data: dict[str, Any] = {"partitions": rows, "throttles_left": left,
+            "execution": None if state is None else state.phase.value}
+
+    def table(con: Any) -> None:
+        for r in rows:
+            if r["state"] != "done":
+                con.print(f"{r['partition']}: {r['state']} (replicas {r['replicas']}, "
+                          f"target {r['target']})")
+        n_done = sum(1 for r in rows if r["state"].startswith("done"))
+        con.print(f"{n_done} of {len(rows)} partition(s) at their target; "
+                  + ("throttles left: " + "; ".join(left) if left else "no throttle left"))
+
+    emit(data, output, table)
+    states = {r["state"] for r in rows}
+    if states & {"differs", "missing"}:
+        raise typer.Exit(2)
+    if "moving" in states or left:
+        raise typer.Exit(1)
 
 
 def register(app: typer.Typer) -> None:
     """Add ``execute``, ``status``, ``cancel`` and ``verify`` to the ``reassign`` command group."""
+    app.command("execute")(execute)
+    app.command("status")(status)
+    app.command("cancel")(cancel)
+    app.command("verify")(verify)

@@ -6,8 +6,8 @@ The file is kafka-reassign-partitions' JSON format::
                                    "log_dirs": ["any", "any"]}]}
 
 plus an optional top-level ``"opskit"`` object written by ``opskit reassign plan``
-whose ``"base"`` maps ``"topic:partition"`` (or ``"topic-partition"``) to the
-replicas the partition had when the plan was made, for compare-and-set. A plan
+(:mod:`opskit.core.reassign_model`) whose ``"base"`` lists the replicas each partition
+had when the plan was made, for compare-and-set. A plan
 written by Kafka's own tool has no such key: the execution then compares against
 the assignment it reads when it starts (and says so).
 
@@ -18,15 +18,14 @@ naming the first problem: the file is never half-used.
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from opskit.core.models import TopicPartition
+from opskit.core.reassign_model import ANY_LOG_DIR, Plan, load_json, parse_assignments
 from opskit.errors import InvalidInputError, UsageError
 
-__all__ = ["ExecPlan", "PlannedMove", "parse_plan", "plan_id"]
+__all__ = ["ExecPlan", "PlannedMove", "parse_plan", "parse_rate", "plan_id"]
 
 
 @dataclass(frozen=True)
@@ -48,87 +47,26 @@ class ExecPlan:
         return sorted({m.tp.topic for m in self.moves})
 
 
-def _replicas(value: Any, where: str) -> tuple[int, ...]:
-    if not isinstance(value, list) or not value:
-        raise InvalidInputError(f"{where}: 'replicas' must be a non-empty list of broker ids")
-    out: list[int] = []
-    for b in value:
-        if isinstance(b, bool) or not isinstance(b, int) or b < 0:
-            raise InvalidInputError(f"{where}: broker id {b!r} is not a non-negative integer")
-        if b in out:
-            raise InvalidInputError(f"{where}: broker {b} appears twice in replicas {value}")
-        out.append(b)
-    return tuple(out)
-
-
-def _tp_key(key: str) -> TopicPartition | None:
-    for sep in (":", "-"):
-        topic, s, part = key.rpartition(sep)
-        if s and topic and part.isdigit():
-            return TopicPartition(topic, int(part))
-    return None
-
-
-def _base(raw: Any) -> dict[TopicPartition, tuple[int, ...]] | None:
-    if raw is None:
-        return None
-    if not isinstance(raw, dict):
-        raise InvalidInputError("plan: 'opskit' must be an object")
-    base = raw.get("base")
-    if base is None:
-        return None
-    if not isinstance(base, dict):
-        raise InvalidInputError("plan: 'opskit.base' must map 'topic:partition' to replicas")
-    out: dict[TopicPartition, tuple[int, ...]] = {}
-    for key, reps in base.items():
-        tp = _tp_key(str(key))
-        if tp is None:
-            raise InvalidInputError(f"plan: 'opskit.base' key {key!r} is not 'topic:partition'")
-        out[tp] = _replicas(reps, f"plan: opskit.base {key}")
-    return out
-
-
 def parse_plan(text: str, source: str = "plan") -> ExecPlan:
-    """Parse a plan file's text. Raises InvalidInputError (or UsageError for log dirs)."""
+    """Parse a plan file's text with the plan model's strict reader
+    (:mod:`opskit.core.reassign_model`). Raises InvalidInputError, or UsageError for
+    log directories other than ``any``."""
     try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise InvalidInputError(f"{source}: not valid JSON ({e.msg} at line {e.lineno} "
-                                f"column {e.colno})") from None
-    if not isinstance(doc, dict):
-        raise InvalidInputError(f"{source}: expected a JSON object with 'version' and 'partitions'")
-    if doc.get("version") != 1:
-        raise InvalidInputError(f"{source}: 'version' must be 1, not {doc.get('version')!r}")
-    parts = doc.get("partitions")
-    if not isinstance(parts, list):
-        raise InvalidInputError(f"{source}: 'partitions' must be a list")
-    moves: list[PlannedMove] = []
-    seen: set[TopicPartition] = set()
-    for i, p in enumerate(parts):
-        where = f"{source}: partitions[{i}]"
-        if not isinstance(p, dict):
-            raise InvalidInputError(f"{where} is not an object")
-        topic, part = p.get("topic"), p.get("partition")
-        if not isinstance(topic, str) or not topic:
-            raise InvalidInputError(f"{where}: 'topic' must be a non-empty string")
-        if isinstance(part, bool) or not isinstance(part, int) or part < 0:
-            raise InvalidInputError(f"{where}: 'partition' must be a non-negative integer")
-        tp = TopicPartition(topic, part)
-        if tp in seen:
-            raise InvalidInputError(f"{where}: {topic}:{part} appears twice in the plan")
-        seen.add(tp)
-        target = _replicas(p.get("replicas"), f"{where} ({topic}:{part})")
-        dirs = p.get("log_dirs")
-        if dirs is not None:
-            if not isinstance(dirs, list) or len(dirs) != len(target):
-                raise InvalidInputError(f"{where}: 'log_dirs' must have one entry per replica")
-            if any(d != "any" for d in dirs):
-                raise UsageError(f"{where}: log directories other than \"any\" are not supported "
-                                 "by opskit reassign execute (use kafka-reassign-partitions.sh)")
-        moves.append(PlannedMove(tp, target))
-    if not moves:
+        data = load_json(text)
+        assignments = parse_assignments(data)
+        base = None
+        if isinstance(data, dict) and "opskit" in data:
+            plan = Plan.from_dict(data)
+            base = {b.tp: b.replicas for b in plan.base}
+    except InvalidInputError as e:
+        raise InvalidInputError(f"{source}: {e}") from None
+    for a in assignments:
+        if any(d != ANY_LOG_DIR for d in (a.log_dirs or ())):
+            raise UsageError(f"{source}: {a.topic}:{a.partition}: log directories other than "
+                             "\"any\" are not supported by opskit reassign execute")
+    if not assignments:
         raise InvalidInputError(f"{source}: the plan has no partitions")
-    return ExecPlan(tuple(moves), _base(doc.get("opskit")))
+    return ExecPlan(tuple(PlannedMove(a.tp, a.replicas) for a in assignments), base)
 
 
 def plan_id(plan: ExecPlan) -> str:
@@ -136,3 +74,23 @@ def plan_id(plan: ExecPlan) -> str:
     canon = ";".join(f"{m.tp.topic}:{m.tp.partition}={','.join(map(str, m.target))}"
                      for m in sorted(plan.moves, key=lambda m: m.tp))
     return hashlib.sha256(canon.encode()).hexdigest()[:16]
+
+
+_UNITS = {"": 1, "B": 1, "KB": 1000, "MB": 1000**2, "GB": 1000**3,
+          "KIB": 1024, "MIB": 1024**2, "GIB": 1024**3}
+
+
+def parse_rate(text: str) -> int:
+    """A throttle in bytes/s: ``10485760``, ``10MB``, ``10MiB``, ``10MB/s`` (decimal and
+    binary units). UsageError when malformed or not positive."""
+    raw = text.strip().upper().removesuffix("/S").replace(" ", "")
+    num = raw.rstrip("KMGIB")
+    unit = raw[len(num):]
+    try:
+        value = float(num)
+    except ValueError:
+        value = -1.0
+    if unit not in _UNITS or not value > 0 or value * _UNITS[unit] > 2**62:
+        raise UsageError(f"--throttle: {text!r} is not a rate like 10MB, 50MiB or 1048576 "
+                         "(bytes per second, > 0)")
+    return max(1, int(value * _UNITS[unit]))
