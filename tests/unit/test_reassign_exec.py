@@ -121,7 +121,7 @@ class FakeCluster:
                     self.configs[(r, k)] = v
             return ThrottlesRemoved()
         if isinstance(action, Stop):
-            raise AssertionError(f"stopped: {action.reason}")
+            pytest.fail(f"stopped: {action.reason}")
         assert isinstance(action, Finish)
         return None
 
