@@ -8,6 +8,7 @@ documented non-error outcome: 0, or a health verdict (1 WARNING / 2 CRITICAL) wi
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 import sys
@@ -82,8 +83,13 @@ def values(kafka: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dic
                     raise
     keyf = tmp_path_factory.mktemp("runbooks") / "pagerduty-routing-key"
     keyf.write_text(routing_key())
+    # a reassignment plan (kafka-reassign-partitions JSON) the one-broker cluster already meets
+    plan = keyf.parent / "plan.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": topic, "partition": p, "replicas": [0]} for p in (0, 1)]}))
     yield {"group": group, "topic": topic, "routing-key-file": str(keyf),
            "dedup-key": f"opskit-dlq/sandbox/{topic}", "source-topic": topic,
+           "plan-file": str(plan),
            "bootstrap": kafka.bootstrap}
 
 
