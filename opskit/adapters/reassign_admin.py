@@ -92,8 +92,11 @@ class ReassignAdmin:
 
         if isinstance(exc, (kerr.UnsupportedVersionError, kerr.IncompatibleBrokerVersion)):
             return UnsupportedError(f"the broker does not support {what} ({exc})")
-        if isinstance(exc, (kerr.KafkaTimeoutError, kerr.NoBrokersAvailable,
-                            kerr.KafkaConnectionError, TimeoutError)):
+        unreachable = tuple(getattr(kerr, n) for n in (
+            "KafkaTimeoutError", "NoBrokersAvailable", "KafkaConnectionError",
+            "BrokerNotAvailableError", "MetadataEmptyBrokerList", "RequestTimedOutError",
+            "NodeNotReadyError") if hasattr(kerr, n))
+        if isinstance(exc, (*unreachable, TimeoutError, OSError)):
             return KafkaUnavailableError(f"cannot reach Kafka at {self.conn.bootstrap} ({what}, "
                                          f"timeout {self.timeout:g}s): {exc or type(exc).__name__}")
         if isinstance(exc, kerr.KafkaError):
