@@ -25,20 +25,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
+from opskit.adapters.safe_write import write_file
 from opskit.core.models import TopicPartition
 from opskit.core.reassign_exec import ExecState, Phase
 from opskit.errors import InvalidInputError, RefusedError
 from opskit.paths import state_dir
 
 __all__ = ["Journal"]
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _safe_name(s: str) -> str:
@@ -67,15 +60,9 @@ class Journal:
                                     ) from e
 
     def save(self, state: ExecState) -> None:
-        d = self.dir(state.plan_id)
-        d.mkdir(parents=True, exist_ok=True)
-        tmp = d / f".state.json.{os.getpid()}"
-        with open(tmp, "w") as f:
-            json.dump(state.to_dict(), f, separators=(",", ":"))
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, d / "state.json")
-        _fsync_dir(d)
+        """Replace the state file atomically (temporary file, fsync, rename, directory fsync)."""
+        write_file(self.dir(state.plan_id) / "state.json",
+                   json.dumps(state.to_dict(), separators=(",", ":")), what="reassign journal")
 
     def record(self, plan_id: str, kind: str, **fields: Any) -> None:
         d = self.dir(plan_id)

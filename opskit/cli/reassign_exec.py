@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import sys
 import time
-from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -80,14 +79,9 @@ def _admin(bootstrap: str | None, context: str | None, timeout: float) -> Reassi
 
 
 def _read_plan(path: str) -> ExecPlan:
-    p = Path(path)
-    if not p.is_file():
-        raise NotFoundError(f"plan file {path} does not exist")
-    try:
-        text = p.read_text()
-    except (OSError, UnicodeDecodeError) as e:
-        raise UsageError(f"cannot read plan file {path}: {e}") from e
-    return parse_plan(text, source=str(path))
+    from opskit.adapters.safe_read import read_text
+
+    return parse_plan(read_text(path, "plan file"), source=str(path))
 
 
 class _Progress:
