@@ -8,6 +8,13 @@ printed, the numbers are compared row by row, and the broker's own request log
 counts the requests each client sent.
 
     python benchmarks/bench_lag.py [--partitions 2000] [--groups 200] [--runs 5] [--kafka-version 3.7] [--no-time]
+                                   [--security plaintext|sasl_plaintext|sasl_ssl] [--mechanism PLAIN|SCRAM-SHA-256|SCRAM-SHA-512]
+
+With ``--security`` the sandbox is secured (see ``opskit/sandbox/security.py``) and
+both clients log in as its admin with ``--mechanism``: opskit through a context
+(password file), the tool through ``--command-config``. SASL logins are not in
+the broker's request log; they are counted from the broker's authenticator log
+(one SaslHandshake and one SaslAuthenticate per login with PLAIN, two with SCRAM).
 """
 
 from __future__ import annotations
@@ -25,6 +32,10 @@ import threading
 import time
 from collections import Counter
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from opskit.core.connection import ConnectionConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -55,11 +66,37 @@ def count_requests(log: Path) -> dict[str, Counter[str]]:
     return by_client
 
 
-def set_request_logger(dist: object, bootstrap: str, level: str) -> bool:
+def count_logins(log: Path) -> int:
+    """SASL logins the broker began (its authenticator's DEBUG line, one per connection)."""
+    if not log.exists():
+        return 0
+    return sum(1 for line in log.read_text(errors="replace").splitlines()
+               if line.startswith("Creating SaslServer for "))
+
+
+def tool_security_args(path: Path, c: ConnectionConfig) -> list[str]:
+    """``--command-config`` for Kafka's tools logging in as ``c`` says (file 0600)."""
+    if c.security_protocol == "PLAINTEXT":
+        return []
+    mech = c.sasl_mechanism
+    module = ("org.apache.kafka.common.security.plain.PlainLoginModule" if mech == "PLAIN"
+              else "org.apache.kafka.common.security.scram.ScramLoginModule")
+    lines = [f"security.protocol={c.security_protocol}", f"sasl.mechanism={mech}",
+             f'sasl.jaas.config={module} required username="{c.username}" password="{c.password}";']
+    if c.ca_file:
+        lines += ["ssl.truststore.type=PEM", f"ssl.truststore.location={c.ca_file}"]
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    return ["--command-config", str(path)]
+
+
+def set_request_logger(dist: object, bootstrap: str, level: str,
+                       security: list[str] | None = None) -> bool:
     """Set broker 0's ``kafka.request.logger`` level at run time (Kafka's broker-loggers
     dynamic config, through its own kafka-configs tool); False when the broker refuses."""
     proc = dist.run_tool(  # type: ignore[attr-defined]
-        "kafka.admin.ConfigCommand", "--bootstrap-server", bootstrap, "--alter",
+        "kafka.admin.ConfigCommand", "--bootstrap-server", bootstrap, *(security or []), "--alter",
         "--entity-type", "broker-loggers", "--entity-name", "0",
         "--add-config", f"kafka.request.logger={level}", timeout=120)
     if proc.returncode != 0:
@@ -81,11 +118,18 @@ def main() -> int:
     ap.add_argument("--log-every-run", action="store_true",
                     help="keep the broker's request log on in the timed rounds too (it slows "
                          "the broker; by default requests are counted in the warm-up round)")
+    ap.add_argument("--security", default="plaintext",
+                    choices=("plaintext", "sasl_plaintext", "sasl_ssl"),
+                    help="the sandbox's client listener; both clients log in as its admin")
+    ap.add_argument("--mechanism", default="PLAIN",
+                    choices=("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"))
     ap.add_argument("--hold", type=float, default=0.0, metavar="SECONDS",
                     help="after the measurements keep the cluster up this long (for profiling)")
     args = ap.parse_args()
 
-    os.environ.setdefault("OPSKIT_STATE", tempfile.mkdtemp(prefix="opskit-bench-"))
+    work = Path(tempfile.mkdtemp(prefix="opskit-bench-"))
+    os.environ.setdefault("OPSKIT_STATE", str(work / "state"))
+    os.environ["OPSKIT_CONFIG"] = str(work / "config.yaml")  # the bench's own contexts
     os.environ["OPSKIT_SANDBOX_REQUEST_LOG"] = "1"
     from confluent_kafka import ConsumerGroupTopicPartitions, Producer
     from confluent_kafka import TopicPartition as CkTP
@@ -93,22 +137,32 @@ def main() -> int:
 
     from opskit.sandbox.cluster import Sandbox, free_port_block
     from opskit.sandbox.dist import ensure_kafka_dist
+    from opskit.sandbox.security import write_contexts
     from tests.helpers import parse_describe
 
     sb = Sandbox("bench-lag")
-    st, _ = sb.up(brokers=1, version=args.kafka_version, port=free_port_block(1))
+    st, _ = sb.up(brokers=1, version=args.kafka_version, port=free_port_block(1),
+                  security=args.security)
     bs = st.bootstrap
     dist = ensure_kafka_dist(st.version)
     reqlog = st.nodes[0].dir / "requests.log"
+    conn = sb.connection("admin", args.mechanism)
+    client_conf = conn.to_librdkafka()
+    tool_security = tool_security_args(work / "tool.properties", conn)
+    if conn.password is not None:
+        write_contexts(sb.name, bs, sb.security(st), args.mechanism)
+        connect_args = ["--context", "sandbox-bench-lag-admin"]
+    else:
+        connect_args = ["-b", bs]
     try:
-        admin = AdminClient({"bootstrap.servers": bs})
+        admin = AdminClient(client_conf)
         per_topic = 100
         n_topics = max(1, args.partitions // per_topic)
         topics = [f"bench_t{i:03d}" for i in range(n_topics)]
         for f in admin.create_topics([NewTopic(t, per_topic, 1) for t in topics]).values():
             f.result(120)
         time.sleep(2)
-        p = Producer({"bootstrap.servers": bs, "linger.ms": 20})
+        p = Producer({**client_conf, "linger.ms": 20})
         for t in topics:
             for part in range(per_topic):
                 for k in range(5):
@@ -150,8 +204,10 @@ def main() -> int:
                 print(f"only {len(listed)} of {args.groups} groups listed after 120 s")
                 return 1
             time.sleep(1)
-        print(f"cluster: Kafka {st.version}, {n_topics * per_topic} partitions, {args.groups} groups, "
-              f"{args.groups * 90} committed group-partitions", flush=True)
+        sec = "PLAINTEXT" if conn.password is None else \
+            f"{conn.security_protocol} ({args.mechanism}, as admin)"
+        print(f"cluster: Kafka {st.version}, {sec}, {n_topics * per_topic} partitions, "
+              f"{args.groups} groups, {args.groups * 90} committed group-partitions", flush=True)
         # the set-up clients go before the timing: an idle librdkafka producer and admin
         # client keep threads that wake up, on a 2-core machine enough to slow a 0.4 s
         # command by up to 0.1 s
@@ -159,9 +215,9 @@ def main() -> int:
         gc.collect()
 
         opskit_cmd = [sys.executable, "-m", "opskit.cli.main", "lag", "--all-groups", "-o", "json",
-                      "-b", bs, "--timeout", "60"] + (["--no-time"] if args.no_time else [])
+                      *connect_args, "--timeout", "60"] + (["--no-time"] if args.no_time else [])
         tool_cmd = dist.java_cmd(dist.consumer_groups_class, "--bootstrap-server", bs,
-                                 "--describe", "--all-groups")
+                                 *tool_security, "--describe", "--all-groups")
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
         # an installed opskit runs from compiled bytecode (pip writes it); some shells set
         # PYTHONDONTWRITEBYTECODE, which would make every run recompile opskit from source.
@@ -169,6 +225,7 @@ def main() -> int:
         env.pop("PYTHONDONTWRITEBYTECODE", None)
         times: dict[str, list[float]] = {"opskit": [], "kafka-consumer-groups": []}
         requests: dict[str, Counter[str]] = {}
+        logins: dict[str, int] = {}
         outputs: dict[str, str] = {}
         incomplete = 0
         for i in range(args.runs + 1):  # first round is a warm-up
@@ -176,7 +233,7 @@ def main() -> int:
                 # requests are counted in the warm-up round; the timed rounds run without
                 # the broker's request log, which formats every request and answer it
                 # completes (for a Fetch or ListOffsets of 2,000 partitions, a large string)
-                set_request_logger(dist, bs, "WARN")
+                set_request_logger(dist, bs, "WARN", tool_security)
             for name, cmd in (("opskit", opskit_cmd), ("kafka-consumer-groups", tool_cmd)):
                 os.truncate(reqlog, 0) if reqlog.exists() else None
                 # output to a file, as `... > out.json`: the clock stops when the command
@@ -212,6 +269,7 @@ def main() -> int:
                         incomplete += 1
                 if i == 0 or args.log_every_run:
                     requests[name] = counts.get(client, Counter())
+                    logins[name] = count_logins(reqlog)
                 if i == 0:
                     outputs[name] = proc.stdout
                     if os.environ.get("BENCH_LAG_SAVE"):
@@ -237,12 +295,17 @@ def main() -> int:
         print(f"rows compared: {len(theirs)}, mismatches: {mismatches}")
 
         med = {k: statistics.median(v) for k, v in times.items()}
+        per_login = 1 if args.mechanism == "PLAIN" else 2
         print(f"{'command':<24}{'median s':>10}{'min s':>10}{'max s':>10}   requests sent (warm-up round, from the broker's request log)")
         for name, v in times.items():
             req = requests.get(name, Counter())
             total = sum(c for api, c in req.items() if api != "ApiVersions")
             detail = ", ".join(f"{api} {c}" for api, c in sorted(req.items()))
-            print(f"{name:<24}{med[name]:>10.2f}{min(v):>10.2f}{max(v):>10.2f}   {total} ({detail})")
+            n_login = logins.get(name, 0)
+            login = "" if not n_login else (
+                f"; plus {n_login} SASL login(s) = {n_login * (1 + per_login)} requests "
+                f"(SaslHandshake + {per_login} SaslAuthenticate each)")
+            print(f"{name:<24}{med[name]:>10.2f}{min(v):>10.2f}{max(v):>10.2f}   {total} ({detail}){login}")
         print(f"minimum needed: {sum(MINIMUM.values())} ({', '.join(f'{k} {v}' for k, v in MINIMUM.items())})"
               f", plus {sum(MINIMUM_TIME.values())} for lag in time "
               f"({', '.join(f'{k} {v}' for k, v in MINIMUM_TIME.items())}); ApiVersions not counted")

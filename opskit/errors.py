@@ -57,6 +57,15 @@ class KafkaUnavailableError(ServiceUnavailableError):
     """The cluster could not be reached or did not answer within the timeout."""
 
 
+class AuthenticationError(OpskitError):
+    """The cluster refused opskit's credentials or TLS could not be set up: wrong
+    password or unknown user, a SASL mechanism the listener lacks, a certificate
+    that does not verify, TLS spoken to a plaintext port or the reverse. The
+    message names the cause; never the secret."""
+
+    kind = "authentication"
+
+
 class UnsupportedError(OpskitError):
     """The broker lacks an API or feature the command needs."""
 

@@ -6,7 +6,7 @@ import io
 import json
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import dataclass
 from typing import Any, Self
@@ -36,9 +36,20 @@ def run_cli(*args: str) -> CliResult:
     return CliResult(code, out.getvalue(), err.getvalue())
 
 
-def create_topic(bootstrap: str, name: str, partitions: int, rf: int = 1,
+#: a bootstrap string, or librdkafka settings (a secured cluster: ``cluster.conn().to_librdkafka()``)
+Where = str | Mapping[str, Any]
+
+
+def client_conf(bootstrap: Where) -> dict[str, Any]:
+    """librdkafka settings for the test clients of ``bootstrap``."""
+    if isinstance(bootstrap, str):
+        return {"bootstrap.servers": bootstrap}
+    return dict(bootstrap)
+
+
+def create_topic(bootstrap: Where, name: str, partitions: int, rf: int = 1,
                  config: dict[str, str] | None = None) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = AdminClient(client_conf(bootstrap))
     fs = admin.create_topics([NewTopic(name, partitions, rf, config=config or {})])
     for f in fs.values():
         f.result(30)
@@ -54,9 +65,9 @@ def create_topic(bootstrap: str, name: str, partitions: int, rf: int = 1,
     raise AssertionError(f"topic {name} not ready")
 
 
-def produce(bootstrap: str, topic: str, per_partition: dict[int, int],
+def produce(bootstrap: Where, topic: str, per_partition: dict[int, int],
             timestamp_ms: int | None = None, value: bytes = b"x" * 100) -> None:
-    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": "all"})
+    p = Producer({**client_conf(bootstrap), "linger.ms": 5, "acks": "all"})
     for part, n in per_partition.items():
         for i in range(n):
             if timestamp_ms is None:
@@ -68,7 +79,7 @@ def produce(bootstrap: str, topic: str, per_partition: dict[int, int],
     assert p.flush(60) == 0
 
 
-def commit(bootstrap: str, group: str, offsets: dict[tuple[str, int], int]) -> None:
+def commit(bootstrap: Where, group: str, offsets: dict[tuple[str, int], int]) -> None:
     """Commit offsets for a group without joining it (a simple, memberless commit).
 
     Retried while the group's coordinator is loading or moving (a fresh cluster, a
@@ -77,7 +88,7 @@ def commit(bootstrap: str, group: str, offsets: dict[tuple[str, int], int]) -> N
     from confluent_kafka import KafkaException
 
     for attempt in range(60):
-        c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+        c = Consumer({**client_conf(bootstrap), "group.id": group, "enable.auto.commit": False})
         try:
             c.commit(offsets=[CkTP(t, p, o) for (t, p), o in offsets.items()], asynchronous=False)
             return
@@ -96,10 +107,10 @@ commit_retrying = commit
 class ActiveMember:
     """A consumer that joins a group, commits chosen offsets, and stays until stopped."""
 
-    def __init__(self, bootstrap: str, group: str, topics: Iterable[str],
+    def __init__(self, bootstrap: Where, group: str, topics: Iterable[str],
                  commit_offsets: dict[tuple[str, int], int] | None = None,
                  client_id: str = "opskit-test-member") -> None:
-        self.c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "client.id": client_id,
+        self.c = Consumer({**client_conf(bootstrap), "group.id": group, "client.id": client_id,
                            "enable.auto.commit": False, "auto.offset.reset": "earliest",
                            "session.timeout.ms": 10000})
         self.topics = list(topics)

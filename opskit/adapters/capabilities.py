@@ -7,13 +7,17 @@ trust the broker then wait for their whole timeout and report "cannot reach
 Kafka", which is wrong and slow.
 
 So before an operation opskit asks the broker once for its ApiVersions
-(request v0 on a plain socket, hard timeout, cached per bootstrap and security
-settings) and refuses an operation whose API is not advertised with
+(request v0, hard timeout, cached per bootstrap, security settings and
+credentials) and refuses an operation whose API is not advertised with
 :class:`~opskit.errors.UnsupportedError` naming the API and the broker (exit 3).
 
-The probe never raises: a broker that cannot be reached, or a TLS or SASL
-set-up the probe cannot reproduce, gives ``Capabilities(known=False)``, for
-which every API counts as supported (the real request then fails with the
+The probe sets the connection up as the config says (TLS, SASL login, see
+:mod:`opskit.adapters.broker_connect`), so it is also the check of the
+credentials every command makes first: a definite authentication or TLS
+mistake raises :class:`~opskit.errors.AuthenticationError` at once (one failed
+login, a one-line cause, exit 9). Otherwise the probe never raises: a broker
+that cannot be reached or does not answer gives ``Capabilities(known=False)``,
+for which every API counts as supported (the real request then fails with the
 usual, translated error). A dropped connection is treated as "unsupported"
 only by :func:`answers_api_versions`, which callers use after a request timed
 out to tell "this API does not work on this broker" from "the broker is gone".
@@ -27,21 +31,24 @@ Usage::
 
 from __future__ import annotations
 
+import hashlib
 import logging
-import socket
 import struct
 import threading
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import TYPE_CHECKING
 
+from opskit.adapters import kafka_protocol as kp
+from opskit.adapters.broker_connect import (
+    open_connection,
+    plaintext_mismatch,
+    roundtrip,
+    uses_sasl,
+)
 from opskit.core.connection import ConnectionConfig
 from opskit.errors import UnsupportedError
-
-if TYPE_CHECKING:
-    import ssl
 
 log = logging.getLogger(__name__)
 
@@ -113,7 +120,6 @@ COMMAND_OPERATIONS: Mapping[str, tuple[str, ...]] = MappingProxyType({
 })
 
 _CACHE_TTL_S = 300.0
-_MAX_FRAME = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -197,7 +203,10 @@ def clear_cache() -> None:
 
 
 def _cache_key(conn: ConnectionConfig) -> tuple[object, ...]:
-    return (conn.bootstrap, conn.security_protocol.upper(), conn.ca_file, conn.cert_file)
+    # the probe logs in: an answer counts only for the same credentials
+    secret = hashlib.sha256((conn.password or "").encode()).hexdigest()
+    return (conn.bootstrap, conn.security_protocol.upper(), conn.ca_file, conn.cert_file,
+            (conn.sasl_mechanism or "").upper(), conn.username, secret)
 
 
 def probe(conn: ConnectionConfig, timeout: float = 5.0, *, refresh: bool = False) -> Capabilities:
@@ -260,78 +269,28 @@ def _probe_uncached(conn: ConnectionConfig, timeout: float) -> Capabilities:
     return Capabilities(conn.bootstrap, reason=reason)
 
 
-def encode_api_versions_v0(correlation_id: int, client_id: str) -> bytes:
-    """An ApiVersions v0 request frame (size, key 18, version 0, correlation, client id)."""
-    cid = client_id.encode()[:200]
-    body = struct.pack(">hhih", 18, 0, correlation_id, len(cid)) + cid
-    return struct.pack(">i", len(body)) + body
-
-
-def decode_api_versions_v0(body: bytes, correlation_id: int) -> dict[int, tuple[int, int]]:
-    """Parse an ApiVersions v0 response body (after the size). Raises ValueError."""
-    if len(body) < 10:
-        raise ValueError(f"ApiVersions response too short ({len(body)} bytes)")
-    got, err, count = struct.unpack_from(">ihi", body, 0)
-    if got != correlation_id:
-        raise ValueError(f"ApiVersions correlation id {got} != {correlation_id}")
-    if err != 0:
-        raise ValueError(f"ApiVersions error code {err}")
-    if count < 0 or 10 + 6 * count > len(body):
-        raise ValueError(f"ApiVersions response claims {count} APIs in {len(body)} bytes")
-    out: dict[int, tuple[int, int]] = {}
-    for i in range(count):
-        k, lo, hi = struct.unpack_from(">hhh", body, 10 + 6 * i)
-        out[k] = (lo, hi)
-    return out
-
-
-def _recv_exact(sock: socket.socket, n: int, deadline: float) -> bytes:
-    buf = bytearray()
-    while len(buf) < n:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            raise TimeoutError("no complete ApiVersions answer in time")
-        sock.settimeout(left)
-        chunk = sock.recv(n - len(buf))
-        if not chunk:
-            raise ConnectionError("connection closed by the broker")
-        buf += chunk
-    return bytes(buf)
-
-
-def tls_context(conn: ConnectionConfig) -> ssl.SSLContext:
-    """The TLS context for a connection's CA and client certificate (SSL, SASL_SSL)."""
-    import ssl  # only with TLS (about 6 ms of start-up otherwise)
-
-    ctx = ssl.create_default_context(cafile=conn.ca_file) if conn.ca_file else \
-        ssl.create_default_context()
-    if conn.cert_file and conn.key_file:
-        ctx.load_cert_chain(conn.cert_file, conn.key_file)
-    return ctx
-
-
 def api_versions(host: str, port: int, timeout: float,
                  conn: ConnectionConfig | None = None) -> dict[int, tuple[int, int]]:
     """One ApiVersions v0 round trip to ``host:port`` within ``timeout`` seconds.
 
-    TLS is used for SSL / SASL_SSL (ApiVersions is allowed before SASL
-    authentication). Raises OSError / ValueError on any failure.
+    The connection is set up as ``conn`` says (TLS for SSL / SASL_SSL, a SASL login
+    for SASL_*), so the probe also checks the credentials: a definite authentication
+    or TLS mistake raises AuthenticationError (see :mod:`opskit.adapters.broker_connect`).
+    Raises OSError / ValueError on any other failure.
     """
     deadline = time.monotonic() + timeout
-    corr = 0x6F70_6B74  # "opkt"
-    proto = (conn.security_protocol if conn else "PLAINTEXT").upper()
-    raw = socket.create_connection((host, port), timeout=timeout)
-    sock: socket.socket = raw
+    conn = conn or ConnectionConfig(f"{host}:{port}")
+    sock = open_connection(host, port, conn, deadline)
     try:
-        if proto in ("SSL", "SASL_SSL"):
-            assert conn is not None
-            sock = tls_context(conn).wrap_socket(raw, server_hostname=host)
-        sock.settimeout(max(deadline - time.monotonic(), 0.05))
-        sock.sendall(encode_api_versions_v0(corr, conn.client_id if conn else "opskit"))
-        (size,) = struct.unpack(">i", _recv_exact(sock, 4, deadline))
-        if size < 10 or size > _MAX_FRAME:
-            raise ValueError(f"implausible ApiVersions response size {size}")
-        return decode_api_versions_v0(_recv_exact(sock, size, deadline), corr)
+        try:
+            err, apis = roundtrip(sock, kp.api_versions(), deadline, conn.client_id, 0x6F70_6B74)
+        except (ConnectionError, ValueError, struct.error) as e:
+            if uses_sasl(conn):  # a login went through: the port speaks what we expect
+                raise
+            raise plaintext_mismatch(host, port, conn, deadline, e) from e
+        if err != 0:
+            raise ValueError(f"ApiVersions error code {err}")
+        return dict(apis)
     finally:
         sock.close()
 

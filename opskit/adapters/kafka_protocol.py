@@ -15,6 +15,8 @@ DescribeGroups      15        0-5                    v5
 ListGroups          16        0-4                    v3+
 DescribeConfigs     32        1-3 (topics)           no (4+)
 ApiVersions         18        0                      no
+SaslHandshake       17        1                      no
+SaslAuthenticate    36        0-1                    no (2+)
 ==================  ========  =====================  ==========================
 
 Requests are built as :class:`Request` (API key, version, encoded body, the
@@ -47,16 +49,19 @@ API_FETCH, API_LIST_OFFSETS, API_METADATA = 1, 2, 3
 API_OFFSET_FETCH, API_FIND_COORDINATOR, API_DESCRIBE_GROUPS = 9, 10, 15
 API_API_VERSIONS, API_LIST_GROUPS, API_DESCRIBE_CONFIGS = 18, 16, 32
 API_DESCRIBE_LOG_DIRS = 35
+API_SASL_HANDSHAKE, API_SASL_AUTHENTICATE = 17, 36
 
 #: first flexible version of each API (compact strings / arrays, tagged fields)
 FLEXIBLE_FROM = {API_FETCH: 12, API_LIST_OFFSETS: 6, API_METADATA: 9, API_OFFSET_FETCH: 6,
                  API_FIND_COORDINATOR: 3, API_DESCRIBE_GROUPS: 5, API_API_VERSIONS: 3,
-                 API_LIST_GROUPS: 3, API_DESCRIBE_CONFIGS: 4, API_DESCRIBE_LOG_DIRS: 2}
+                 API_LIST_GROUPS: 3, API_DESCRIBE_CONFIGS: 4, API_DESCRIBE_LOG_DIRS: 2,
+                 API_SASL_HANDSHAKE: 99, API_SASL_AUTHENTICATE: 2}
 #: versions this codec encodes and decodes, per API
 SUPPORTED = {API_FETCH: (4, 11), API_LIST_OFFSETS: (1, 5), API_METADATA: (1, 8),
              API_OFFSET_FETCH: (8, 8), API_FIND_COORDINATOR: (4, 4),
              API_DESCRIBE_GROUPS: (0, 5), API_API_VERSIONS: (0, 0), API_LIST_GROUPS: (0, 4),
-             API_DESCRIBE_CONFIGS: (1, 3), API_DESCRIBE_LOG_DIRS: (1, 5)}
+             API_DESCRIBE_CONFIGS: (1, 3), API_DESCRIBE_LOG_DIRS: (1, 5),
+             API_SASL_HANDSHAKE: (1, 1), API_SASL_AUTHENTICATE: (0, 1)}
 
 Buf = bytes | bytearray | memoryview
 #: decodes a response body: (buffer, position after the response header, version)
@@ -251,6 +256,45 @@ def _decode_api_versions(buf: Buf, pos: int, version: int) -> tuple[tuple[int, d
         pos += 6
         out[key] = (lo, hi)
     return (err, out), pos
+
+
+# ----- SaslHandshake v1, SaslAuthenticate v0-1 -----
+def sasl_handshake(mechanism: str) -> Request:
+    """SaslHandshake v1: the mechanism; the tokens then travel in SaslAuthenticate."""
+    _check(API_SASL_HANDSHAKE, 1)
+    return Request(API_SASL_HANDSHAKE, 1, _string(mechanism, False), _decode_sasl_handshake)
+
+
+def _decode_sasl_handshake(buf: Buf, pos: int, version: int) -> tuple[tuple[int, list[str]], int]:
+    """(error code, the mechanisms the listener enables)."""
+    (err,) = _I16.unpack_from(buf, pos)
+    n, pos = _read_count(buf, pos + 2, False)
+    mechanisms: list[str] = []
+    for _ in range(n):
+        m, pos = _read_str(buf, pos)
+        mechanisms.append(m or "")
+    return (err, mechanisms), pos
+
+
+class SaslAnswer(NamedTuple):
+    error_code: int
+    error_message: str | None
+    auth_bytes: bytes
+
+
+def sasl_authenticate(version: int, auth_bytes: bytes) -> Request:
+    _check(API_SASL_AUTHENTICATE, version)
+    return Request(API_SASL_AUTHENTICATE, version, _I32.pack(len(auth_bytes)) + auth_bytes,
+                   _decode_sasl_authenticate)
+
+
+def _decode_sasl_authenticate(buf: Buf, pos: int, version: int) -> tuple[SaslAnswer, int]:
+    (err,) = _I16.unpack_from(buf, pos)
+    msg, pos = _read_str(buf, pos + 2)
+    data, pos = _read_bytes(buf, pos, False)
+    if version >= 1:
+        pos += 8  # session_lifetime_ms: opskit's connections live shorter than any session
+    return SaslAnswer(err, msg, data or b""), pos
 
 
 # ----- FindCoordinator v4 -----

@@ -14,9 +14,14 @@ Requests are encoded and answers decoded by opskit's own small codec
 into tuples; the transport is ours too, so every wait is bounded by the
 caller's deadline.
 
-Only PLAINTEXT and SSL: SASL needs a handshake this client does not do, so
-with SASL :class:`WireUnsupported` sends the caller to the librdkafka path,
-which gives the same answers with more requests. A broker that lacks a needed
+Every security protocol: each connection is opened by
+:func:`~opskit.adapters.broker_connect.open_connection` (TLS for SSL and
+SASL_SSL; a SaslHandshake + SaslAuthenticate login with PLAIN, SCRAM-SHA-256 or
+SCRAM-SHA-512 for SASL_*), so a secured cluster gets the same batched reads
+as a PLAINTEXT one, at the cost of the login's requests per connection. A
+refused login or a TLS mistake raises
+:class:`~opskit.errors.AuthenticationError` (no fallback: librdkafka would
+fail the same way, only slower). A broker that lacks a needed
 API version, drops the connection or sends what we cannot decode also raises
 :class:`WireUnsupported`; an unreachable or silent broker raises
 :class:`~opskit.errors.KafkaUnavailableError`.
@@ -32,7 +37,8 @@ from dataclasses import dataclass
 from typing import Any, Self
 
 from opskit.adapters import kafka_protocol as kp
-from opskit.adapters.capabilities import probe, tls_context
+from opskit.adapters.broker_connect import open_connection
+from opskit.adapters.capabilities import probe
 from opskit.adapters.kafka_protocol import (
     API_DESCRIBE_GROUPS,
     API_FETCH,
@@ -43,6 +49,7 @@ from opskit.adapters.kafka_protocol import (
     Request,
     WireUnsupported,
 )
+from opskit.adapters.sasl import MECHANISMS
 from opskit.core.connection import ConnectionConfig
 from opskit.errors import KafkaUnavailableError
 
@@ -66,7 +73,13 @@ Call = tuple[int, Request]
 
 
 def usable(conn: ConnectionConfig) -> bool:
-    return conn.security_protocol.upper() in ("PLAINTEXT", "SSL")
+    """Can this client speak ``conn``'s security settings? (all four protocols, the
+    SASL mechanisms PLAIN and SCRAM-SHA-256/512)"""
+    proto = conn.security_protocol.upper()
+    if proto in ("PLAINTEXT", "SSL"):
+        return True
+    return proto in ("SASL_PLAINTEXT", "SASL_SSL") and \
+        (conn.sasl_mechanism or "").upper() in MECHANISMS
 
 
 class _Conn:
@@ -76,14 +89,13 @@ class _Conn:
         self.node = node
         self._next_cid = 1
         self._pending: list[tuple[int, Request]] = []
-        left = max(deadline - time.monotonic(), 0.01)
         try:
-            sock = socket.create_connection((node.host, node.port), timeout=left)
+            sock = open_connection(node.host, node.port, conn, max(deadline, time.monotonic() + 0.01))
         except OSError as e:
+            if isinstance(e, ConnectionError) and not isinstance(e, ConnectionRefusedError):
+                raise  # dropped during the login: the caller falls back to librdkafka
             raise KafkaUnavailableError(
                 f"cannot reach broker {node.node_id} at {node.host}:{node.port}: {e}") from e
-        if conn.security_protocol.upper() == "SSL":
-            sock = tls_context(conn).wrap_socket(sock, server_hostname=node.host)
         self.sock = sock
         self.client_id = conn.client_id
 

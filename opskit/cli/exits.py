@@ -11,6 +11,7 @@
 | 6    | Kafka rejected a request (authorisation, invalid config, ...) |
 | 7    | sandbox could not be set up (no Java or Maven, port taken, ...) |
 | 8    | a file could not be written (disk full, permission denied, ...); nothing was replaced |
+| 9    | authentication or TLS failure (wrong password or user, SASL mechanism not enabled, certificate not verified, TLS/plaintext mismatch) |
 | 70   | internal error (a bug: rerun with --debug and report it) |
 | 130  | interrupted |
 """
@@ -29,6 +30,7 @@ REFUSED = 5
 KAFKA_ERROR = 6
 SANDBOX = 7
 WRITE_FAILED = 8
+AUTH = 9
 INTERNAL = 70
 INTERRUPTED = 130
 
@@ -48,6 +50,7 @@ _BY_CLASS: list[tuple[type[errors.OpskitError], int]] = [
     (errors.KafkaOperationError, KAFKA_ERROR),
     (errors.SandboxError, SANDBOX),
     (errors.WriteFailedError, WRITE_FAILED),
+    (errors.AuthenticationError, AUTH),
 ]
 
 

@@ -260,6 +260,11 @@ class Sandbox:
                 f"log4j.appender.R.File={node.dir / 'requests.log'}\n"
                 "log4j.appender.R.layout=org.apache.log4j.PatternLayout\n"
                 "log4j.appender.R.layout.ConversionPattern=%m%n\n"
+                # SASL logins are not requests the request logger sees: one line per login
+                "log4j.logger.org.apache.kafka.common.security.authenticator."
+                "SaslServerAuthenticator=DEBUG, R\n"
+                "log4j.additivity.org.apache.kafka.common.security.authenticator."
+                "SaslServerAuthenticator=false\n"
             )
         return request_log + (
             "log4j.rootLogger=INFO, F\n"

@@ -92,8 +92,8 @@ def test_silent_broker_times_out_within_the_timeout() -> None:
         srv.close()
 
 
-def test_sasl_is_left_to_librdkafka() -> None:
-    conn = ConnectionConfig("127.0.0.1:1", security_protocol="SASL_PLAINTEXT", sasl_mechanism="PLAIN",
-                            username="u", password="p")
+def test_a_sasl_mechanism_opskit_lacks_is_left_to_librdkafka() -> None:
+    conn = ConnectionConfig("127.0.0.1:1", security_protocol="SASL_PLAINTEXT",
+                            sasl_mechanism="OAUTHBEARER", username="u", password="p")
     with pytest.raises(WireUnsupported):
         GroupWire(conn, [Node(0, "127.0.0.1", 1)], timeout=1)

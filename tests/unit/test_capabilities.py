@@ -17,6 +17,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from opskit.adapters import capabilities as caps
+from opskit.adapters import kafka_protocol as kp
 from opskit.adapters.capabilities import Capabilities
 from opskit.core.connection import ConnectionConfig
 from opskit.errors import UnsupportedError
@@ -38,7 +39,7 @@ def _response(corr: int, err: int, apis: dict[int, tuple[int, int]]) -> bytes:
 
 
 def test_request_frame_is_api_versions_v0() -> None:
-    frame = caps.encode_api_versions_v0(42, "opskit")
+    frame = kp.encode_request(kp.api_versions(), 42, "opskit")
     size, key, version, corr, n = struct.unpack_from(">ihhih", frame)
     assert size == len(frame) - 4 and (key, version, corr) == (18, 0, 42)
     assert frame[14:14 + n] == b"opskit"
@@ -47,18 +48,14 @@ def test_request_frame_is_api_versions_v0() -> None:
 @given(st.dictionaries(st.integers(0, 200), st.tuples(st.integers(0, 5), st.integers(0, 20)),
                        max_size=80), st.integers(-(2**31), 2**31 - 1))
 def test_decode_round_trip(apis: dict[int, tuple[int, int]], corr: int) -> None:
-    assert caps.decode_api_versions_v0(_response(corr, 0, apis), corr) == apis
+    assert kp.decode_response(kp.api_versions(), _response(corr, 0, apis)) == (corr, (0, apis))
 
 
 def test_decode_rejects_bad_answers() -> None:
-    with pytest.raises(ValueError, match="correlation"):
-        caps.decode_api_versions_v0(_response(1, 0, {}), 2)
-    with pytest.raises(ValueError, match="error code 35"):
-        caps.decode_api_versions_v0(_response(1, 35, {}), 1)
-    with pytest.raises(ValueError, match="claims"):
-        caps.decode_api_versions_v0(_response(1, 0, {3: (0, 1)})[:-2], 1)
-    with pytest.raises(ValueError, match="too short"):
-        caps.decode_api_versions_v0(b"\x00" * 4, 1)
+    with pytest.raises(ValueError, match="undecodable"):
+        kp.decode_response(kp.api_versions(), _response(1, 0, {3: (0, 1)})[:-2])
+    with pytest.raises(ValueError, match="undecodable"):
+        kp.decode_response(kp.api_versions(), b"\x00" * 4)
 
 
 def test_unknown_capabilities_allow_everything() -> None:
@@ -150,17 +147,18 @@ def test_bootstrap_without_addresses() -> None:
 
 def test_tls_context_verifies_and_reports_a_missing_ca() -> None:
     """The TLS context (ssl imported only when TLS is used) checks certificates and
-    host names; a CA file that is not there is an OSError, which the probe reports."""
+    host names; a CA file that is not there is an AuthenticationError naming it (exit 9)."""
     import ssl
 
     import pytest
 
-    from opskit.adapters.capabilities import tls_context
+    from opskit.adapters.broker_connect import tls_context
     from opskit.core.connection import ConnectionConfig
+    from opskit.errors import AuthenticationError
 
     ctx = tls_context(ConnectionConfig(bootstrap="b:9093", security_protocol="SSL"))
     assert isinstance(ctx, ssl.SSLContext)
     assert ctx.verify_mode is ssl.CERT_REQUIRED and ctx.check_hostname
-    with pytest.raises(OSError):
+    with pytest.raises(AuthenticationError, match="/nonexistent/ca.pem"):
         tls_context(ConnectionConfig(bootstrap="b:9093", security_protocol="SSL",
                                      ca_file="/nonexistent/ca.pem"))
