@@ -35,16 +35,21 @@ def up(
     sasl_mechanism: Annotated[str, typer.Option(
         "--sasl-mechanism", help="mechanism the written contexts use: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512",
     )] = "PLAIN",
+    quorum: Annotated[str | None, typer.Option(
+        "--quorum", help="controller quorum: static (controller.quorum.voters, as HIP-30) or "
+        "dynamic (formatted --standalone; Kafka 3.9+) [default: static, or as existing]",
+        show_default=False)] = None,
 ) -> int:
     """Start a cluster (idempotent). Node 0 is broker+controller; others are brokers."""
     mechanism = sasl_mechanism.upper()
     if mechanism not in MECHANISMS:
         raise UsageError(f"--sasl-mechanism must be one of {', '.join(MECHANISMS)}, not {sasl_mechanism!r}")
     sb = Sandbox(name)
-    st, what = sb.up(brokers=brokers, version=kafka_version, port=port, security=security)
+    st, what = sb.up(brokers=brokers, version=kafka_version, port=port, security=security,
+                     quorum=quorum)
     contexts = [] if no_context else write_contexts(sb.name, st.bootstrap, sb.security(st), mechanism)
     stdout().print(f"sandbox {name}: {what}; Kafka {st.version}, {st.brokers} broker(s), "
-                   f"{st.security}, bootstrap {st.bootstrap}"
+                   f"{st.security}, {st.quorum} quorum, bootstrap {st.bootstrap}"
                    + (f", context {' and '.join(contexts)}" if contexts else ""))
     return 0
 
@@ -113,6 +118,28 @@ def start_node(node: Annotated[int, typer.Argument(help="node id")], name: NameO
     """Start a stopped node again."""
     Sandbox(name).start_node(node)
     stdout().print(f"node {node} running")
+    return 0
+
+
+@app.command("add-node")
+def add_node(
+    name: NameOpt = "default",
+    role: Annotated[str, typer.Option(
+        "--role", help="broker (broker-only node; any quorum) or controller (broker+controller "
+        "that joins a dynamic quorum as an observer, then becomes a voter once caught up)")] = "broker",
+    node_id: Annotated[int | None, typer.Option(
+        "--node-id", min=0, max=2_000_000_000, help="id of the new node [default: highest + 1]; "
+        "an existing id is started if down, else left alone", show_default=False)] = None,
+) -> int:
+    """Add a node to a running sandbox (idempotent). A static quorum refuses controllers."""
+    from opskit.sandbox.scale import add_node as add
+    from opskit.sandbox.scale import promote_controller
+
+    sb = Sandbox(name)
+    node = add(sb, role, node_id)
+    promoted = role == "controller" and promote_controller(sb, node.node_id)
+    stdout().print(f"node {node.node_id} ({node.roles}) running on port {node.port}"
+                   + ("; now a voter" if promoted else ""))
     return 0
 
 

@@ -95,6 +95,8 @@ class Node:
     port: int
     directory: str
     pid: int | None = None
+    #: this node's CONTROLLER listener port (None: the sandbox's controller_port, node 0)
+    controller_port: int | None = None
 
     @property
     def dir(self) -> Path:
@@ -120,6 +122,16 @@ class SandboxState:
     created_at: float = 0.0
     #: plaintext, sasl_plaintext or sasl_ssl (see opskit.sandbox.security)
     security: str = "plaintext"
+    #: "static" (controller.quorum.voters, kraft.version 0) or "dynamic"
+    #: (controller.quorum.bootstrap.servers, formatted --standalone; Kafka 3.9+)
+    quorum: str = "static"
+
+    def controller_port_of(self, node: Node) -> int:
+        return node.controller_port if node.controller_port is not None else self.controller_port
+
+    @property
+    def controllers(self) -> list[Node]:
+        return [n for n in self.nodes if "controller" in n.roles]
 
     @property
     def bootstrap(self) -> str:
@@ -139,6 +151,7 @@ class SandboxState:
             name=d["name"], version=d["version"], cluster_id=d["cluster_id"],
             base_port=d["base_port"], controller_port=d["controller_port"], nodes=nodes,
             created_at=d.get("created_at", 0.0), security=d.get("security", "plaintext"),
+            quorum=d.get("quorum", "static"),
         )
 
 
@@ -214,7 +227,10 @@ class Sandbox:
         lines = [
             f"process.roles={node.roles}",
             f"node.id={node.node_id}",
-            f"controller.quorum.voters=0@127.0.0.1:{st.controller_port}",
+            (f"controller.quorum.voters=0@127.0.0.1:{st.controller_port}"
+             if st.quorum == "static" else
+             "controller.quorum.bootstrap.servers=" + ",".join(
+                 f"127.0.0.1:{st.controller_port_of(c)}" for c in st.controllers)),
             "controller.listener.names=CONTROLLER",
             "inter.broker.listener.name=PLAINTEXT",
             "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
@@ -244,7 +260,7 @@ class Sandbox:
             lines = [ln.replace("PLAINTEXT://", f"{client}://") for ln in lines]
         listeners = f"{client}://127.0.0.1:{node.port}"
         if "controller" in node.roles:
-            listeners += f",CONTROLLER://127.0.0.1:{st.controller_port}"
+            listeners += f",CONTROLLER://127.0.0.1:{st.controller_port_of(node)}"
         lines.insert(3, f"listeners={listeners}")
         return "\n".join(lines) + "\n"
 
@@ -281,7 +297,8 @@ class Sandbox:
 
     # ----- lifecycle -----
     def up(self, brokers: int | None = None, version: str | None = None, port: int | None = None,
-           wait_timeout: float = 120.0, security: str | None = None) -> tuple[SandboxState, str]:
+           wait_timeout: float = 120.0, security: str | None = None,
+           quorum: str | None = None) -> tuple[SandboxState, str]:
         """Start (or confirm) the cluster. Returns the state and what was done.
 
         ``brokers``, ``version`` and ``security`` default to the existing sandbox's,
@@ -291,8 +308,15 @@ class Sandbox:
             raise UsageError(f"--brokers must be 1 or 3, not {brokers}")
         want_version = resolve_version(version) if version else None
         want_security = validate_mode(security) if security is not None else None
+        if quorum not in (None, "static", "dynamic"):
+            raise UsageError(f"--quorum must be static or dynamic, not {quorum!r}")
         st = self.load()
         if st is not None:
+            if quorum and quorum != st.quorum:
+                raise SandboxError(
+                    f"sandbox {self.name!r} exists with a {st.quorum} quorum; "
+                    f"run 'opskit sandbox down --name {self.name}' to replace it"
+                )
             if want_security and want_security != st.security:
                 raise SandboxError(
                     f"sandbox {self.name!r} exists with security {st.security}; "
@@ -329,6 +353,9 @@ class Sandbox:
 
         brokers = brokers or 1
         dist = ensure_kafka_dist(want_version)
+        if quorum == "dynamic" and tuple(int(x) for x in dist.version.split(".")[:2]) < (3, 9):
+            raise UsageError(f"a dynamic controller quorum needs Kafka 3.9 or newer, not "
+                             f"{dist.version} (use --kafka-version 4.x)")
         base = port if port is not None else 9092
         if port is None and not all(port_free(base + i) for i in range(brokers)):
             raise SandboxError(
@@ -343,7 +370,7 @@ class Sandbox:
         st = SandboxState(
             name=self.name, version=dist.version, cluster_id=new_cluster_id(),
             base_port=base, controller_port=base + CONTROLLER_PORT_OFFSET, created_at=time.time(),
-            security=want_security or "plaintext",
+            security=want_security or "plaintext", quorum=quorum or "static",
         )
         for i in range(brokers):
             roles = "broker,controller" if i == 0 else "broker"
@@ -362,7 +389,8 @@ class Sandbox:
             raise
         return st, "started"
 
-    def _format(self, dist: KafkaDist, st: SandboxState, node: Node) -> None:
+    def _format(self, dist: KafkaDist, st: SandboxState, node: Node,
+                extra: tuple[str, ...] | None = None) -> None:
         node.dir.mkdir(parents=True, exist_ok=True)
         sec = self.security(st)
         # 0600: with security on, the file holds the listener's JAAS passwords
@@ -372,6 +400,9 @@ class Sandbox:
         (node.dir / "log4j.properties").write_text(self._log4j(node))
         args = ["kafka.tools.StorageTool", "format", "-t", st.cluster_id,
                 "-c", str(node.config_path), "--ignore-formatted"]
+        if extra is None and st.quorum == "dynamic" and "controller" in node.roles:
+            extra = ("--standalone",)  # the first controller: a quorum of itself
+        args += list(extra or ())
         argfile = node.dir / "format.args"
         if sec.enabled:
             # the SCRAM passwords go in a java argument file, not on the command line
@@ -456,7 +487,7 @@ class Sandbox:
             "name": st.name, "kafka_version": st.version, "cluster_id": st.cluster_id,
             "bootstrap": st.bootstrap, "controller_port": st.controller_port,
             "brokers": st.brokers, "running": all(n["running"] for n in nodes), "nodes": nodes,
-            "security": st.security,
+            "security": st.security, "quorum": st.quorum,
         }
 
     def stop_node(self, node_id: int, kill: bool = False) -> None:

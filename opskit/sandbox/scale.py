@@ -1,0 +1,120 @@
+"""Grow a running sandbox: add a broker-only node, or (dynamic quorum) a controller.
+
+The local half of the scale-out playbook. Every operation is idempotent: adding a
+node that is already in the sandbox starts it if it is down and otherwise does
+nothing; promoting a node that is already a voter does nothing.
+
+- Static quorum (``controller.quorum.voters``; Kafka 3.7): only broker-only nodes
+  can be added. A controller would change the static voter set, which Kafka cannot
+  do on a live cluster: refused.
+- Dynamic quorum (Kafka 3.9+/4.x, formatted ``--standalone``): a new controller is
+  formatted ``--no-initial-controllers``, starts as an observer, and becomes a voter
+  through ``kafka-metadata-quorum add-controller`` only once it caught up (the
+  leader refuses earlier; opskit retries until the deadline).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+
+from opskit.errors import RefusedError, SandboxError, UsageError
+from opskit.sandbox.cluster import Node, Sandbox, SandboxState, _pid_runs, free_port_block
+from opskit.sandbox.dist import ensure_kafka_dist
+
+log = logging.getLogger(__name__)
+
+_QUORUM_TOOL = "org.apache.kafka.tools.MetadataQuorumCommand"
+
+
+def add_node(sb: Sandbox, role: str = "broker", node_id: int | None = None,
+             wait_timeout: float = 120.0) -> Node:
+    """Add (or restart) one node; returns it once every broker is registered."""
+    if role not in ("broker", "controller"):
+        raise UsageError(f"--role must be broker or controller, not {role!r}")
+    st = sb.require()
+    if role == "controller" and st.quorum != "dynamic":
+        raise RefusedError(
+            "this sandbox has a static controller quorum (controller.quorum.voters): adding a "
+            "controller would change the static voter set, which Kafka cannot do on a live "
+            "cluster; add broker-only nodes (--role broker), or use a dynamic quorum "
+            "(sandbox up --quorum dynamic, Kafka 3.9+)")
+    dist = ensure_kafka_dist(st.version)
+    existing = next((n for n in st.nodes if n.node_id == node_id), None)
+    if existing is not None:
+        want = "broker" if role == "broker" else "broker,controller"
+        if existing.roles != want:
+            raise RefusedError(f"node {node_id} exists with roles {existing.roles}, not {want}")
+        if not _pid_runs(existing.pid, existing.config_path):
+            sb._start_node(dist, existing)
+            sb.save(st)
+        sb._wait_ready(st, wait_timeout)
+        return existing
+    new_id = node_id if node_id is not None else max(n.node_id for n in st.nodes) + 1
+    if new_id < 0:
+        raise UsageError(f"node id must be >= 0, not {new_id}")
+    controller = role == "controller"
+    port = free_port_block(1)
+    node = Node(new_id, "broker,controller" if controller else "broker", port,
+                str(sb.root / f"node-{new_id}"),
+                controller_port=free_port_block(1) if controller else None)
+    st.nodes.append(node)
+    try:
+        # a new controller joins as an observer: it must not claim to be a voter
+        sb._format(dist, st, node, extra=("--no-initial-controllers",) if controller else ())
+        sb.save(st)
+        sb._start_node(dist, node)
+        sb.save(st)
+        sb._wait_ready(st, wait_timeout)
+    except BaseException:
+        sb._stop_node(node)
+        st.nodes.remove(node)
+        sb.save(st)
+        raise
+    log.info("added node %s (%s) on port %s", new_id, node.roles, port)
+    return node
+
+
+def voters(sb: Sandbox, st: SandboxState | None = None) -> list[int]:
+    """Node ids of the current voters (``kafka-metadata-quorum describe --status``)."""
+    st = st or sb.require()
+    dist = ensure_kafka_dist(st.version)
+    first = st.controllers[0]
+    out = dist.run_tool(_QUORUM_TOOL, "--bootstrap-controller",
+                        f"127.0.0.1:{st.controller_port_of(first)}", "describe", "--status",
+                        timeout=60)
+    if out.returncode != 0:
+        raise SandboxError(f"kafka-metadata-quorum describe failed: "
+                           f"{(out.stderr or out.stdout).strip()[-300:]}")
+    line = next((ln for ln in out.stdout.splitlines() if ln.startswith("CurrentVoters")), "")
+    found = re.findall(r'"id":\s*(\d+)', line) or re.findall(r"\b(\d+)\b", line.split(":", 1)[-1])
+    return sorted({int(x) for x in found})
+
+
+def promote_controller(sb: Sandbox, node_id: int, timeout: float = 180.0) -> bool:
+    """Make node ``node_id`` a voter once it caught up. False when it already was one."""
+    st = sb.require()
+    if st.quorum != "dynamic":
+        raise RefusedError("a static controller quorum cannot gain voters on a live cluster")
+    node = next((n for n in st.nodes if n.node_id == node_id), None)
+    if node is None or "controller" not in node.roles:
+        raise UsageError(f"node {node_id} is not a controller node of sandbox {sb.name!r}")
+    if node_id in voters(sb, st):
+        return False
+    dist = ensure_kafka_dist(st.version)
+    leader_port = st.controller_port_of(st.controllers[0])
+    deadline = time.monotonic() + timeout
+    last = ""
+    while time.monotonic() < deadline:
+        out = dist.run_tool(_QUORUM_TOOL, "--bootstrap-controller", f"127.0.0.1:{leader_port}",
+                            "--command-config", str(node.config_path), "add-controller",
+                            timeout=60)
+        if out.returncode == 0 or node_id in voters(sb, st):
+            log.info("node %s is a voter", node_id)
+            return True
+        lines = (out.stderr or out.stdout).strip().splitlines()
+        last = lines[-1][:300] if lines else ""
+        log.debug("add-controller %s not yet: %s", node_id, last)
+        time.sleep(2)
+    raise SandboxError(f"node {node_id} did not become a voter within {timeout:.0f}s: {last}")
