@@ -64,8 +64,10 @@ class OpskitConfig:
         thresholds = data.get("thresholds") or {}
         if not isinstance(thresholds, dict):
             raise ConfigError(f"config file {p}: 'thresholds' must be a mapping")
-        return cls(path=p, current_context=data.get("current-context"), contexts=contexts,
-                   thresholds=thresholds, raw=data)
+        cfg = cls(path=p, current_context=data.get("current-context"), contexts=contexts,
+                  thresholds=thresholds, raw=data)
+        cfg.check_thresholds()
+        return cfg
 
     def save(self) -> None:
         data = dict(self.raw)
@@ -96,13 +98,50 @@ class OpskitConfig:
     # ----- thresholds -----
     def lag_thresholds(self, group: str) -> LagThresholds:
         d = self.thresholds.get("default") or {}
-        g = (self.thresholds.get("groups") or {}).get(group) or {}
+        groups = self.thresholds.get("groups") or {}
+        if not isinstance(d, dict) or not isinstance(groups, dict):
+            raise ConfigError(f"config file {self.path}: thresholds.default and "
+                              "thresholds.groups must be mappings")
+        g = groups.get(group) or {}
+        if not isinstance(g, dict):
+            raise ConfigError(f"config file {self.path}: thresholds for {group!r} must be a mapping")
+        which = "thresholds.default" if group == "" else f"thresholds for group {group!r}"
+        where = f"config file {self.path}: {which}"
+        warn = _count(where, "lag_warn", g.get("lag_warn", d.get("lag_warn", 100_000)))
+        crit = _count(where, "lag_crit", g.get("lag_crit", d.get("lag_crit", 1_000_000)))
         try:
-            warn = int(g.get("lag_warn", d.get("lag_warn", 100_000)))
-            crit = int(g.get("lag_crit", d.get("lag_crit", 1_000_000)))
             return LagThresholds(warn=warn, crit=crit)
-        except (TypeError, ValueError) as e:
-            raise ConfigError(f"config file {self.path}: bad lag thresholds for {group!r}: {e}") from e
+        except ValueError as e:
+            raise ConfigError(f"{where}: {e}") from None
+
+    def check_thresholds(self) -> None:
+        """ConfigError unless the default and every group's thresholds are usable
+        (checked when the file is loaded, so a long-running exporter cannot meet a
+        bad value later)."""
+        self.lag_thresholds("")
+        groups = self.thresholds.get("groups") or {}
+        for group in groups if isinstance(groups, dict) else ():
+            self.lag_thresholds(str(group))
+
+
+#: the largest threshold accepted (a signed 64-bit offset difference)
+_MAX_COUNT = 2**63 - 1
+
+
+def _count(where: str, key: str, value: Any) -> int:
+    """A threshold in messages: a whole number from 0 to 2^63-1."""
+    n: int | None = None
+    if isinstance(value, int) and not isinstance(value, bool):
+        n = value
+    elif isinstance(value, float) and value.is_integer():
+        n = int(value)
+    elif isinstance(value, str) and value.strip().isascii() and value.strip().isdigit() \
+            and len(value.strip()) <= 19:
+        n = int(value.strip())
+    if n is None or not 0 <= n <= _MAX_COUNT:
+        raise ConfigError(f"{where}: {key} must be a whole number from 0 to 2^63-1, "
+                          f"not {str(value)[:40]!r}")
+    return n
 
 
 def context_to_connection(name: str, entry: dict[str, Any]) -> ConnectionConfig:

@@ -2,14 +2,18 @@
 
 Retries are capped (the package retries 429 without limit by default): 429 and
 5xx are retried ``max_retries`` times with exponential backoff, network errors
-too; 400 (invalid event) is never retried. Vendor exceptions become opskit
-errors here and nowhere else.
+too; 400 (invalid event) is never retried. Every HTTP call waits at most
+``timeout`` seconds and one event, retries included, at most ``deadline``
+seconds (an endpoint that accepts connections and never answers cannot hang a
+command). Vendor exceptions become opskit errors here and nowhere else; the
+package's own retry log lines are silenced by the CLI (``--debug`` shows them).
 """
 
 from __future__ import annotations
 
 import logging
 import ssl
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Self
@@ -57,7 +61,11 @@ class PagerDutySettings:
     routing_key: str
     base_url: str = DEFAULT_BASE_URL
     ca_file: str | None = None
+    #: seconds one HTTP call may take (connect, send, wait for the answer)
     timeout: float = 10.0
+    #: seconds one event may take, retries and backoff included (a new attempt is
+    #: not started after it; a running one waits at most what is left)
+    deadline: float = 30.0
     max_retries: int = 3
     #: first backoff in seconds; doubles on each retry
     backoff: float = 1.0
@@ -121,6 +129,8 @@ class PagerDutyEvents:
         # the package multiplies by its cooldown factor (2) before the first sleep
         client.sleep_timer = settings.backoff / client.sleep_timer_base
         client.timeout = settings.timeout  # type: ignore[assignment]
+        self._deadline = _Deadline(client.parent, settings.timeout, settings.deadline)
+        client.parent = self._deadline  # type: ignore[assignment]
         self._client = client
 
     def close(self) -> None:
@@ -135,6 +145,7 @@ class PagerDutyEvents:
     def send(self, event: dict[str, Any]) -> str:
         """Send a body made by :func:`build_event`."""
         props = {k: v for k, v in event.items() if k not in ("event_action", "dedup_key")}
+        self._deadline.start()
         try:
             return str(self._client.send_event(event["event_action"],
                                                dedup_key=event.get("dedup_key"), **props))
@@ -147,6 +158,10 @@ class PagerDutyEvents:
                 raise ConfigError(f"PagerDuty refused the routing key (HTTP {status})") from e
             raise PagerDutyUnavailableError(
                 f"PagerDuty answered HTTP {status} after {self.settings.max_retries} retries") from e
+        except _DeadlineExceededError as e:
+            raise PagerDutyUnavailableError(
+                f"PagerDuty at {self.settings.base_url} did not answer within "
+                f"{self.settings.deadline:g}s") from e
         except pagerduty.Error as e:
             raise PagerDutyUnavailableError(
                 f"cannot reach PagerDuty at {self.settings.base_url}: {_first_line(e)}") from e
@@ -162,6 +177,35 @@ class PagerDutyEvents:
 
     def acknowledge(self, dedup_key: str) -> str:
         return self.send(build_event("acknowledge", dedup_key))
+
+
+class _DeadlineExceededError(Exception):
+    """The event's deadline passed (deliberately not a transport error, which the
+    package would retry)."""
+
+
+class _Deadline:
+    """Stands in for the package's HTTP session: each attempt gets at most the time
+    left before the event's deadline, and none starts after it."""
+
+    def __init__(self, session: Any, timeout: float, total: float) -> None:
+        self._session = session
+        self._timeout = timeout
+        self._total = total
+        self._end = time.monotonic() + total
+
+    def start(self) -> None:
+        self._end = time.monotonic() + self._total
+
+    def request(self, method: str, url: str, **kwargs: Any) -> Any:
+        left = self._end - time.monotonic()
+        if left <= 0:
+            raise _DeadlineExceededError()
+        kwargs["timeout"] = min(self._timeout, left)
+        return self._session.request(method, url, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:  # close() and the rest go to the session
+        return getattr(self._session, name)
 
 
 def _errors(response: Any) -> str:

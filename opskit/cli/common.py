@@ -148,3 +148,5 @@ def setup_logging(debug: bool, log_format: str) -> None:
     root.setLevel(level)
     # librdkafka's own chatter (connection refused, ...) only with --debug
     logging.getLogger("opskit.librdkafka").setLevel(logging.DEBUG if debug else logging.CRITICAL + 1)
+    # the PagerDuty package logs its own retry lines; opskit's one error line says it
+    logging.getLogger("pagerduty").setLevel(logging.DEBUG if debug else logging.CRITICAL + 1)

@@ -33,7 +33,7 @@ log = logging.getLogger(__name__)
 def _read_secret(path: str | None, flag: str) -> str | None:
     if path is None:
         return None
-    return read_secret(path, f"{flag} file")
+    return read_secret(path, flag)
 
 
 def exporter(

@@ -35,15 +35,20 @@ CaOpt = Annotated[Path | None, typer.Option(
 RetriesOpt = Annotated[int, typer.Option("--max-retries", min=0, max=10,
                                          help="retries on 429/5xx/network errors")]
 ExecuteOpt = Annotated[bool, typer.Option("--execute", help="send the event (default: dry run)")]
+HttpTimeoutOpt = Annotated[float, typer.Option(
+    "--timeout", min=0.5, max=60,
+    help="seconds to wait for each HTTP call; the event gives up after 3 times this")]
 
 
-def settings(key_file: Path, url: str, ca_file: Path | None, retries: int) -> PagerDutySettings:
+def settings(key_file: Path, url: str, ca_file: Path | None, retries: int,
+             timeout: float = 10.0) -> PagerDutySettings:
     if not url.startswith("https://"):
         raise UsageError(f"--events-url must be an https:// URL, not {url!r}")
     if ca_file is not None and not ca_file.is_file():
         raise UsageError(f"--ca-file {ca_file} does not exist")
     return PagerDutySettings(routing_key=read_routing_key(key_file), base_url=url,
-                             ca_file=str(ca_file) if ca_file else None, max_retries=retries)
+                             ca_file=str(ca_file) if ca_file else None, max_retries=retries,
+                             timeout=timeout, deadline=3 * timeout)
 
 
 def _details(pairs: list[str]) -> dict[str, str]:
@@ -84,13 +89,14 @@ def trigger(
     events_url: UrlOpt = DEFAULT_BASE_URL,
     ca_file: CaOpt = None,
     max_retries: RetriesOpt = 3,
+    timeout: HttpTimeoutOpt = 10.0,
     execute: ExecuteOpt = False,
 ) -> int:
     """Open (or add to) an incident."""
     event = build_event("trigger", dedup_key, summary, source, severity,
                         _details(detail or []) or None,
                         [{"href": u, "text": "link"} for u in (link or [])] or None)
-    return _send(event, settings(routing_key_file, events_url, ca_file, max_retries), execute)
+    return _send(event, settings(routing_key_file, events_url, ca_file, max_retries, timeout), execute)
 
 
 @app.command("resolve")
@@ -100,11 +106,12 @@ def resolve(
     events_url: UrlOpt = DEFAULT_BASE_URL,
     ca_file: CaOpt = None,
     max_retries: RetriesOpt = 3,
+    timeout: HttpTimeoutOpt = 10.0,
     execute: ExecuteOpt = False,
 ) -> int:
     """Resolve the incident with this dedup key."""
     return _send(build_event("resolve", dedup_key),
-                 settings(routing_key_file, events_url, ca_file, max_retries), execute)
+                 settings(routing_key_file, events_url, ca_file, max_retries, timeout), execute)
 
 
 @app.command("acknowledge")
@@ -114,8 +121,9 @@ def acknowledge(
     events_url: UrlOpt = DEFAULT_BASE_URL,
     ca_file: CaOpt = None,
     max_retries: RetriesOpt = 3,
+    timeout: HttpTimeoutOpt = 10.0,
     execute: ExecuteOpt = False,
 ) -> int:
     """Acknowledge the incident with this dedup key."""
     return _send(build_event("acknowledge", dedup_key),
-                 settings(routing_key_file, events_url, ca_file, max_retries), execute)
+                 settings(routing_key_file, events_url, ca_file, max_retries, timeout), execute)

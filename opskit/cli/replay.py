@@ -282,6 +282,8 @@ def replay(
         raise UsageError("give --group NAME (or --manifest FILE)")
     if result_file is not None and manifest is None:
         raise UsageError("--result needs --manifest")
+    # a bad --result file is reported before anything else is printed or changed
+    given_result = _load_result(result_file) if result_file is not None else None
     err = stderr()
     base = output_dir or default_replay_dir()
     conn = resolve_connection(bootstrap_server, context)
@@ -338,10 +340,10 @@ def replay(
             if not typer.confirm(f"replay {m.expected_records:,} records of {m.group_id} and "
                                  "commit?"):
                 raise typer.Abort()
-        if m.result is None or m.status is ReplayStatus.FAILED or result_file is not None:
+        if m.result is None or m.status is ReplayStatus.FAILED or given_result is not None:
             try:
-                if result_file is not None:
-                    result = _load_result(result_file)
+                if given_result is not None:
+                    result = given_result
                 elif m.is_empty:
                     result = JobResult(m.replay_id, (), 0)
                 else:

@@ -10,7 +10,7 @@ from rich.console import Console
 from opskit.adapters.config_file import OpskitConfig
 from opskit.cli.common import Output, OutputOpt, emit, stdout
 from opskit.core.connection import MECHANISMS, ConnectionConfig
-from opskit.errors import UsageError
+from opskit.errors import KafkaUnavailableError, UsageError
 from opskit.sandbox.cluster import Sandbox, list_sandboxes
 from opskit.sandbox.dist import DEFAULT_VERSION
 from opskit.sandbox.security import ADMIN, context_names, write_contexts
@@ -148,7 +148,7 @@ def add_node(
 @app.command("load")
 def load(
     rate: Annotated[float, typer.Option("--rate", min=1, max=100000, help="events per second, all topics")] = 200,
-    duration: Annotated[float, typer.Option("--duration", min=0, help="seconds (0 = until stopped)")] = 30,
+    duration: Annotated[float, typer.Option("--duration", min=0, max=7 * 86400, help="seconds (0 = until stopped; at most 7 days)")] = 30,
     name: NameOpt = "default",
     bootstrap_server: Annotated[str | None, typer.Option("--bootstrap-server", "-b", help="instead of the sandbox")] = None,
     detach: Annotated[bool, typer.Option("--detach", help="run in the background; 'sandbox down' stops it")] = False,
@@ -166,6 +166,7 @@ def load(
         conn = ConnectionConfig(bootstrap_server, client_id="opskit-load")
     else:  # a secured sandbox: its admin (the load produces to and consumes every topic)
         conn = Sandbox(name).connection(ADMIN, client_id="opskit-load")
+    _check_reachable(conn)
     if detach:
         pid = start_detached_load(name, conn.bootstrap, rate, duration,
                                   secured=bootstrap_server is None and conn.password is not None)
@@ -176,4 +177,18 @@ def load(
     stdout().print(f"consumed: {dict(sorted(stats.consumed.items()))}")
     for e in stats.errors[:5]:
         stdout().print(f"[yellow]{e}[/yellow]")
+    if duration > 0 and not any(stats.produced.values()):
+        raise KafkaUnavailableError(f"no event was produced to {conn.bootstrap} in {duration:g}s")
     return 0 if not stats.errors else 1
+
+
+def _check_reachable(conn: ConnectionConfig) -> None:
+    """Fail at once (exit 3) when the cluster does not answer, rather than run a load
+    that produces nothing."""
+    errs = conn.validate()
+    if errs:
+        raise UsageError(f"--bootstrap-server: {errs[0]}")
+    from opskit.adapters.kafka_admin import KafkaAdmin
+
+    with KafkaAdmin(conn, timeout=10.0) as admin:
+        admin.metadata()

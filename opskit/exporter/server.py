@@ -52,6 +52,8 @@ class WebConfig:
             raise UsageError("HTTPS needs both --web-tls-cert and --web-tls-key")
         if bool(self.basic_auth_user) != (self.basic_auth_password is not None):
             raise UsageError("basic auth needs both --web-user and --web-password-file")
+        if self.basic_auth_password is not None and not self.basic_auth_password.strip():
+            raise UsageError("basic auth password is empty: refusing to serve with it")
 
 
 _OPEN_PATHS = ("/healthz", "/ready")
