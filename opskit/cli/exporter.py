@@ -20,7 +20,7 @@ from opskit.adapters.config_file import resolve_connection
 from opskit.adapters.safe_read import read_secret
 from opskit.cli.common import STATE, BootstrapOpt, ContextOpt, load_config, setup_logging, stderr
 from opskit.cli.validate import DAY, HOUR, parse_duration_option
-from opskit.errors import NotFoundError, UsageError
+from opskit.errors import KafkaUnavailableError, NotFoundError, UsageError
 from opskit.exporter.collector import KafkaSource
 from opskit.exporter.engine import Exporter
 from opskit.exporter.options import ExporterOptions, Granularity, NameFilter
@@ -94,12 +94,16 @@ def exporter(
     cfg = load_config()
     quiet_kafka_python(STATE.debug)
     if once:
+        if not STATE.debug:  # the failure is the one error line below, not a log line too
+            logging.getLogger("opskit.exporter.engine").setLevel(logging.ERROR)
         source = KafkaSource(conn, options, thresholds=cfg.lag_thresholds)
         once_engine = Exporter(source, options)
         once_engine.run_cycle()
         source.close()
         typer.echo(once_engine.scrape().decode(), nl=False)
-        return 0 if once_engine.status().up else 3
+        if not once_engine.status().up:
+            raise KafkaUnavailableError(f"collection failed ({once_engine.ready()[1]})")
+        return 0
     engine: Exporter | ProcessExporter
     if collector == "thread":
         engine = Exporter(KafkaSource(conn, options, thresholds=cfg.lag_thresholds), options)

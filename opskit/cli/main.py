@@ -124,6 +124,22 @@ def _register_for(args: list[str]) -> None:
         register_all()  # help, or an unknown command (typer then lists them all)
 
 
+#: the checked click command per set of registered commands (building it takes
+#: ~0.1 s with every command registered; tests run main() many times)
+_built: dict[tuple[str, ...], click.Command] = {}
+
+
+def _command() -> click.Command:
+    """The app as a click command, every parameter checked (``cli/validate.py``)."""
+    from opskit.cli.validate import hardened_command
+
+    key = tuple(_registered)
+    if key not in _built:
+        _built.clear()
+        _built[key] = hardened_command(app)
+    return _built[key]
+
+
 def _err(msg: str) -> None:
     sys.stderr.write(f"opskit: error: {msg}\n")
 
@@ -137,9 +153,7 @@ def main(argv: list[str] | None = None) -> int:
         args = ["--debug"] + [a for a in args if a != "--debug"]
     try:
         _register_for(args)
-        from opskit.cli.validate import hardened_command
-
-        rv = hardened_command(app)(args=args, prog_name="opskit", standalone_mode=False)
+        rv = _command()(args=args, prog_name="opskit", standalone_mode=False)
         code = rv if isinstance(rv, int) else 0
     except typer.Exit as e:
         code = e.exit_code

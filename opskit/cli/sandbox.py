@@ -8,7 +8,7 @@ import typer
 from rich.console import Console
 
 from opskit.adapters.config_file import OpskitConfig
-from opskit.cli.common import Output, OutputOpt, emit, stdout
+from opskit.cli.common import Output, OutputOpt, TimeoutOpt, emit, stdout
 from opskit.core.connection import MECHANISMS, ConnectionConfig
 from opskit.errors import KafkaUnavailableError, UsageError
 from opskit.sandbox.cluster import Sandbox, list_sandboxes
@@ -153,6 +153,7 @@ def load(
     bootstrap_server: Annotated[str | None, typer.Option("--bootstrap-server", "-b", help="instead of the sandbox")] = None,
     detach: Annotated[bool, typer.Option("--detach", help="run in the background; 'sandbox down' stops it")] = False,
     seed: Annotated[int | None, typer.Option("--seed", help="random seed for reproducible keys")] = None,
+    timeout: TimeoutOpt = 10.0,
 ) -> int:
     """Produce HIP-30 envelope events and run the HIP-30 consumer groups.
 
@@ -166,7 +167,7 @@ def load(
         conn = ConnectionConfig(bootstrap_server, client_id="opskit-load")
     else:  # a secured sandbox: its admin (the load produces to and consumes every topic)
         conn = Sandbox(name).connection(ADMIN, client_id="opskit-load")
-    _check_reachable(conn)
+    _check_reachable(conn, timeout)
     if detach:
         pid = start_detached_load(name, conn.bootstrap, rate, duration,
                                   secured=bootstrap_server is None and conn.password is not None)
@@ -182,7 +183,7 @@ def load(
     return 0 if not stats.errors else 1
 
 
-def _check_reachable(conn: ConnectionConfig) -> None:
+def _check_reachable(conn: ConnectionConfig, timeout: float) -> None:
     """Fail at once (exit 3) when the cluster does not answer, rather than run a load
     that produces nothing."""
     errs = conn.validate()
@@ -190,5 +191,5 @@ def _check_reachable(conn: ConnectionConfig) -> None:
         raise UsageError(f"--bootstrap-server: {errs[0]}")
     from opskit.adapters.kafka_admin import KafkaAdmin
 
-    with KafkaAdmin(conn, timeout=10.0) as admin:
+    with KafkaAdmin(conn, timeout=timeout) as admin:
         admin.metadata()

@@ -164,7 +164,10 @@ class Exporter:
             kind = error_kind(err)
             self._failed(kind, str(err).splitlines()[0] if str(err) else type(err).__name__, duration)
             if kind == "internal":
-                log.error("collection failed with an internal error", exc_info=err)
+                # one line; the traceback only with --debug
+                log.error("collection failed with an internal error: %s: %s",
+                          type(err).__name__, (str(err).splitlines() or [""])[0],
+                          exc_info=err if log.isEnabledFor(logging.DEBUG) else None)
             return
         rendered = box.get("rendered")
         box.clear()

@@ -1,0 +1,360 @@
+"""Fuzz-style test of the whole CLI: every subcommand x kinds of bad input.
+
+The commands are enumerated from the registered typer app (``COMMANDS``), and
+the inputs from each command's own parameters (by type and name), so a new
+command or option is covered without editing this file. Kinds of input:
+
+- numbers: NaN, +-inf, 1e309, 20-digit integers, negatives, fractions for integers;
+- durations: 20-digit, 1e9 s, NaN, negative, garbage;
+- text: empty, not UTF-8 (argv bytes decoded as surrogate escapes), control
+  characters, 10,000 characters; choices: a value not offered;
+- files: binary, UTF-16, JSON and YAML nested 5,000 deep (deeper in
+  test_safe_files.py), endless (/dev/zero),
+  a directory, missing, empty; as targets to write: a character device node, a
+  FIFO, a directory and a symlink to the FIFO (all inside the test's temporary
+  directory: a regression could then only replace those);
+- every command once against an unreachable broker (127.0.0.1:1, short timeout).
+
+All cases run in one child process (``tests/cli_fuzz_runner.py``), each through
+``opskit.cli.main.main`` as ``tests.helpers.run_cli`` does. Asserted for every
+case: the exit code is documented (never 70), stderr is exactly one line
+starting ``opskit: error:`` on failure and has no such line on success, no
+"Traceback" anywhere; for the child: no signal, and no hang (the subprocess
+timeout is the hang detector, not a speed assertion). Values that are invalid
+whatever the command (NaN, overflow, empty or non-UTF-8 names, absurd
+durations) must fail. Afterwards the non-regular targets are still what they were.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import typer
+
+from opskit.cli import exits
+from opskit.cli.main import app, register_all
+
+ROOT = Path(__file__).resolve().parents[2]
+RUNNER = ROOT / "tests" / "cli_fuzz_runner.py"
+KEY = "0123456789abcdef0123456789abcdef"
+UNREACHABLE = "127.0.0.1:1"
+
+#: str parameters that take a duration (``5s``, ``10m``)
+DURATION_PARAMS = {"interval", "window", "duration", "quiet_period", "update_interval",
+                   "collection_timeout", "stale_after", "status_window", "by_duration"}
+#: parameters whose value is a name: empty or non-UTF-8 must be refused
+NAME_PARAMS = {"group", "topic", "context", "bootstrap_server", "bootstrap", "name",
+               "dead_letter_topic", "billing_topic", "cluster", "dedup_key"}
+
+#: extra arguments that keep a command from doing real work when a fuzzed value is
+#: accepted: no serving forever, no JVM started, nothing sent
+SAFE_ARGS: dict[str, list[str]] = {
+    "exporter": ["--once", "--port", "0", "--listen", "127.0.0.1", "--collector", "thread"],
+    "dlq watch": ["--once"],
+    "sandbox up": ["--brokers", "2"],  # refused in the body: a cluster is never started
+    "sandbox load": ["--duration", "1"],
+    "sandbox down": ["--name", "fuzz-none"],
+    "sandbox stop-node": ["--name", "fuzz-none"],
+    "sandbox start-node": ["--name", "fuzz-none"],
+    "sandbox status": ["--name", "fuzz-none"],
+    "offsets reset": ["--all-topics", "--to-earliest"],
+    "page trigger": ["--events-url", "https://127.0.0.1:1"],
+    "page resolve": ["--events-url", "https://127.0.0.1:1"],
+    "page acknowledge": ["--events-url", "https://127.0.0.1:1"],
+}
+
+
+@dataclass(frozen=True)
+class Case:
+    command: str
+    kind: str
+    argv: list[str]
+    must_fail: bool
+
+
+@dataclass(frozen=True)
+class Files:
+    good_key: Path
+    inputs: dict[str, str]
+    targets: dict[str, str]
+
+
+def _leaves() -> Iterator[tuple[str, Any]]:
+    register_all()
+    root = typer.main.get_command(app)
+
+    def walk(cmd: Any, path: list[str]) -> Iterator[tuple[str, Any]]:
+        subs = getattr(cmd, "commands", None)
+        if subs:
+            for n, sub in subs.items():
+                yield from walk(sub, path + [n])
+        else:
+            yield " ".join(path), cmd
+
+    yield from walk(root, [])
+
+
+def _kind(param: Any) -> str:
+    t = type(param.type).__name__
+    if "Float" in t:
+        return "float"
+    if "Int" in t:
+        return "int"
+    if "Bool" in t:
+        return "bool"
+    if "Choice" in t:
+        return "choice"
+    if "Path" in t:
+        return "path"
+    return "str"
+
+
+def _flag(param: Any) -> str | None:
+    opts = [o for o in param.opts if o.startswith("--")]
+    return opts[0] if opts else None
+
+
+def _baseline(name: str, cmd: Any, files: Files) -> tuple[list[str], dict[str, list[str]]]:
+    """Arguments that make the command runnable (required values, an unreachable
+    broker, a short timeout), as a list of positionals and a map option -> args."""
+    positionals: list[str] = []
+    options: dict[str, list[str]] = {}
+    for p in cmd.params:
+        flag = _flag(p) if p.param_type_name == "option" else None
+        kind = _kind(p)
+        if p.param_type_name == "argument":
+            positionals.append(str(files.good_key) if kind == "path" else
+                               ("1" if kind == "int" else "fuzz"))
+            continue
+        if flag is None:
+            continue
+        if p.name == "bootstrap_server":
+            options[flag] = [UNREACHABLE]
+        elif p.name == "timeout" and kind == "float":
+            options[flag] = ["1"]
+        elif p.required:
+            if kind == "path":
+                options[flag] = [str(files.good_key)]
+            elif kind == "int":
+                options[flag] = ["1"]
+            elif kind == "choice":
+                options[flag] = [next(iter(p.type.choices))]
+            else:
+                options[flag] = ["fuzz"]
+    if any(p.name == "group" for p in cmd.params) and name not in ("dlq watch",):
+        flag = next(_flag(p) for p in cmd.params if p.name == "group")
+        if flag is not None and flag not in options:
+            options[flag] = ["fuzz-group"]
+    extra = SAFE_ARGS.get(name, [])
+    i = 0
+    while i < len(extra):
+        if i + 1 < len(extra) and not extra[i + 1].startswith("--"):
+            options[extra[i]] = [extra[i + 1]]
+            i += 2
+        else:
+            options[extra[i]] = []
+            i += 1
+    return positionals, options
+
+
+def _argv(name: str, positionals: list[str], options: dict[str, list[str]]) -> list[str]:
+    argv = name.split()
+    for flag, vals in options.items():
+        argv += [flag, *vals]
+    return argv + positionals
+
+
+def _values(param: Any, files: Files) -> list[tuple[str, str, bool]]:
+    """(kind, value, must_fail) for one parameter."""
+    kind = _kind(param)
+    out: list[tuple[str, str, bool]] = []
+    if kind == "float":
+        out += [("nan", "nan", True), ("inf", "inf", True), ("-inf", "-inf", True),
+                ("overflow", "1e309", True), ("huge", "99999999999999999999", True),
+                ("negative", "-1", False)]
+    elif kind == "int":
+        out += [("huge", "99999999999999999999999", True),
+                ("-huge", "-99999999999999999999999", True),
+                ("nan", "nan", True), ("fraction", "1.5", True), ("negative", "-1", False)]
+    elif kind == "choice":
+        out += [("bogus-choice", "bogus\udcff", True)]
+    elif kind == "path":
+        out += [(k, v, False) for k, v in files.inputs.items()]
+        out += [(k, v, False) for k, v in files.targets.items()]
+        out += [("non-utf8-path", "f\udcff", True)]
+    elif kind == "str":
+        is_name = param.name in NAME_PARAMS
+        out += [("non-utf8", "g\udcff\udcfe", True), ("control", "a\x1bb\nc", is_name),
+                ("long", "x" * 10000, True)]
+        if is_name:
+            out += [("empty", "", True), ("blank", "  ", True)]
+        if param.name in DURATION_PARAMS:
+            out += [("dur-huge", "99999999999999999999s", True),
+                    ("dur-1e9", "1000000000s", True), ("dur-nan", "nan", True),
+                    ("dur-neg", "-5s", True), ("dur-garbage", "5 parsecs", True)]
+    return out
+
+
+def build_cases(files: Files) -> list[Case]:
+    cases: list[Case] = []
+    for name, cmd in _leaves():
+        positionals, options = _baseline(name, cmd, files)
+        cases.append(Case(name, "baseline", _argv(name, positionals, options), False))
+        for p in cmd.params:
+            kind = _kind(p)
+            if kind == "bool" or p.hidden:
+                continue
+            for vkind, value, must_fail in _values(p, files):
+                if p.param_type_name == "argument":
+                    idx = [q for q in cmd.params if q.param_type_name == "argument"].index(p)
+                    pos = list(positionals)
+                    pos[idx] = value
+                    argv = _argv(name, [], options) + ["--", *pos]
+                else:
+                    flag = _flag(p)
+                    if flag is None:
+                        continue
+                    opts = {k: v for k, v in options.items() if k != flag}
+                    # --flag=VALUE: a value starting with '-' is not taken for an option
+                    argv = _argv(name, [], opts) + [f"{flag}={value}"]
+                    if positionals:
+                        argv += ["--", *positionals]
+                cases.append(Case(name, f"{p.name}={vkind}", argv, must_fail))
+    return cases
+
+
+def _make_files(tmp: Path) -> Files:
+    good = tmp / "key.txt"
+    good.write_text(KEY + "\n")
+    binary = tmp / "binary.bin"
+    binary.write_bytes(bytes(range(256)) * 4)
+    utf16 = tmp / "utf16.txt"
+    utf16.write_text("contexts: {}\n" + KEY, encoding="utf-16")
+    deep_json = tmp / "deep.json"
+    deep_json.write_text("[" * 5_000 + "]" * 5_000)
+    deep_yaml = tmp / "deep.yaml"
+    deep_yaml.write_text("a: " + "[" * 5_000 + "]" * 5_000 + "\n")
+    empty = tmp / "empty.txt"
+    empty.write_text("")
+    a_dir = tmp / "a-dir"
+    a_dir.mkdir()
+    inputs = {"binary": str(binary), "utf16": str(utf16), "deep-json": str(deep_json),
+              "deep-yaml": str(deep_yaml), "endless": "/dev/zero", "directory": str(a_dir),
+              "missing": str(tmp / "missing.json"), "empty-file": str(empty)}
+    fifo = tmp / "fifo"
+    os.mkfifo(fifo)
+    link = tmp / "link-to-fifo"
+    link.symlink_to(fifo)
+    targets = {"fifo": str(fifo), "symlink-to-fifo": str(link), "target-dir": str(a_dir)}
+    if os.geteuid() == 0:  # a node like /dev/full, inside tmp (never a real /dev path)
+        dev = tmp / "full-device"
+        os.mknod(dev, 0o600 | stat.S_IFCHR, os.makedev(1, 7))
+        targets["char-device"] = str(dev)
+    return Files(good, inputs, targets)
+
+
+def _env(tmp: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("KAFKA_BOOTSTRAP_SERVERS", "OPSKIT_CONTEXT", "OPSKIT_PAGERDUTY_URL",
+                        "OPSKIT_PAGERDUTY_ROUTING_KEY_FILE", "OPSKIT_PAGERDUTY_CA_FILE")}
+    env.update({"PYTHONPATH": str(ROOT), "HOME": str(tmp / "home"),
+                "OPSKIT_CONFIG": str(tmp / "config.yaml"), "OPSKIT_STATE": str(tmp / "state"),
+                "XDG_CONFIG_HOME": str(tmp / "xdg-config"), "XDG_DATA_HOME": str(tmp / "xdg-data"),
+                "PYTHONFAULTHANDLER": "1"})
+    return env
+
+
+#: child processes run side by side: most slow cases wait on the unreachable
+#: broker's timeout, not on the CPU
+CHILDREN = 4
+
+
+def run_cases(cases: list[Case], tmp: Path, timeout: float) -> list[dict[str, Any]]:
+    """Run the cases in a few children; fail naming the case on a signal or a hang."""
+    chunks = [list(range(k, len(cases), CHILDREN)) for k in range(CHILDREN)]
+    procs = []
+    for k, idx in enumerate(chunks):
+        spec = tmp / f"cases-{k}.json"
+        spec.write_text(json.dumps([cases[i].argv for i in idx]))
+        work = tmp / f"child-{k}"
+        work.mkdir()
+        procs.append(subprocess.Popen(
+            [sys.executable, str(RUNNER), str(spec)], stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, cwd=work, env=_env(tmp)))
+    results: dict[int, dict[str, Any]] = {}
+    for idx, proc in zip(chunks, procs, strict=True):
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, err = proc.communicate()
+            pytest.fail(f"hang: no end within {timeout}s; last case started: "
+                        f"{_last(out, idx, cases)}")
+        if proc.returncode != 0:
+            pytest.fail(f"runner died (status {proc.returncode}) in case "
+                        f"{_last(out, idx, cases)}: {err.decode()[-2000:]}")
+        # nothing reached the real stderr (a C library writing to fd 2, a warning)
+        assert err.decode().strip() == "", err.decode()[-2000:]
+        for ln in out.decode().splitlines():
+            if ln.startswith("{"):
+                res = json.loads(ln)
+                results[idx[res["i"]]] = res
+    assert sorted(results) == list(range(len(cases)))
+    return [results[i] for i in range(len(cases))]
+
+
+def _last(out: bytes, idx: list[int], cases: list[Case]) -> Case | None:
+    started = [ln for ln in out.decode().splitlines() if ln.startswith("START")]
+    return cases[idx[int(started[-1].split()[1])]] if started else None
+
+
+def problems(case: Case, res: dict[str, Any]) -> list[str]:
+    code, err, out = res["code"], res["err"], res["out"]
+    found = []
+    if code not in exits.DOCUMENTED:
+        found.append(f"exit {code} is not documented")
+    if "Traceback" in err or "Traceback" in out:
+        found.append("a traceback")
+    err_lines = err.splitlines()
+    if code == exits.OK:
+        if any(ln.startswith("opskit: error") for ln in err_lines):
+            found.append("exit 0 with an error line")
+        if case.must_fail:
+            found.append("exit 0 on a value that must be refused")
+    # a failure says why in one line; a result with a severity exit code (1-3,
+    # data on stdout) or help for a bare command group may print nothing
+    elif (err_lines or case.must_fail) and not (
+            len(err_lines) == 1 and err_lines[0].startswith("opskit: error: ")):
+        found.append(f"stderr is not one 'opskit: error:' line: {err_lines[:3]!r}")
+    return found
+
+
+@pytest.mark.timeout(900)
+def test_every_command_survives_bad_input(tmp_path: Path) -> None:
+    files = _make_files(tmp_path)
+    cases = build_cases(files)
+    commands = {c.command for c in cases}
+    assert len(commands) >= 30 and "lag" in commands and "offsets reset" in commands
+    results = run_cases(cases, tmp_path, timeout=600)
+    bad = []
+    for case, res in zip(cases, results, strict=True):
+        for p in problems(case, res):
+            shown = [a if len(a) < 80 else a[:40] + "..." for a in case.argv]
+            bad.append(f"{case.command} [{case.kind}] {shown!r}: {p}; "
+                       f"stderr={res['err'][-300:]!r}")
+    # the non-regular targets are untouched
+    assert stat.S_ISFIFO(os.stat(files.targets["fifo"]).st_mode)
+    assert Path(files.targets["symlink-to-fifo"]).is_symlink()
+    assert Path(files.targets["target-dir"]).is_dir()
+    if "char-device" in files.targets:
+        assert stat.S_ISCHR(os.stat(files.targets["char-device"]).st_mode)
+    assert not bad, f"{len(bad)} of {len(cases)} cases broke the rules:\n" + "\n".join(bad[:60])
