@@ -61,6 +61,19 @@ MISSING_EXTRA = ("running a replay needs pyspark, the optional extra 'replay': "
                  "pip install 'opskit[replay]'")
 
 
+def require_replay_extra() -> None:
+    """UnsupportedError (exit 3) naming the extra when pyspark is not installed,
+    checked before a replay starts any work (the import itself waits for the job)."""
+    import importlib.util
+
+    try:
+        found = importlib.util.find_spec("pyspark") is not None
+    except (ImportError, ValueError):
+        found = False
+    if not found:
+        raise UnsupportedError(MISSING_EXTRA)
+
+
 def pyspark_version() -> str:
     try:
         import pyspark

@@ -48,6 +48,7 @@ from opskit.adapters.spark_submit import (
     build_command,
     ensure_spark_jars,
     parse_conf,
+    require_replay_extra,
     run_spark_submit,
 )
 from opskit.cli import exits
@@ -284,6 +285,8 @@ def replay(
         raise UsageError("--result needs --manifest")
     # a bad --result file is reported before anything else is printed or changed
     given_result = _load_result(result_file) if result_file is not None else None
+    if execute and given_result is None:
+        require_replay_extra()  # before anything is planned, saved or connected
     err = stderr()
     base = output_dir or default_replay_dir()
     conn = resolve_connection(bootstrap_server, context)

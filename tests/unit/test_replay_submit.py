@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -92,3 +93,19 @@ def test_remote_driver_and_own_java_options_get_no_archive(tmp_path, monkeypatch
     own = ss.build_command(jars, ss.SubmitOptions(
         master="local[2]", conf=(("spark.driver.extraJavaOptions", "-Xss4m"),)), [])
     assert _java_options(own, "driver") == ["-Xss4m"]
+
+
+def test_missing_pyspark_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without the 'replay' extra, --execute fails at once with one line naming it
+    (exit 3), before connecting to Kafka; a dry run does not need pyspark."""
+    from opskit.cli import exits
+    from tests.helpers import run_cli
+
+    monkeypatch.setitem(sys.modules, "pyspark", None)  # import pyspark -> ImportError
+    r = run_cli("replay", "-g", "g", "-t", "t", "-b", "127.0.0.1:1", "--timeout", "1",
+                "--execute", "--yes")
+    assert r.code == exits.UNKNOWN
+    assert r.err == ("opskit: error: running a replay needs pyspark, the optional extra "
+                     "'replay': pip install 'opskit[replay]'\n")
+    r = run_cli("replay", "-g", "g", "-t", "t", "-b", "127.0.0.1:1", "--timeout", "1")
+    assert r.code == exits.UNKNOWN and "cannot reach Kafka" in r.err  # got past the check
