@@ -11,6 +11,7 @@ import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -209,3 +210,17 @@ def apiserver() -> Iterator[object]:
         yield srv
     finally:
         srv.stop()
+
+
+@pytest.fixture(scope="session")
+def spark_standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """A Spark standalone cluster (master + 2 workers of 1 core and 1 GB) started
+    from the installed PySpark on loopback; stopped (no JVM left) at the end."""
+    from tests.spark_cluster import start_standalone
+
+    cluster = start_standalone(workers=2, cores=1, memory="1g",
+                               base=tmp_path_factory.mktemp("spark-standalone"))
+    try:
+        yield cluster
+    finally:
+        cluster.stop()

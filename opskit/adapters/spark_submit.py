@@ -210,6 +210,39 @@ class SubmitOptions:
     conf: tuple[tuple[str, str], ...] = ()
 
 
+#: Spark's own message when ``spark-submit`` refuses a Python application in cluster
+#: deploy mode on a standalone master (``SparkSubmit``; checked by a test)
+STANDALONE_PYTHON_CLUSTER_REFUSAL = ("Cluster deploy mode is currently not supported for "
+                                     "python applications on standalone clusters")
+
+
+def deploy_mode_of(opts: SubmitOptions) -> str:
+    """``client`` or ``cluster``, as spark-submit will see it (flag, then --conf)."""
+    return opts.deploy_mode or dict(opts.conf).get("spark.submit.deployMode") or "client"
+
+
+def check_submittable(opts: SubmitOptions) -> None:
+    """Refuse, before anything is planned, a master and deploy mode that
+    spark-submit refuses for a Python job.
+
+    A standalone master (``spark://``) in cluster deploy mode: Spark's standalone
+    cluster mode starts the driver on a worker through a JVM main class only; for
+    a ``.py`` application ``spark-submit`` stops with "Cluster deploy mode is
+    currently not supported for python applications on standalone clusters"
+    (PySpark 4.3; docs/replay.md)."""
+    if deploy_mode_of(opts) != "cluster":
+        return
+    if opts.master.startswith("spark://"):
+        raise UsageError(
+            "--deploy-mode cluster is not possible with a standalone master (spark://): "
+            "Spark does not run Python applications in cluster deploy mode on standalone "
+            "clusters; use --deploy-mode client (the driver runs here, the tasks on the "
+            "workers) or a k8s:// master")
+    if opts.master.startswith("local"):
+        raise UsageError("--deploy-mode cluster needs a cluster master (k8s://...), "
+                         f"not {opts.master!r}")
+
+
 def cds_archive(jars: SparkJars) -> Path:
     """The driver JVM's class-data-sharing archive for this PySpark version."""
     return jars_dir(jars.pyspark) / "driver-classes.jsa"

@@ -46,6 +46,7 @@ from opskit.adapters.safe_read import parse_json, read_text
 from opskit.adapters.spark_submit import (
     SubmitOptions,
     build_command,
+    check_submittable,
     ensure_spark_jars,
     parse_conf,
     require_replay_extra,
@@ -279,6 +280,7 @@ def replay(
         raise UsageError(f"--deploy-mode must be client or cluster, not {deploy_mode!r}")
     opts = SubmitOptions(master=master, deploy_mode=deploy_mode, driver_memory=driver_memory,
                          conf=parse_conf(conf or []))
+    check_submittable(opts)
     if manifest is None and not group:
         raise UsageError("give --group NAME (or --manifest FILE)")
     if result_file is not None and manifest is None:

@@ -109,3 +109,22 @@ def test_missing_pyspark_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> Non
                      "'replay': pip install 'opskit[replay]'\n")
     r = run_cli("replay", "-g", "g", "-t", "t", "-b", "127.0.0.1:1", "--timeout", "1")
     assert r.code == exits.UNKNOWN and "cannot reach Kafka" in r.err  # got past the check
+
+
+@pytest.mark.parametrize(("master", "mode", "conf", "refused"), [
+    ("spark://m:7077", "cluster", (), "standalone"),
+    ("spark://m:7077", None, (("spark.submit.deployMode", "cluster"),), "standalone"),
+    ("local[2]", "cluster", (), "cluster master"),
+    ("spark://m:7077", "client", (), None),
+    ("spark://m:7077", None, (), None),
+    ("k8s://https://k:6443", "cluster", (), None),
+])
+def test_deploy_modes_spark_submit_refuses_are_refused_first(  # type: ignore[no-untyped-def]
+        master, mode, conf, refused):
+    opts = ss.SubmitOptions(master=master, deploy_mode=mode, conf=conf)
+    if refused is None:
+        ss.check_submittable(opts)
+        return
+    with pytest.raises(UsageError, match=refused) as e:
+        ss.check_submittable(opts)
+    assert "\n" not in str(e.value)
