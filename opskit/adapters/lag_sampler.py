@@ -277,6 +277,9 @@ class _TimePrefetch:
         self._want: dict[TopicPartition, list[int]] = {}
         self._fetches = 0
         self._configs = False
+        #: the prefetch asked for configs and got no answer within the timeout (a broker
+        #: that never answers DescribeConfigs): not asked again in this collection
+        self.configs_unanswered = False
         self._inflight: InFlight | None = None
 
     def send(self, client: WireClient, committed: Mapping[TopicPartition, list[int]],
@@ -319,6 +322,7 @@ class _TimePrefetch:
             answers = self._inflight.receive(deadline)
         except (WireUnsupported, KafkaUnavailableError) as e:
             log.debug("prefetch of record times and configs failed (%s)", e)
+            self.configs_unanswered = self._configs and isinstance(e, KafkaUnavailableError)
             return
         found: offsets_wire.Found = {}
         offsets_wire.take_fetch(answers[:self._fetches], self._want, found, set(), self._hws)
@@ -373,7 +377,10 @@ def collect_timed_lag(
         records.update(reader.read(missing, report.leaders, report.brokers))
     notes: list[str] = []
     wanted = read_topics - set(cache)
-    if wanted:
+    if wanted and prefetch is not None and prefetch.configs_unanswered:
+        log.warning("topic retention configs unknown: the broker did not answer DescribeConfigs "
+                    "within %gs", admin.timeout)
+    elif wanted:
         try:
             for t, cfg in read_topic_configs(admin, wanted, list(RETENTION_KEYS)).items():
                 cache[t] = RetentionConfig.from_topic_config(cfg)

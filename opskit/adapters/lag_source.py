@@ -14,7 +14,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from opskit.adapters import cluster_wire, offsets_wire
+from opskit.adapters import capabilities as caps_mod
+from opskit.adapters import cluster_wire, group_blind, offsets_wire
 from opskit.adapters.group_wire import GroupWire
 from opskit.adapters.kafka_admin import ClusterMeta, KafkaAdmin, OffsetsResult
 from opskit.adapters.wire import Node, WireClient, WireUnsupported, usable
@@ -30,7 +31,7 @@ from opskit.core.models import (
     Severity,
     TopicPartition,
 )
-from opskit.errors import KafkaUnavailableError, NotFoundError, UsageError
+from opskit.errors import KafkaUnavailableError, NotFoundError, UnsupportedError, UsageError
 
 log = logging.getLogger(__name__)
 
@@ -49,16 +50,25 @@ class LagReport:
     brokers: dict[int, tuple[str, int]] = field(default_factory=dict, repr=False)
     #: partitions whose log end the broker's answers disagreed about: how it was settled
     log_end_checks: dict[TopicPartition, LogEndVerdict] = field(default_factory=dict)
+    #: group -> why its state and members are unknown (a broker without DescribeGroups)
+    group_notes: dict[str, str] = field(default_factory=dict)
 
     @property
     def severity(self) -> Severity:
         return worst(g.severity for g in self.groups)
 
     def to_dict(self) -> dict[str, Any]:
+        groups = [g.to_dict() for g in self.groups]
+        if self.group_notes:
+            for gd in groups:
+                note = self.group_notes.get(gd["group"])
+                gd["state_note"] = note
+                if note is not None:
+                    gd["members"] = None  # unknown, not zero
         return {
             "cluster": {"bootstrap": self.bootstrap, "cluster_id": self.cluster_id},
             "severity": self.severity.value,
-            "groups": [g.to_dict() for g in self.groups],
+            "groups": groups,
             "offset_errors": {str(tp): e for tp, e in sorted(self.offset_errors.items())},
             "log_end_checks": {str(tp): {"log_end": v.log_end, "source": v.source.value,
                                          "detail": v.detail}
@@ -111,15 +121,29 @@ def collect_lag(
         raise
     client = client or wire_client(admin, md)
     sent = False
+    notes: dict[str, str] = {}
     try:
-        descs, committed = read_groups(admin, ids, client)
-        ids = [g for g in ids if g in descs]  # a listed group the principal may not describe
+        blind = group_blind.describe_unavailable(admin)
+        if blind is None:
+            descs, committed = read_groups(admin, ids, client)
+            ids = [g for g in ids if g in descs]  # a listed group the principal may not describe
+            if explicit:
+                group_blind.rescue_empty(admin, descs, committed, ids, md, topic_list)
+        else:  # e.g. the Hanzo gateway: offsets of named partitions, state unknown
+            descs = group_blind.undescribed(ids)
+            committed = group_blind.committed_on(admin, ids,
+                                                 group_blind.named_partitions(md, topic_list))
+            notes = dict.fromkeys(ids, blind)
         if explicit:
             for gid in ids:
                 d = descs[gid]
                 if (d.state in (GroupState.DEAD, GroupState.UNKNOWN) and not d.members
                         and not committed.get(gid)):
-                    raise NotFoundError(f"consumer group {gid!r} does not exist")
+                    raise NotFoundError(
+                        f"consumer group {gid!r} does not exist" if blind is None else
+                        f"consumer group {gid!r} has no committed offset on "
+                        f"{'the topics given' if topic_list else 'any topic'} ({blind}, so a "
+                        "group that never committed cannot be told from none)")
         counts = md.partition_counts
         sent = prefetch is not None and client is not None and _send_prefetch(
             prefetch, client, md, committed, topic_list, admin.timeout)
@@ -163,7 +187,7 @@ def collect_lag(
     if topic_list is not None and explicit:
         lags = [g for g in lags if g.partitions] or lags
     return LagReport(admin.conn.bootstrap, md.cluster_id, lags, offs.errors, admin.round_trips + trips,
-                     leaders, {b.node_id: (b.host, b.port) for b in md.brokers}, checks)
+                     leaders, {b.node_id: (b.host, b.port) for b in md.brokers}, checks, notes)
 
 
 #: anomalies that may be a broker contradicting itself rather than a real log event
@@ -343,11 +367,31 @@ def read_topic_configs(admin: KafkaAdmin, topics: Iterable[str], keys: list[str]
         client = _first_try_client(admin)
         try:
             return cluster_wire.topic_configs(client, wanted, keys)
-        except (WireUnsupported, KafkaUnavailableError) as e:
+        except WireUnsupported as e:
             log.debug("DescribeConfigs at the protocol level not available (%s); using librdkafka", e)
+        except KafkaUnavailableError as e:
+            _raise_if_api_silent(admin, client, "DescribeConfigs",
+                                 f"describing configs of topic {wanted[0]}", e)
+            log.debug("DescribeConfigs at the protocol level: %s; using librdkafka", e)
         finally:
             client.close()
     return admin.topic_configs(wanted)
+
+
+def _raise_if_api_silent(admin: KafkaAdmin, client: WireClient, api: str, what: str,
+                         err: KafkaUnavailableError) -> None:
+    """After a protocol-level request got no answer: when the same broker answers a fresh
+    ApiVersions at once, it is up and ignores this API (the Hanzo gateway with
+    DescribeConfigs): say so now instead of waiting for librdkafka to time out too."""
+    node = client.nodes[client.first_node]
+    try:
+        caps_mod.api_versions(node.host, node.port, min(admin.timeout, FIRST_TRY_S), admin.conn)
+    except (OSError, ValueError):
+        return  # the broker itself is gone: librdkafka tries the other servers
+    raise UnsupportedError(
+        f"the broker at {node.host}:{node.port} answers ApiVersions but not {api}, needed for "
+        f"{what} (no usable answer within {client.timeout:g}s); treating it as unsupported "
+        "by this broker") from err
 
 
 

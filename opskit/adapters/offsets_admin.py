@@ -27,6 +27,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
     ResourceType,
 )
 
+from opskit.adapters import group_blind
 from opskit.adapters.kafka_admin import KafkaAdmin, error_text
 from opskit.adapters.lag_source import checked_log_offsets
 from opskit.adapters.safe_read import parse_json, read_text
@@ -65,10 +66,15 @@ class GroupOffsetsState:
 
     group: GroupDescription
     committed: dict[TopicPartition, int]
+    #: why the group's state and members are unknown (a broker without DescribeGroups)
+    state_note: str | None = None
 
     @property
     def exists(self) -> bool:
-        """False when the coordinator knows nothing of the group (no members, no offsets)."""
+        """False when the coordinator knows nothing of the group (no members, no offsets);
+        on a broker that cannot describe groups, when it has no committed offset."""
+        if self.state_note is not None:
+            return bool(self.committed)
         return bool(self.committed) or self.group.state is not GroupState.DEAD
 
 
@@ -105,6 +111,12 @@ class OffsetsAdmin(KafkaAdmin):
                 time.sleep(0.5)
 
     def group_state(self, group_id: str) -> GroupOffsetsState:
+        blind = group_blind.describe_unavailable(self)
+        if blind is not None:  # e.g. the Hanzo gateway: offsets of named partitions only
+            named = group_blind.named_partitions(self.metadata(), None)
+            committed = group_blind.committed_on(self, [group_id], named)[group_id]
+            return GroupOffsetsState(group_blind.undescribed([group_id])[group_id], committed,
+                                     f"{blind}: a reset cannot be checked to be safe")
         group = self.describe_groups_settled([group_id])[group_id]
         committed = self.committed_offsets([group_id])[group_id]
         return GroupOffsetsState(group, committed)

@@ -300,9 +300,10 @@ def _renderables(timed: TimedLagReport, verdicts: list[GroupJudgement] | None = 
     for g in report.groups:
         style = SEVERITY_STYLE.get(g.severity, "")
         max_s = timed.max_lag_seconds(g.group_id)
+        state_note = report.group_notes.get(g.group_id)
         head = (
-            f"[bold]{g.group_id}[/bold]  state={g.state.value}  members={g.members}  "
-            f"lag={fmt_int(g.total_lag)}"
+            f"[bold]{g.group_id}[/bold]  state={g.state.value}  "
+            f"members={'?' if state_note else g.members}  lag={fmt_int(g.total_lag)}"
         )
         if timed.time_read:
             head += f"  max-lag-time={fmt_seconds(max_s)}"
@@ -354,6 +355,8 @@ def _renderables(timed: TimedLagReport, verdicts: list[GroupJudgement] | None = 
                     p.member.client_id if p.member else "-", notes]
             t.add_row(*row)
         out.append(t)
+        if state_note:
+            out.append(Text(f"  {state_note}"))
         for tl in g.topics:
             extra = f", {tl.partitions_without_commit} without commit" if tl.partitions_without_commit else ""
             out.append(Text(f"  total {tl.topic}: lag {fmt_int(tl.lag)} over {tl.partitions} partitions{extra}"))

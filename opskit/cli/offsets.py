@@ -399,6 +399,8 @@ def run_reset(
             assert strat is not None
             request = ResetRequest(gid, strat, scope)
             state: GroupOffsetsState = admin.group_state(gid)
+            if state.state_note:
+                stderr().print(f"warning: {escape(gid)}: {escape(state.state_note)}")
             if not allow_new_group:
                 try:
                     ensure_group_exists(gid, state)

@@ -28,7 +28,14 @@ from opskit.core.health import (
     evaluate_health,
 )
 from opskit.core.lag import oldest_unconsumed_offset
-from opskit.core.models import Anomaly, GroupLag, PartitionLag, PartitionOffsets, TopicPartition
+from opskit.core.models import (
+    Anomaly,
+    GroupLag,
+    GroupState,
+    PartitionLag,
+    PartitionOffsets,
+    TopicPartition,
+)
 from opskit.core.status.evaluate import evaluate_group
 from opskit.core.status.window import OffsetSample, StatusPolicy
 from opskit.core.timing.group_partition import group_partition_time
@@ -244,7 +251,10 @@ def group_snap(g: GroupLag, inp: CycleInputs, history: History, now_ms: int,
     kinds = Counter(a.value for p in g.partitions for a in p.anomalies)
     anomalies = {a.value: kinds.get(a.value, 0) for a in Anomaly}
     return GroupSnap(
-        group_id=g.group_id, state=g.state.value, members=g.members, severity=g.severity,
+        group_id=g.group_id, state=g.state.value,
+        # a broker that cannot describe groups: members unknown (no series), not zero
+        members=None if g.state is GroupState.UNKNOWN and not g.members else g.members,
+        severity=g.severity,
         status=status, partitions=tuple(rows), topics=tuple(topics), anomalies=anomalies,
     )
 

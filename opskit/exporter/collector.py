@@ -28,6 +28,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from opskit.adapters.capabilities import missing_for
 from opskit.adapters.cluster_health import describe_quorum, kafka_python_config, list_reassignments
 from opskit.adapters.kafka_admin import ClusterMeta, KafkaAdmin
 from opskit.adapters.lag_sampler import RetentionConfig
@@ -38,7 +39,7 @@ from opskit.core.connection import ConnectionConfig
 from opskit.core.models import GroupLag, LagThresholds, PartitionOffsets, TopicPartition
 from opskit.errors import NotFoundError
 from opskit.exporter.assemble import ClusterExtras, CycleInputs, Position, lag_time_positions
-from opskit.exporter.options import ExporterOptions
+from opskit.exporter.options import ExporterOptions, literal_name
 from opskit.exporter.snapshot import BrokerSnap, PartitionSnap
 from opskit.exporter.throttles import broker_rates, topic_replica_lists
 
@@ -59,6 +60,7 @@ class KafkaSource:
         #: topic -> ((retention.ms, retention.bytes), min.insync.replicas, throttled replicas)
         self._configs: dict[str, tuple[tuple[int, int], int, dict[str, str]]] = {}
         self._cycles_since_configs = 0
+        self._warned_unlisted = False
         #: broker id -> {direction: bytes/s}; brokers whose configs could not be read are absent
         self._throttles: dict[int, dict[str, int]] = {}
         self._throttle_brokers: frozenset[int] = frozenset()
@@ -140,6 +142,8 @@ class KafkaSource:
     def _lag(self, admin: KafkaAdmin, md: ClusterMeta, topics: list[str]) -> LagReport:
         opts = self.options
         topic_arg = topics if opts.topics.active else None
+        if missing_for(admin.capabilities, "list_groups"):
+            return self._lag_unlisted(admin, md, topic_arg)
         if not opts.groups.active:
             return collect_lag(admin, None, topic_arg, self.thresholds, meta=md)
         for attempt in range(2):
@@ -152,6 +156,36 @@ class KafkaSource:
                 if attempt:  # a group vanished between listing and describing, twice
                     raise
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _lag_unlisted(self, admin: KafkaAdmin, md: ClusterMeta, topic_arg: list[str] | None
+                      ) -> LagReport:
+        """A broker without ListGroups (the Hanzo gateway): the groups named in
+        --group-allow (patterns that are plain names), each read on its own so that one
+        without commits does not hide the others; none named: no group series."""
+        ids = sorted(n for n in (literal_name(p.pattern) for p in self.options.groups.allow)
+                     if n is not None and self.options.groups.keep(n))
+        if not ids:
+            if not self._warned_unlisted:
+                log.warning("the broker cannot list consumer groups (no ListGroups): name them "
+                            "with --group-allow NAME to export their lag")
+                self._warned_unlisted = True
+            return LagReport(admin.conn.bootstrap, md.cluster_id, [])
+        try:
+            return collect_lag(admin, ids, topic_arg, self.thresholds, meta=md)
+        except NotFoundError:
+            pass
+        reports: list[LagReport] = []
+        for gid in ids:
+            try:
+                reports.append(collect_lag(admin, [gid], topic_arg, self.thresholds, meta=md))
+            except NotFoundError as e:
+                log.warning("%s", e)
+        out = LagReport(admin.conn.bootstrap, md.cluster_id,
+                        [g for r in reports for g in r.groups])
+        for r in reports:
+            out.group_notes.update(r.group_notes)
+            out.offset_errors.update(r.offset_errors)
+        return out
 
     def _offsets(self, admin: KafkaAdmin, md: ClusterMeta, topics: list[str],
                  groups: list[GroupLag]) -> dict[TopicPartition, PartitionOffsets]:

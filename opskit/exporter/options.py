@@ -24,6 +24,18 @@ def _compile(patterns: tuple[str, ...], flag: str) -> tuple[re.Pattern[str], ...
     return tuple(out)
 
 
+_OPERATORS = set("*+?[](){}|^$")
+
+
+def literal_name(pattern: str) -> str | None:
+    """The one name a pattern spells out (no regex operator but '.' and backslash
+    escapes), or None. On a broker that cannot list groups these are the groups read."""
+    name = re.sub(r"\\(.)", r"\1", pattern)
+    if not name or any(c in _OPERATORS for c in re.sub(r"\\.", "", pattern)):
+        return None
+    return name if re.fullmatch(pattern, name) else None
+
+
 @dataclass(frozen=True)
 class NameFilter:
     """A name is kept when it fully matches some allow pattern (or there are none)

@@ -70,7 +70,7 @@ class GroupTopicSnap:
 class GroupSnap:
     group_id: str
     state: str
-    members: int
+    members: int | None
     severity: Severity
     #: Burrow-style status over the window; None when status is off
     status: str | None

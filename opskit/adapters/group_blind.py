@@ -1,0 +1,78 @@
+"""Consumer groups on brokers that cannot describe them, or list all of their offsets.
+
+The Hanzo Stream gateway (docs/compat-notes.md) routes 14 Kafka APIs: no
+DescribeGroups, no ListGroups, and an OffsetFetch for "all partitions of the
+group" (topics null) returns nothing. It does answer an OffsetFetch that names
+the partitions. So on such a broker a group's lag is still known: its committed
+offsets on named partitions (the topics the user gave, else every topic in the
+metadata), the log offsets by ListOffsets. Its state and members are not known;
+the reports say so, with the reason.
+
+The same named-partition read rescues a group that a broker's whole-group
+OffsetFetch returns empty for, before opskit calls the group missing.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+
+from opskit.adapters import capabilities as caps_mod
+from opskit.adapters.kafka_admin import ClusterMeta, KafkaAdmin
+from opskit.core.models import GroupDescription, GroupState, TopicPartition
+
+log = logging.getLogger(__name__)
+
+#: Kafka's own bookkeeping topics: no consumer group reads them
+_INTERNAL = ("__consumer_offsets", "__transaction_state")
+
+
+def describe_unavailable(admin: KafkaAdmin) -> str | None:
+    """Why group state and members cannot be read from this broker (None: they can)."""
+    missing = caps_mod.missing_for(admin.capabilities, "describe_groups")
+    if not missing:
+        return None
+    where = admin.capabilities.broker or admin.conn.bootstrap
+    return (f"group state and members unknown: the broker at {where} does not support "
+            f"{' and '.join(missing)}")
+
+
+def named_partitions(md: ClusterMeta, topics: Iterable[str] | None) -> list[TopicPartition]:
+    """The partitions to name in OffsetFetch: those of ``topics``, else of every topic in
+    the metadata but Kafka's internal ones."""
+    wanted = sorted(set(topics)) if topics is not None else sorted(
+        t for t in md.topics if t not in _INTERNAL)
+    return [TopicPartition(t, p.partition) for t in wanted for p in md.topics.get(t, ())]
+
+
+def undescribed(ids: Sequence[str]) -> dict[str, GroupDescription]:
+    """Descriptions of groups whose state and members cannot be read."""
+    return {gid: GroupDescription(gid, GroupState.UNKNOWN, protocol_type="unknown") for gid in ids}
+
+
+def committed_on(admin: KafkaAdmin, ids: Sequence[str], partitions: Sequence[TopicPartition]
+                 ) -> dict[str, dict[TopicPartition, int]]:
+    """Committed offsets of the groups on the named partitions (librdkafka's OffsetFetch
+    with a partition list, which the gateway answers)."""
+    if not ids:
+        return {}
+    if not partitions:
+        return {gid: {} for gid in ids}
+    return admin.committed_offsets(ids, partitions)
+
+
+def rescue_empty(admin: KafkaAdmin, descs: Mapping[str, GroupDescription],
+                 committed: dict[str, dict[TopicPartition, int]], ids: Sequence[str],
+                 md: ClusterMeta, topics: Iterable[str] | None) -> None:
+    """Groups with no members whose whole-group OffsetFetch came back empty: ask again
+    naming the partitions (updates ``committed``). Costs a request only for such groups,
+    which on Apache Kafka are groups that do not exist."""
+    empty = [gid for gid in ids if not committed.get(gid) and not descs[gid].members]
+    if not empty:
+        return
+    found = committed_on(admin, empty, named_partitions(md, topics))
+    for gid, offs in found.items():
+        if offs:
+            log.warning("group %s: the broker returned no offsets for the whole group but %d "
+                        "for its partitions named one by one", gid, len(offs))
+            committed[gid] = offs
