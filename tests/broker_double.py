@@ -43,7 +43,7 @@ from opskit.adapters.capabilities import api_versions
 
 API_VERSIONS, OFFSET_FETCH = 18, 9
 #: every API key a client may send (for "all but ApiVersions" behaviours)
-ALL_APIS = frozenset(range(0, 80)) - {API_VERSIONS}
+ALL_APIS = frozenset(range(80)) - {API_VERSIONS}
 
 #: the Hanzo Stream gateway's 14 APIs and the highest version it advertises of each (seed 000)
 HANZO_APIS: Mapping[int, int] = {

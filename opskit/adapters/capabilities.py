@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import socket
 import struct
 import threading
 import time
@@ -44,6 +45,7 @@ from opskit.adapters import kafka_protocol as kp
 from opskit.adapters.broker_connect import (
     open_connection,
     plaintext_mismatch,
+    recv_exact,
     roundtrip,
     uses_sasl,
 )
@@ -61,6 +63,7 @@ __all__ = [
     "answers_api_versions",
     "clear_cache",
     "missing_for",
+    "not_kafka",
     "probe",
     "require",
 ]
@@ -267,6 +270,26 @@ def _probe_uncached(conn: ConnectionConfig, timeout: float) -> Capabilities:
     reason = "; ".join(reasons) or "no answer"
     log.debug("ApiVersions probe of %s failed: %s", conn.bootstrap, reason)
     return Capabilities(conn.bootstrap, reason=reason)
+
+
+def not_kafka(conn: ConnectionConfig, timeout: float) -> str | None:
+    """After a broken connection: why the first bootstrap server is not a Kafka broker
+    (it answers an HTTP request), or None. Only on the error path: an HTTP server waits
+    for a line end that no Kafka request has, so the ApiVersions probe cannot tell; a
+    Kafka broker reads ``GET `` as an oversized frame and closes the connection."""
+    for host, port in _addresses(conn.bootstrap)[:1]:
+        try:
+            with socket.create_connection((host, port), timeout=timeout) as sock:
+                sock.settimeout(timeout)
+                sock.sendall(b"GET / HTTP/1.0\r\n\r\n")
+                head = recv_exact(sock, 5, time.monotonic() + timeout)
+        except (OSError, ValueError):
+            return None
+        if head == b"HTTP/":
+            return (f"the server at {host}:{port} answers HTTP, not the Kafka protocol (an "
+                    "HTTP-only streaming server such as StreamNest is not supported: see "
+                    "docs/compat-notes.md)")
+    return None
 
 
 def api_versions(host: str, port: int, timeout: float,

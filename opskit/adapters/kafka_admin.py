@@ -195,6 +195,9 @@ class KafkaAdmin:
         name = error_name(exc)
         if isinstance(exc, TimeoutError) or name in _UNREACHABLE:
             detail = self._last_error or error_text(exc)
+            if name in ("_TRANSPORT", "_TIMED_OUT") and (
+                    why := caps_mod.not_kafka(self.conn, min(self.timeout, 1.0))):
+                return KafkaUnavailableError(why)
             if (operation is not None and (isinstance(exc, TimeoutError) or name in _NO_ANSWER)
                     and self._broker_still_answers()):
                 apis = " / ".join(n for n, _v in caps_mod.OPERATION_APIS[operation])
