@@ -31,7 +31,13 @@ from opskit.core.models import (
     Severity,
     TopicPartition,
 )
-from opskit.errors import KafkaUnavailableError, NotFoundError, UnsupportedError, UsageError
+from opskit.errors import (
+    KafkaUnavailableError,
+    NotFoundError,
+    OpskitError,
+    UnsupportedError,
+    UsageError,
+)
 
 log = logging.getLogger(__name__)
 
@@ -386,8 +392,8 @@ def _raise_if_api_silent(admin: KafkaAdmin, client: WireClient, api: str, what: 
     node = client.nodes[client.first_node]
     try:
         caps_mod.api_versions(node.host, node.port, min(admin.timeout, FIRST_TRY_S), admin.conn)
-    except (OSError, ValueError):
-        return  # the broker itself is gone: librdkafka tries the other servers
+    except (OSError, ValueError, OpskitError):
+        return  # the broker itself is gone (or refuses us): librdkafka tries and says why
     raise UnsupportedError(
         f"the broker at {node.host}:{node.port} answers ApiVersions but not {api}, needed for "
         f"{what} (no usable answer within {client.timeout:g}s); treating it as unsupported "

@@ -39,10 +39,9 @@ from typing import Any
 
 import pytest
 from broker_double import BrokerDouble, hanzo_gateway
-from confluent_kafka import Consumer, Producer
-from confluent_kafka import TopicPartition as CkTP
+from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
-from helpers import CliResult, create_topic, run_cli
+from helpers import CliResult, commit, create_topic, run_cli
 
 from opskit.cli import exits
 from opskit.sandbox import compat
@@ -184,11 +183,7 @@ def _produce(bs: str, topic: str, per_partition: dict[int, int]) -> None:
 
 
 def _commit(bs: str, group: str, offsets: dict[tuple[str, int], int]) -> None:
-    c = Consumer({"bootstrap.servers": bs, "group.id": group, "enable.auto.commit": False})
-    try:
-        c.commit(offsets=[CkTP(t, p, o) for (t, p), o in offsets.items()], asynchronous=False)
-    finally:
-        c.close()
+    commit(bs, group, offsets)  # retried while a fresh cluster's coordinator is not ready
 
 
 def _prepare(target: Target) -> Target:
