@@ -7,13 +7,13 @@ from pathlib import Path
 
 import yaml
 
+from opskit.adapters.safe_write import write_file
 from opskit.core.replay_k8s import (
     K8sReplayTarget,
     driver_pod_template,
     executor_pod_template,
     submit_conf,
 )
-from opskit.errors import InvalidInputError
 
 
 def write_pod_templates(target: K8sReplayTarget, directory: Path) -> tuple[Path, Path]:
@@ -22,13 +22,8 @@ def write_pod_templates(target: K8sReplayTarget, directory: Path) -> tuple[Path,
     for name, manifest in (("driver-pod.yaml", driver_pod_template(target)),
                            ("executor-pod.yaml", executor_pod_template(target))):
         path = directory / name
-        try:
-            directory.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(".yaml.tmp")
-            tmp.write_text(yaml.safe_dump(manifest, sort_keys=False))
-            tmp.replace(path)
-        except OSError as e:
-            raise InvalidInputError(f"cannot write the pod template {path}: {e.strerror}") from e
+        write_file(path, yaml.safe_dump(manifest, sort_keys=False), what="pod template",
+                   mode=0o644)
         out.append(path)
     return out[0], out[1]
 
