@@ -20,6 +20,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import re
 import stat
 from pathlib import Path
 from typing import Any
@@ -108,10 +109,32 @@ def parse_json(text: str, what: str) -> Any:
         raise InvalidInputError(f"{what} is not usable JSON: {_first_line(e)}") from None
 
 
+#: deepest ``[``/``{`` nesting parse_yaml reads (PyYAML's scanner is quadratic in it,
+#: and its composer recurses about three frames per level)
+MAX_YAML_FLOW_DEPTH = 200
+_FLOW = re.compile(r"[\[\]{}]")
+
+
+def _flow_depth_over(text: str, limit: int) -> bool:
+    """Whether ``[``/``{`` nest deeper than ``limit`` (quotes are not parsed: brackets
+    inside strings count too, which only makes the bound stricter)."""
+    if text.count("[") + text.count("{") <= limit:
+        return False
+    depth = 0
+    for m in _FLOW.finditer(text):
+        depth += 1 if m.group() in "[{" else -1
+        if depth > limit:
+            return True
+    return False
+
+
 def parse_yaml(text: str, what: str) -> Any:
     """``yaml.safe_load`` with one-line errors (syntax, too deep, bad values)."""
     import yaml
 
+    if _flow_depth_over(text, MAX_YAML_FLOW_DEPTH):
+        raise InvalidInputError(f"{what} nests too deeply to be read "
+                                f"(more than {MAX_YAML_FLOW_DEPTH} levels)")
     try:
         return yaml.safe_load(text)
     except yaml.YAMLError as e:

@@ -63,15 +63,20 @@ def _fail(param: click.Parameter, msg: str) -> None:
     raise click.exceptions.BadParameter(msg, param=param)
 
 
-def _check_text(param: click.Parameter, value: str) -> None:
+def _check_encoded(param: click.Parameter, value: str, limit: int, what: str) -> None:
+    """UTF-8 (argv bytes that are not arrive as surrogate escapes), no NUL, bounded."""
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:
-        _fail(param, "is not valid UTF-8 text")
+        _fail(param, f"is not {what}")
     if "\x00" in value:
         _fail(param, "contains a NUL byte")
-    if len(value) > MAX_TEXT:
-        _fail(param, f"is longer than {MAX_TEXT} characters")
+    if len(value) > limit:
+        _fail(param, f"is longer than {limit} characters")
+
+
+def _check_text(param: click.Parameter, value: str) -> None:
+    _check_encoded(param, value, MAX_TEXT, "valid UTF-8 text")
     name = param.name or ""
     if name in NAME_PARAMS:
         if not value.strip():
@@ -95,15 +100,7 @@ def _check_one(param: click.Parameter, value: Any) -> None:
     elif isinstance(value, str):
         _check_text(param, value)
     elif isinstance(value, PurePath):
-        text = str(value)
-        try:
-            text.encode("utf-8")
-        except UnicodeEncodeError:
-            _fail(param, "is not a valid UTF-8 file name")
-        if "\x00" in text:
-            _fail(param, "contains a NUL byte")
-        if len(text) > 4096:
-            _fail(param, "is longer than 4096 characters")
+        _check_encoded(param, str(value), 4096, "a valid UTF-8 file name")
 
 
 def check_value(param: click.Parameter, value: Any) -> None:

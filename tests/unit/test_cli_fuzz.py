@@ -13,7 +13,7 @@ command or option is covered without editing this file. Kinds of input:
   a directory, missing, empty; as targets to write: a character device node, a
   FIFO, a directory and a symlink to the FIFO (all inside the test's temporary
   directory: a regression could then only replace those);
-- every command once against an unreachable broker (127.0.0.1:1, short timeout).
+- every command once against an unreachable broker (127.0.0.1:1, --timeout 0.5).
 
 All cases run in one child process (``tests/cli_fuzz_runner.py``), each through
 ``opskit.cli.main.main`` as ``tests.helpers.run_cli`` does. Asserted for every
@@ -140,7 +140,7 @@ def _baseline(name: str, cmd: Any, files: Files) -> tuple[list[str], dict[str, l
         if p.name == "bootstrap_server":
             options[flag] = [UNREACHABLE]
         elif p.name == "timeout" and kind == "float":
-            options[flag] = ["1"]
+            options[flag] = ["0.5"]  # the smallest --timeout: unreachable cases end sooner
         elif p.required:
             if kind == "path":
                 options[flag] = [str(files.good_key)]
