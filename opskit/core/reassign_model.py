@@ -55,7 +55,8 @@ class Broker:
 class PartitionState:
     """One partition as the cluster has it: replicas in order (the first is the preferred
     leader), the in-sync replicas, the leader (None when offline) and its size in bytes
-    (the largest replica's, from DescribeLogDirs; 0 when unknown)."""
+    (the largest replica's, from DescribeLogDirs; 0 when unknown). ``offline``: the
+    cluster reports no leader for it."""
 
     topic: str
     partition: int
@@ -63,6 +64,7 @@ class PartitionState:
     isr: tuple[int, ...] = ()
     leader: int | None = None
     size_bytes: int = 0
+    offline: bool = False
 
     @property
     def tp(self) -> TopicPartition:

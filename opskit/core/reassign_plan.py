@@ -1,0 +1,343 @@
+"""Reassignment planning: ``plan_reassignment(topology, goal, policy, now) -> Plan``.
+
+Pure: no I/O, no clock (``now`` is a parameter), the topology and goal are never mutated.
+
+Goals (``opskit.core.reassign_model.GoalKind``):
+
+- add-brokers IDS / remove-brokers IDS / rebalance: replica counts balanced over the
+  registered brokers (minus the drained ones) with the fewest moves
+  (``opskit.core.reassign_balance``), then preferred leaders balanced by reordering.
+  add-brokers and rebalance run the same balancing (on a cluster whose old brokers are
+  balanced, every move goes onto the new brokers); add-brokers checks the new ids are
+  registered. Replicas on brokers that are not registered (a dead broker) stay and are
+  not counted, unless that broker is being drained.
+- replication-factor N: each partition of the chosen topics with fewer than N replicas
+  gains N - RF replicas on the least loaded brokers that keep the rack spread; nothing is
+  removed, the current leader stays first (so leadership does not move); partitions
+  that already have N or more are left as they are (never lowered). Internal topics
+  (``__consumer_offsets``, ``__transaction_state``) only when asked.
+- from-json: the given target for the partitions it lists.
+
+Refusals (``RefusedError``, exit 5; nothing is planned): a target broker that is not
+registered; a replication factor above the number of brokers (left); a partition that
+would have fewer replicas than its topic's ``min.insync.replicas``; a partition without a
+leader (its move could never finish); brokers of which only some have a rack (plan with
+``respect_racks=False`` to ignore racks). Unknown topics or partitions are
+``NotFoundError`` (exit 4).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import UTC, datetime
+
+from opskit.core.models import TopicPartition
+from opskit.core.reassign_balance import (
+    RackRule,
+    balance_leaders,
+    balance_replicas,
+    bytes_lower_bound,
+    repair_leaders,
+    replica_lower_bound,
+)
+from opskit.core.reassign_model import (
+    INTERNAL_TOPICS,
+    Assignment,
+    Estimates,
+    Goal,
+    GoalKind,
+    PartitionBase,
+    PartitionState,
+    Plan,
+    Policy,
+    Topology,
+)
+from opskit.errors import InvalidInputError, NotFoundError, RefusedError
+
+
+def plan_reassignment(topology: Topology, goal: Goal, policy: Policy, now: datetime) -> Plan:
+    """The plan reaching ``goal`` from ``topology`` (see the module docstring)."""
+    registered = set(topology.broker_ids)
+    if not registered:
+        raise RefusedError("the cluster has no registered brokers")
+    parts = topology.partitions
+    reps = [list(p.replicas) for p in parts]
+    if goal.kind is GoalKind.FROM_JSON:
+        wanted = _apply_target(topology, goal.target, reps)
+        lower: tuple[int, int] | None = None
+    elif goal.kind is GoalKind.REPLICATION_FACTOR:
+        wanted = _raise_rf(topology, goal, policy, reps)
+        lower = None
+    else:
+        drained = _drained(topology, goal)
+        stay = sorted(registered - set(drained))
+        if not stay:
+            raise RefusedError("no broker would be left to hold the replicas")
+        top_rf = max((len(p.replicas) for p in parts), default=0)
+        if top_rf > len(stay):
+            worst = next(p for p in parts if len(p.replicas) == top_rf)
+            raise RefusedError(f"{worst.topic} has replication factor {top_rf}, above the "
+                               f"{len(stay)} brokers that would be left")
+        racks = _rack_rule(topology, stay, policy)
+        lower = _balance(topology, reps, stay, drained, racks)
+        if policy.balance_leaders:
+            balance_leaders(reps, stay)
+            repair_leaders([p.replicas for p in parts], reps, stay, racks)
+        wanted = list(range(len(parts)))
+    moved = [i for i in wanted if reps[i] != list(parts[i].replicas)]
+    moves = [(parts[i], reps[i]) for i in moved]
+    _check_moves(topology, moves, registered)
+    dirs = {a.tp: a.log_dirs for a in goal.target}
+    return _plan(topology, goal, policy, now, moves, dirs, lower)
+
+
+# --------------------------------------------------------------------------- goals
+
+
+def _drained(topology: Topology, goal: Goal) -> list[int]:
+    registered = set(topology.broker_ids)
+    if goal.kind is GoalKind.ADD_BROKERS:
+        missing = [b for b in goal.brokers if b not in registered]
+        if missing:
+            raise RefusedError(f"broker {missing[0]} is not registered (start it before "
+                               f"planning to add it)")
+        return []
+    if goal.kind is GoalKind.REMOVE_BROKERS:
+        holding = {b for p in topology.partitions for b in p.replicas}
+        unknown = [b for b in goal.brokers if b not in registered and b not in holding]
+        if unknown:
+            raise RefusedError(f"broker {unknown[0]} is not registered and holds no replicas")
+        return sorted(goal.brokers)
+    return []
+
+
+def _raise_rf(topology: Topology, goal: Goal, policy: Policy, reps: list[list[int]]) -> list[int]:
+    n = goal.replication_factor
+    if n is None or n < 1:
+        raise InvalidInputError("the replication factor must be 1 or more")
+    stay = sorted(topology.broker_ids)
+    if n > len(stay):
+        raise RefusedError(f"replication factor {n} is above the {len(stay)} registered brokers")
+    names = {p.topic for p in topology.partitions}
+    if goal.topics is None:
+        chosen = {t for t in names if t not in INTERNAL_TOPICS}
+    else:
+        unknown = sorted(set(goal.topics) - names)
+        if unknown:
+            raise NotFoundError(f"topic {unknown[0]!r} does not exist")
+        chosen = set(goal.topics)
+    if goal.include_internal:
+        chosen |= {t for t in INTERNAL_TOPICS if t in names}
+    racks = _rack_rule(topology, stay, policy)
+    counts = {b: 0 for b in stay}
+    for rs in reps:
+        for b in rs:
+            if b in counts:
+                counts[b] += 1
+    added: dict[int, set[int]] = defaultdict(set)
+    wanted: list[int] = []
+    for i, p in enumerate(topology.partitions):
+        if p.topic not in chosen or len(p.replicas) >= n:
+            continue
+        wanted.append(i)
+        rs = reps[i]
+        leader = p.leader if p.leader in rs else rs[0]
+        rs.remove(leader)
+        rs.insert(0, leader)
+        for _ in range(n - len(p.replicas)):
+            options = [b for b in stay if b not in rs and racks.allows_move(rs, None, b)]
+            if not options:
+                raise RefusedError(f"{p.topic}:{p.partition} cannot get {n} replicas on "
+                                   f"distinct brokers keeping its racks spread")
+            b = min(options, key=lambda b: (counts[b], b))
+            rs.append(b)
+            counts[b] += 1
+            added[b].add(i)
+    _even_out_added(reps, counts, added, racks)
+    return wanted
+
+
+def _even_out_added(reps: list[list[int]], counts: dict[int, int], added: dict[int, set[int]],
+                    racks: RackRule) -> None:
+    """Move added replicas from the fullest broker to the emptiest while that narrows
+    the spread (greedy placement can leave it at 2 when partitions overlap)."""
+    while True:
+        order = sorted(counts, key=lambda b: (counts[b], b))
+        changed = False
+        for a in reversed(order):
+            for b in order:
+                if counts[a] - counts[b] < 2:
+                    break
+                i = next((i for i in sorted(added[a]) if b not in reps[i]
+                          and racks.allows_move(reps[i], a, b)), None)
+                if i is not None:
+                    rs = reps[i]
+                    rs[rs.index(a)] = b
+                    added[a].discard(i)
+                    added[b].add(i)
+                    counts[a] -= 1
+                    counts[b] += 1
+                    changed = True
+                    break
+            if changed:
+                break
+        if not changed:
+            return
+
+
+def _apply_target(topology: Topology, target: Sequence[Assignment], reps: list[list[int]]) -> list[int]:
+    index = {p.tp: i for i, p in enumerate(topology.partitions)}
+    topics = {p.topic for p in topology.partitions}
+    wanted: list[int] = []
+    for a in target:
+        i = index.get(a.tp)
+        if i is None:
+            if a.topic not in topics:
+                raise NotFoundError(f"topic {a.topic!r} does not exist")
+            raise NotFoundError(f"partition {a.topic}:{a.partition} does not exist")
+        reps[i] = list(a.replicas)
+        wanted.append(i)
+    return wanted
+
+
+def _rack_rule(topology: Topology, brokers: Iterable[int], policy: Policy) -> RackRule:
+    if not policy.respect_racks:
+        return RackRule({})
+    racks = topology.racks()
+    ids = sorted(brokers)
+    with_rack = [b for b in ids if racks.get(b)]
+    if not with_rack:
+        return RackRule({})
+    if len(with_rack) != len(ids):
+        without = [b for b in ids if not racks.get(b)]
+        raise RefusedError(f"brokers {','.join(map(str, without))} have no rack while others "
+                           f"do: give every broker a rack, or plan ignoring racks")
+    return RackRule({b: r for b, r in racks.items() if r and b in ids})
+
+
+# --------------------------------------------------------------------------- checks, bounds
+
+
+def _check_moves(topology: Topology, moves: Sequence[tuple[PartitionState, list[int]]],
+                 registered: set[int]) -> None:
+    for p, rs in moves:
+        new = [b for b in rs if b not in p.replicas]
+        if any(b not in registered for b in new):
+            bad = next(b for b in new if b not in registered)
+            raise RefusedError(f"broker {bad} is not registered ({p.topic}:{p.partition} "
+                               f"would move to it)")
+        need = topology.min_isr(p.topic)
+        if len(rs) < need:
+            raise RefusedError(f"{p.topic}:{p.partition} would have {len(rs)} replicas, under "
+                               f"its min.insync.replicas={need}")
+        if p.offline:
+            raise RefusedError(f"{p.topic}:{p.partition} has no leader: a move could never finish")
+
+
+def _balance(topology: Topology, reps: list[list[int]], stay: list[int], drained: list[int],
+             racks: RackRule) -> tuple[int, int]:
+    """Balance replica counts (in ``reps``); returns the lower bounds (replicas, bytes).
+
+    Without racks: over all staying brokers. With racks: within each rack (every replica
+    stays in its rack, so every partition keeps its rack spread, and the bound is the sum
+    of the racks' bounds); a drained broker whose rack keeps no broker ("orphan") first
+    sends its replicas to the least loaded brokers that keep the spread (so does a
+    drained replica whose rack-mates all hold that partition already); those count as
+    moved replicas in the bound, which is then a bound for the rack totals this plan
+    chose, not for every plan."""
+    sizes = [p.size_bytes for p in topology.partitions]
+    if not racks.active:
+        lower = _lower_bounds(reps, sizes, stay, drained)
+        balance_replicas(reps, sizes, stay, drained, racks)
+        return lower
+    rack_of = topology.racks()
+    members: dict[str, list[int]] = defaultdict(list)
+    for b in stay:
+        members[racks.rack_of[b]].append(b)
+    gone = set(drained)
+    # replicas no broker of their own rack can take: their rack is drained (or the broker
+    # has no rack) or every broker left in it holds the partition already
+    stranded = {i for i, rs in enumerate(reps) for d in rs if d in gone
+                and all(b in rs for b in members.get(rack_of.get(d) or "", []))}
+    moved_off = [sizes[i] for i in stranded for d in reps[i] if d in gone]
+    lower = (len(moved_off), sum(moved_off))
+    if stranded:
+        balance_replicas(reps, sizes, stay, drained, racks, shed_surplus=False, only=stranded)
+    for rack, group in sorted(members.items()):
+        leaving = [d for d in drained if rack_of.get(d) == rack]
+        replicas, size = _lower_bounds(reps, sizes, group, leaving)
+        lower = (lower[0] + replicas, lower[1] + size)
+        balance_replicas(reps, sizes, group, leaving, RackRule({}))
+    left = next(((i, d) for i, rs in enumerate(reps) for d in rs if d in gone), None)
+    if left is not None:
+        p = topology.partitions[left[0]]
+        raise RefusedError(f"{p.topic}:{p.partition} cannot leave broker {left[1]} keeping its "
+                           f"replicas spread over racks")
+    return lower
+
+
+def _lower_bounds(reps: Sequence[Sequence[int]], sizes: Sequence[int], stay: Sequence[int],
+                  drained: Sequence[int]) -> tuple[int, int]:
+    staying = set(stay)
+    gone = set(drained)
+    holdings: dict[int, list[int]] = {b: [] for b in stay}
+    leaving: dict[int, list[int]] = {b: [] for b in drained}
+    for rs, size in zip(reps, sizes, strict=True):
+        for b in rs:
+            if b in staying:
+                holdings[b].append(size)
+            elif b in gone:
+                leaving[b].append(size)
+    total = sum(len(s) for s in holdings.values()) + sum(len(s) for s in leaving.values())
+    replicas = replica_lower_bound({b: len(s) for b, s in holdings.items()},
+                                   {b: len(s) for b, s in leaving.items()})
+    return replicas, bytes_lower_bound(holdings, leaving, total)
+
+
+# --------------------------------------------------------------------------- the plan
+
+
+def _plan(topology: Topology, goal: Goal, policy: Policy, now: datetime,
+          moves: Sequence[tuple[PartitionState, list[int]]],
+          log_dirs: Mapping[TopicPartition, tuple[str, ...] | None],
+          lower: tuple[int, int] | None) -> Plan:
+    bytes_in: dict[int, int] = defaultdict(int)
+    bytes_out: dict[int, int] = defaultdict(int)
+    replicas_moved = bytes_moved = leaders = 0
+    for p, rs in moves:
+        new = [b for b in rs if b not in p.replicas]
+        replicas_moved += len(new)
+        bytes_moved += len(new) * p.size_bytes
+        if rs[0] != p.replicas[0]:
+            leaders += 1
+        source = p.leader if p.leader is not None else p.replicas[0]
+        for b in new:
+            bytes_in[b] += p.size_bytes
+            bytes_out[source] += p.size_bytes
+    rate = policy.throttle_bytes_per_s
+    duration: float | None = None
+    if rate is not None:
+        busiest = max([0, *bytes_in.values(), *bytes_out.values()])
+        duration = busiest / rate
+    replicas_lb, bytes_lb = lower if lower is not None else (replicas_moved, bytes_moved)
+    estimates = Estimates(replicas_moved, replicas_lb, bytes_moved, bytes_lb, leaders,
+                          dict(bytes_in), dict(bytes_out), rate, duration)
+    return Plan(
+        partitions=tuple(Assignment(p.topic, p.partition, tuple(rs), log_dirs.get(p.tp))
+                         for p, rs in moves),
+        base=tuple(PartitionBase(p.topic, p.partition, p.replicas, p.size_bytes) for p, _ in moves),
+        goal=goal,
+        created=now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        estimates=estimates,
+        brokers=tuple(sorted(topology.broker_ids)),
+    )
+
+
+def replica_counts(assignment: Iterable[tuple[TopicPartition, Sequence[int]]]) -> dict[int, int]:
+    """Replicas per broker of an assignment (for reports and tests)."""
+    out: dict[int, int] = defaultdict(int)
+    for _, rs in assignment:
+        for b in rs:
+            out[b] += 1
+    return dict(out)

@@ -1,0 +1,268 @@
+"""Property tests of the reassignment planner on generated topologies (1-12 brokers,
+racks optional, up to 10,000 partitions, RF 1-3): minimal movement, balance, racks,
+idempotence, inputs untouched."""
+
+from __future__ import annotations
+
+import copy
+import math
+import random
+from collections import Counter
+from datetime import UTC, datetime
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from opskit.core.reassign_model import (
+    Broker,
+    Goal,
+    GoalKind,
+    PartitionState,
+    Plan,
+    Policy,
+    Topology,
+)
+from opskit.core.reassign_plan import plan_reassignment
+
+NOW = datetime(2026, 11, 24, 8, 0, tzinfo=UTC)
+FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def _place(rnd: random.Random, brokers: list[int], rf: int, rack_of: dict[int, str]) -> list[int]:
+    """rf distinct brokers; with racks, spread as Kafka's rack-aware assignment does."""
+    if not rack_of:
+        return rnd.sample(brokers, rf)
+    out = [rnd.choice(brokers)]
+    while len(out) < rf:
+        per_rack = Counter(rack_of[b] for b in out)
+        free = [b for b in brokers if b not in out]
+        least = min(per_rack.get(rack_of[b], 0) for b in free)
+        out.append(rnd.choice([b for b in free if per_rack.get(rack_of[b], 0) == least]))
+    return out
+
+
+@st.composite
+def clusters(draw: st.DrawFn, min_brokers: int = 1, max_brokers: int = 12, spare: int = 0,
+             min_rf: int = 1) -> tuple[Topology, int, str]:
+    """A topology on brokers 0..n-1 (plus ``spare`` more ids the caller may register
+    later), and its number of racks (0 = none)."""
+    n = draw(st.integers(min_brokers, max_brokers - spare))
+    racks = draw(st.sampled_from([0, 0, 2, 3]))
+    racks = racks if racks <= n + spare else 0
+    rack_of = {b: f"rack-{b % racks}" for b in range(n + spare)} if racks else {}
+    rnd = draw(st.randoms(use_true_random=False))
+    shape = draw(st.sampled_from(["round-robin", "random"]))
+    big = draw(st.integers(0, 9)) == 0
+    topics = draw(st.lists(st.tuples(st.integers(1, 10_000 if big else 60),
+                                     st.integers(min_rf, max(min_rf, min(3, n)))),
+                           min_size=1, max_size=1 if big else 6))
+    ids = list(range(n))
+    parts: list[PartitionState] = []
+    for t, (count, rf) in enumerate(topics):
+        start = rnd.randrange(n)
+        for p in range(count):
+            if shape == "round-robin" and not racks:
+                reps = [ids[(start + p + j) % n] for j in range(rf)]
+            else:
+                reps = _place(rnd, ids, rf, {b: rack_of[b] for b in ids} if racks else {})
+            parts.append(PartitionState(f"topic-{t}", p, tuple(reps), tuple(reps), reps[0],
+                                        rnd.randrange(0, 10_000)))
+    brokers = tuple(Broker(b, rack_of.get(b)) for b in range(n))
+    return Topology(brokers, tuple(parts)), racks, shape
+
+
+def _apply(topology: Topology, plan: Plan) -> Topology:
+    target = {a.tp: a.replicas for a in plan.partitions}
+    parts = tuple(PartitionState(p.topic, p.partition, target.get(p.tp, p.replicas),
+                                 target.get(p.tp, p.replicas), target.get(p.tp, p.replicas)[0],
+                                 p.size_bytes) for p in topology.partitions)
+    return Topology(topology.brokers, parts, topology.min_insync)
+
+
+def _counts(topology: Topology, brokers: list[int], leaders: bool = False) -> Counter[int]:
+    c: Counter[int] = Counter(dict.fromkeys(brokers, 0))
+    for p in topology.partitions:
+        for b in p.replicas[:1] if leaders else p.replicas:
+            if b in c:
+                c[b] += 1
+    return c
+
+
+def _spread(c: Counter[int]) -> int:
+    return max(c.values()) - min(c.values())
+
+
+def _lower_bound(topology: Topology, stay: list[int], drained: list[int]) -> int:
+    """max(excess over ceil, deficit under floor), drained brokers emptied: written out
+    here again, independently of the planner. With racks: the sum of each rack's."""
+    rack_of = {b.id: b.rack for b in topology.brokers}
+    if any(rack_of.values()):
+        return sum(_lower_bound(Topology((), topology.partitions), [b for b in stay if rack_of[b] == r],
+                                [b for b in drained if rack_of[b] == r])
+                   for r in sorted({rack_of[b] for b in stay}, key=str))
+    per = _counts(topology, stay + drained)
+    total = sum(per.values())
+    hi, lo = math.ceil(total / len(stay)), total // len(stay)
+    excess = sum(per[b] for b in drained) + sum(max(0, per[b] - hi) for b in stay)
+    deficit = sum(max(0, lo - per[b]) for b in stay)
+    return max(excess, deficit)
+
+
+def _check_leaders(after: Topology, stay: list[int], strict: bool) -> None:
+    """After the preferred election leaders differ by at most 1 per broker (``strict``:
+    no racks, one replication factor). With mixed replication factors the replicas can
+    force more on a broker (one holding single-replica partitions leads them all), and
+    with racks a rack's brokers keep the rack's replicas: then no leadership can pass from
+    a broker to one with two fewer, directly or through others."""
+    leads = _counts(after, stay, leaders=True)
+    if strict and len({len(p.replicas) for p in after.partitions}) == 1:
+        assert _spread(leads) <= 1, leads
+        return
+    edges = {b: set() for b in stay}
+    for p in after.partitions:
+        edges[p.replicas[0]].update(b for b in p.replicas[1:] if b in edges)
+    for source in stay:
+        seen, todo = {source}, [source]
+        while todo:
+            for v in edges[todo.pop()]:
+                if v not in seen:
+                    seen.add(v)
+                    todo.append(v)
+        assert all(leads[v] > leads[source] - 2 for v in seen), (source, leads)
+
+
+def _stranded(topology: Topology, stay: list[int], drained: list[int]) -> bool:
+    rack_of = {b.id: b.rack for b in topology.brokers}
+    if not any(rack_of.values()):
+        return False
+    return any(all(b in p.replicas for b in stay if rack_of[b] == rack_of[d])
+               for p in topology.partitions for d in p.replicas if d in drained)
+
+
+def _rack_groups(topology: Topology, stay: list[int]) -> list[list[int]]:
+    """The brokers whose replica counts are balanced together: all, or each rack's."""
+    rack_of = {b.id: b.rack for b in topology.brokers}
+    racks = sorted({rack_of[b] for b in stay}, key=str)
+    return [[b for b in stay if rack_of[b] == r] for r in racks]
+
+
+def _moved(before: Topology, after: Topology) -> int:
+    old = {p.tp: set(p.replicas) for p in before.partitions}
+    return sum(len(set(p.replicas) - old[p.tp]) for p in after.partitions)
+
+
+def _check_racks(before: Topology, after: Topology, stay: list[int] | None = None) -> None:
+    rack_of = {b.id: b.rack for b in after.brokers}
+    racks = len({rack_of[b] for b in (stay if stay is not None else rack_of) if rack_of[b]})
+    if not racks:
+        return
+    old = {p.tp: p.replicas for p in before.partitions}
+    for p in after.partitions:
+        limit = math.ceil(len(p.replicas) / racks)
+        now = Counter(rack_of[b] for b in p.replicas)
+        was = Counter(rack_of.get(b) for b in old[p.tp])
+        for rack, k in now.items():
+            assert k <= max(limit, was[rack]), (p, now)
+
+
+def _check_shape(before: Topology, after: Topology) -> None:
+    old = {p.tp: p.replicas for p in before.partitions}
+    for p in after.partitions:
+        assert len(set(p.replicas)) == len(p.replicas), p
+        assert len(p.replicas) >= len(old[p.tp])
+
+
+def _balanced_result(before: Topology, goal: Goal, stay: list[int], drained: list[int],
+                     racks: int, exact: bool = True) -> None:
+    frozen = copy.deepcopy(before)
+    plan = plan_reassignment(before, goal, Policy(), NOW)
+    assert before == frozen  # inputs never mutated
+    after = _apply(before, plan)
+    _check_shape(before, after)
+    _check_racks(before, after, stay)
+    moved = _moved(before, after)
+    assert plan.estimates.replicas_moved == moved
+    assert all(b not in drained for p in after.partitions for b in p.replicas)
+    if not _stranded(before, stay, drained):
+        # (a drained replica that no broker of its rack can take goes to another rack;
+        # the bound is then the plan's own)
+        assert plan.estimates.replicas_lower_bound == _lower_bound(before, stay, drained)
+        if exact:
+            assert moved == plan.estimates.replicas_lower_bound
+        else:
+            assert moved >= plan.estimates.replicas_lower_bound
+        for group in _rack_groups(before, stay):
+            assert _spread(_counts(after, group)) <= 1
+    _check_leaders(after, stay, strict=not racks)
+    assert plan.estimates.bytes_moved >= plan.estimates.bytes_lower_bound
+    # planning again moves nothing
+    again = plan_reassignment(after, goal, Policy(), NOW)
+    assert again.is_empty, again.partitions[:3]
+
+
+@FAST
+@given(clusters(max_brokers=12, spare=3), st.integers(1, 3))
+def test_add_brokers_moves_the_lower_bound_and_balances(cluster: tuple[Topology, int, str], k: int) -> None:
+    base, racks, shape = cluster
+    n = len(base.brokers)
+    new = list(range(n, n + k))
+    rack_of = {b: f"rack-{b % racks}" for b in new} if racks else {}
+    grown = Topology(base.brokers + tuple(Broker(b, rack_of.get(b)) for b in new), base.partitions)
+    _balanced_result(grown, Goal(GoalKind.ADD_BROKERS, brokers=tuple(new)),
+                     list(range(n + k)), [], racks)
+
+
+@FAST
+@given(clusters(min_brokers=2), st.data())
+def test_remove_brokers_drains_with_the_lower_bound(cluster: tuple[Topology, int, str], data: st.DataObject) -> None:
+    base, racks, shape = cluster
+    n = len(base.brokers)
+    top_rf = max(len(p.replicas) for p in base.partitions)
+    k = data.draw(st.integers(1, max(1, n - top_rf)))
+    if n - k < top_rf:
+        return
+    drained = sorted(data.draw(st.lists(st.integers(0, n - 1), min_size=k, max_size=k, unique=True)))
+    stay = [b for b in range(n) if b not in drained]
+    # Exact on Kafka's own layout (round-robin, no racks). On arbitrary layouts a drained
+    # replica can have only over-full brokers to go to (all others hold its partition), and
+    # every plan then needs a chain move more than the bound counts.
+    _balanced_result(base, Goal(GoalKind.REMOVE_BROKERS, brokers=tuple(drained)), stay, drained,
+                     racks, exact=shape == "round-robin" and not racks)
+
+
+@FAST
+@given(clusters())
+def test_rebalance(cluster: tuple[Topology, int, str]) -> None:
+    base, racks, shape = cluster
+    _balanced_result(base, Goal(GoalKind.REBALANCE), list(range(len(base.brokers))), [], racks)
+
+
+@FAST
+@given(clusters(min_brokers=1, max_brokers=12), st.data())
+def test_replication_factor_raise_adds_exactly_and_keeps_leaders(
+        cluster: tuple[Topology, int, str], data: st.DataObject) -> None:
+    base, racks, shape = cluster
+    n = len(base.brokers)
+    target = data.draw(st.integers(1, min(3, n)))
+    frozen = copy.deepcopy(base)
+    plan = plan_reassignment(base, Goal(GoalKind.REPLICATION_FACTOR, replication_factor=target),
+                             Policy(), NOW)
+    assert base == frozen
+    after = _apply(base, plan)
+    _check_shape(base, after)
+    _check_racks(base, after)
+    old = {p.tp: p for p in base.partitions}
+    need = sum(max(0, target - len(p.replicas)) for p in base.partitions)
+    assert plan.estimates.replicas_moved == need == plan.estimates.replicas_lower_bound
+    assert _moved(base, after) == need
+    for p in after.partitions:
+        was = old[p.tp]
+        assert set(was.replicas) <= set(p.replicas)  # nothing removed
+        assert p.replicas[0] == was.replicas[0]  # the current leader stays first
+        assert len(p.replicas) == max(target, len(was.replicas))
+    assert plan_reassignment(after, Goal(GoalKind.REPLICATION_FACTOR, replication_factor=target),
+                             Policy(), NOW).is_empty
+    if not racks and _spread(_counts(base, list(range(n)))) <= 1 and \
+            all(len(p.replicas) == len(base.partitions[0].replicas) for p in base.partitions):
+        # from a balanced cluster of one RF, the added replicas keep it balanced
+        assert _spread(_counts(after, list(range(n)))) <= 1
