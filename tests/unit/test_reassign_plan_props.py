@@ -203,7 +203,7 @@ def _balanced_result(before: Topology, goal: Goal, stay: list[int], drained: lis
 @FAST
 @given(clusters(max_brokers=12, spare=3), st.integers(1, 3))
 def test_add_brokers_moves_the_lower_bound_and_balances(cluster: tuple[Topology, int, str], k: int) -> None:
-    base, racks, shape = cluster
+    base, racks, _shape = cluster
     n = len(base.brokers)
     new = list(range(n, n + k))
     rack_of = {b: f"rack-{b % racks}" for b in new} if racks else {}
@@ -233,7 +233,7 @@ def test_remove_brokers_drains_with_the_lower_bound(cluster: tuple[Topology, int
 @FAST
 @given(clusters())
 def test_rebalance(cluster: tuple[Topology, int, str]) -> None:
-    base, racks, shape = cluster
+    base, racks, _shape = cluster
     _balanced_result(base, Goal(GoalKind.REBALANCE), list(range(len(base.brokers))), [], racks)
 
 
@@ -241,7 +241,7 @@ def test_rebalance(cluster: tuple[Topology, int, str]) -> None:
 @given(clusters(min_brokers=1, max_brokers=12), st.data())
 def test_replication_factor_raise_adds_exactly_and_keeps_leaders(
         cluster: tuple[Topology, int, str], data: st.DataObject) -> None:
-    base, racks, shape = cluster
+    base, racks, _shape = cluster
     n = len(base.brokers)
     target = data.draw(st.integers(1, min(3, n)))
     frozen = copy.deepcopy(base)
