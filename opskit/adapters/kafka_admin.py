@@ -261,6 +261,11 @@ class KafkaAdmin:
         ))
         return ClusterMeta(md.cluster_id, md.controller_id, brokers, topics, tuple(sorted(denied)))
 
+    def broker_racks(self) -> dict[int, str | None]:
+        """broker id -> rack (None for a broker without one), from DescribeCluster."""
+        res = self._result(self._admin.describe_cluster(**self._kw()), "describing the cluster")
+        return {int(n.id): (n.rack or None) for n in res.nodes}
+
     # ----- groups -----
     def list_groups(self) -> dict[str, GroupState]:
         self.require("list_groups", "listing consumer groups")

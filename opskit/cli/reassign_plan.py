@@ -1,9 +1,206 @@
-"""``opskit reassign plan``: not built yet (see opskit.cli.reassign)."""
+"""``opskit reassign plan``: a minimal-movement reassignment plan (see opskit.cli.reassign).
+
+Exactly one goal: ``--add-brokers IDS``, ``--remove-brokers IDS``, ``--replication-factor N``
+(with ``--topic T``... or ``--all-topics``, ``--include-internal``), ``--rebalance`` or
+``--from-json FILE``. Reads the cluster (:mod:`opskit.adapters.topology`), plans
+(:func:`opskit.core.reassign_plan.plan_reassignment`), shows the plan (``-o table``: per
+broker before/after and the moves; ``-o json``: the plan file itself) and writes it with
+``--write-plan FILE``. Changes nothing in the cluster.
+"""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+from typing import Annotated
+
 import typer
+from rich.console import Console
+from rich.table import Table
+
+from opskit.adapters.safe_read import read_text
+from opskit.adapters.safe_write import check_writable_target, write_file
+from opskit.adapters.topology import read_topology
+from opskit.cli.common import (
+    BootstrapOpt,
+    ContextOpt,
+    Output,
+    OutputOpt,
+    TimeoutOpt,
+    connect,
+    emit,
+    stderr,
+)
+from opskit.cli.reassign_exec import _fmt_bytes, _fmt_s
+from opskit.core.reassign_exec_plan import parse_rate
+from opskit.core.reassign_model import (
+    Goal,
+    GoalKind,
+    Plan,
+    Policy,
+    Topology,
+    assignments_from_json,
+)
+from opskit.core.reassign_plan import plan_reassignment
+from opskit.errors import UsageError
+
+#: moves listed in the table (all of them are in -o json and the plan file)
+_TABLE_MOVES = 30
 
 
 def register(app: typer.Typer) -> None:
     """Add ``plan`` to the ``reassign`` command group."""
+    app.command("plan")(plan)
+
+
+def plan(
+    add_brokers: Annotated[str | None, typer.Option(
+        "--add-brokers", help="balance onto these new (registered) brokers: 3,4,5",
+        show_default=False)] = None,
+    remove_brokers: Annotated[str | None, typer.Option(
+        "--remove-brokers", help="drain these brokers: 2 or 2,5", show_default=False)] = None,
+    replication_factor: Annotated[int | None, typer.Option(
+        "--replication-factor", min=1, help="raise the replication factor to N (never lowers; "
+        "the leader stays first)", show_default=False)] = None,
+    topic: Annotated[list[str] | None, typer.Option(
+        "--topic", "-t", help="with --replication-factor: a topic (repeatable)",
+        show_default=False)] = None,
+    all_topics: Annotated[bool, typer.Option(
+        "--all-topics", help="with --replication-factor: every topic but the internal ones")] = False,
+    include_internal: Annotated[bool, typer.Option(
+        "--include-internal", help="with --replication-factor: __consumer_offsets and "
+        "__transaction_state too")] = False,
+    rebalance: Annotated[bool, typer.Option(
+        "--rebalance", help="balance replica and leader counts over all brokers")] = False,
+    from_json: Annotated[str | None, typer.Option(
+        "--from-json", help="a target in kafka-reassign-partitions' JSON", show_default=False)] = None,
+    throttle: Annotated[str | None, typer.Option(
+        "--throttle", help="replication throttle for the duration estimate: 50MB, 10MiB, bytes/s",
+        show_default=False)] = None,
+    write_plan: Annotated[str | None, typer.Option(
+        "--write-plan", help="write the plan file (kafka-reassign-partitions' JSON)",
+        show_default=False)] = None,
+    ignore_racks: Annotated[bool, typer.Option(
+        "--ignore-racks", help="plan as if no broker had a rack")] = False,
+    output: OutputOpt = Output.table,
+    bootstrap_server: BootstrapOpt = None,
+    context: ContextOpt = None,
+    timeout: TimeoutOpt = 10.0,
+) -> None:
+    """Plan a reassignment with the fewest replica moves; show it, write it. Changes nothing."""
+    goal = _goal(add_brokers, remove_brokers, replication_factor, topic or [], all_topics,
+                 include_internal, rebalance, from_json)
+    rate = parse_rate(throttle) if throttle is not None else None
+    if write_plan is not None:
+        check_writable_target(write_plan, "plan file")
+    with connect(bootstrap_server, context, timeout) as admin:
+        read = read_topology(admin)
+    notes = [n for n in (read.sizes_unavailable and f"partition sizes unknown, bytes shown as 0: "
+                         f"{read.sizes_unavailable}", read.racks_unavailable) if n]
+    policy = Policy(respect_racks=not ignore_racks, throttle_bytes_per_s=rate)
+    result = plan_reassignment(read.topology, goal, policy, datetime.now(UTC))
+    err = stderr()
+    for note in notes:
+        err.print(f"opskit: note: {note}", highlight=False)
+    if write_plan is not None:
+        if result.is_empty:
+            err.print("opskit: nothing to move: no plan file written", highlight=False)
+        else:
+            write_file(write_plan, result.to_json(), what="plan file")
+            err.print(f"plan written to {write_plan}: run it with "
+                      f"opskit reassign execute {write_plan} --throttle RATE --execute",
+                      highlight=False)
+    emit(result.to_dict(), output, lambda c: _table(c, read.topology, result))
+
+
+def _ids(text: str, flag: str) -> tuple[int, ...]:
+    parts = [p.strip() for p in text.split(",")]
+    if not parts or any(not p.isdigit() for p in parts):
+        raise UsageError(f"{flag}: {text!r} is not a list of broker ids like 3,4,5")
+    ids = tuple(int(p) for p in parts)
+    if len(set(ids)) != len(ids):
+        raise UsageError(f"{flag}: a broker id is listed twice in {text!r}")
+    if any(i > 2**31 - 1 for i in ids):
+        raise UsageError(f"{flag}: broker ids are 32-bit numbers")
+    return ids
+
+
+def _goal(add: str | None, remove: str | None, rf: int | None, topics: list[str],
+          all_topics: bool, include_internal: bool, rebalance: bool, from_json: str | None) -> Goal:
+    given = [f for f, v in (("--add-brokers", add), ("--remove-brokers", remove),
+                            ("--replication-factor", rf), ("--rebalance", rebalance or None),
+                            ("--from-json", from_json)) if v is not None]
+    if len(given) != 1:
+        raise UsageError("give exactly one goal: --add-brokers, --remove-brokers, "
+                         "--replication-factor, --rebalance or --from-json"
+                         + (f" (got {' and '.join(given)})" if given else ""))
+    if rf is None and (topics or all_topics or include_internal):
+        raise UsageError("--topic, --all-topics and --include-internal go with --replication-factor")
+    if add is not None:
+        return Goal(GoalKind.ADD_BROKERS, brokers=_ids(add, "--add-brokers"))
+    if remove is not None:
+        return Goal(GoalKind.REMOVE_BROKERS, brokers=_ids(remove, "--remove-brokers"))
+    if rf is not None:
+        if bool(topics) == all_topics:
+            raise UsageError("--replication-factor needs --topic T (repeatable) or --all-topics")
+        return Goal(GoalKind.REPLICATION_FACTOR, replication_factor=rf,
+                    topics=tuple(dict.fromkeys(topics)) if topics else None,
+                    include_internal=include_internal)
+    if from_json is not None:
+        target = assignments_from_json(read_text(from_json, "plan file"))
+        if not target:
+            raise UsageError(f"--from-json: {from_json} lists no partitions")
+        return Goal(GoalKind.FROM_JSON, target=target, source=from_json)
+    return Goal(GoalKind.REBALANCE)
+
+
+def _ratio(moved: int, bound: int) -> str:
+    if bound == 0:
+        return "(lower bound 0)"
+    return f"({moved / bound:.2f}x the lower bound {bound:,})"
+
+
+def _table(console: Console, topology: Topology, plan: Plan) -> None:
+    est = plan.estimates
+    console.print(f"goal: {plan.goal.describe()}", highlight=False)
+    if plan.is_empty:
+        console.print("nothing to move: the cluster already meets the goal", highlight=False)
+        return
+    console.print(f"partitions changed: {len(plan.partitions):,}   leaders changed: "
+                  f"{est.leaders_changed:,}", highlight=False)
+    console.print(f"replicas moved: {est.replicas_moved:,} "
+                  f"{_ratio(est.replicas_moved, est.replicas_lower_bound)}", highlight=False)
+    console.print(f"bytes moved: {_fmt_bytes(est.bytes_moved)} "
+                  f"({_fmt_bytes(est.bytes_lower_bound)} at least)", highlight=False)
+    if est.duration_s is not None and est.throttle_bytes_per_s is not None:
+        console.print(f"estimated duration at {_fmt_bytes(est.throttle_bytes_per_s)}/s per broker: "
+                      f"{_fmt_s(est.duration_s)} or more (busiest broker's bytes / throttle; "
+                      "writes during the move add to it)", highlight=False)
+    else:
+        console.print("estimated duration: give --throttle RATE", highlight=False)
+    target = {a.tp: a.replicas for a in plan.partitions}
+    before: dict[int, list[int]] = {b.id: [0, 0] for b in topology.brokers}
+    after: dict[int, list[int]] = {b.id: [0, 0] for b in topology.brokers}
+    for p in topology.partitions:
+        for counts, reps in ((before, p.replicas), (after, target.get(p.tp, p.replicas))):
+            for i, b in enumerate(reps):
+                c = counts.setdefault(b, [0, 0])
+                c[0] += 1
+                c[1] += i == 0
+    racks = topology.racks()
+    t = Table("BROKER", "RACK", "REPLICAS", "AFTER", "LEADERS*", "AFTER", "BYTES IN", "BYTES OUT",
+              box=None, pad_edge=False)
+    for b in sorted(set(before) | set(after)):
+        t.add_row(str(b), racks.get(b) or "-", f"{before[b][0]:,}", f"{after[b][0]:,}",
+                  f"{before[b][1]:,}", f"{after[b][1]:,}",
+                  _fmt_bytes(est.broker_bytes_in.get(b, 0)), _fmt_bytes(est.broker_bytes_out.get(b, 0)))
+    console.print(t)
+    console.print("* preferred leaders (first replica); the leaders move after a preferred "
+                  "election (opskit reassign execute runs one)", highlight=False)
+    moves = Table("TOPIC", "PARTITION", "REPLICAS", "->", "TARGET", "SIZE", box=None, pad_edge=False)
+    for base, a in list(plan.moves())[:_TABLE_MOVES]:
+        moves.add_row(a.topic, str(a.partition), ",".join(map(str, base.replicas)), "->",
+                      ",".join(map(str, a.replicas)), _fmt_bytes(base.size_bytes))
+    console.print(moves)
+    if len(plan.partitions) > _TABLE_MOVES:
+        console.print(f"... and {len(plan.partitions) - _TABLE_MOVES:,} more partitions "
+                      "(-o json or --write-plan FILE for all)", highlight=False)

@@ -1,0 +1,161 @@
+"""The planner on small hand-made clusters: each goal, each refusal, estimates."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from opskit.cli.exits import exit_code_for
+from opskit.core.reassign_model import (
+    Assignment,
+    Broker,
+    Goal,
+    GoalKind,
+    PartitionState,
+    Policy,
+    Topology,
+    plan_from_json,
+)
+from opskit.core.reassign_plan import plan_reassignment
+from opskit.errors import NotFoundError, OpskitError, RefusedError
+
+NOW = datetime(2026, 11, 24, 8, 0, tzinfo=UTC)
+MB = 1_000_000
+
+
+def _cluster(brokers: int = 3, rf: int = 1, partitions: int = 6, racks: bool = False,
+             topic: str = "events", min_isr: int = 1) -> Topology:
+    parts = tuple(PartitionState(topic, p, tuple((p + j) % brokers for j in range(rf)),
+                                 leader=p % brokers, size_bytes=(p + 1) * MB)
+                  for p in range(partitions))
+    return Topology(tuple(Broker(b, f"r{b}" if racks else None) for b in range(brokers)),
+                    parts, {topic: min_isr})
+
+
+def _grow(t: Topology, *ids: int, rack: str | None = None) -> Topology:
+    return Topology(t.brokers + tuple(Broker(i, rack) for i in ids), t.partitions, t.min_insync)
+
+
+def test_add_brokers_moves_onto_the_new_brokers_only_what_balance_needs() -> None:
+    base = _grow(_cluster(3, rf=2, partitions=6), 3, 4, 5)
+    plan = plan_reassignment(base, Goal(GoalKind.ADD_BROKERS, brokers=(3, 4, 5)),
+                             Policy(throttle_bytes_per_s=MB), NOW)
+    est = plan.estimates
+    # 12 replicas, 4 per old broker, 2 per broker after: 6 moves, all onto 3, 4, 5
+    assert est.replicas_moved == est.replicas_lower_bound == 6
+    assert sorted(est.broker_bytes_in) == [3, 4, 5]
+    # each old broker sheds its two smallest partitions: the bytes bound is reached
+    assert est.bytes_moved == est.bytes_lower_bound
+    busiest = max([*est.broker_bytes_in.values(), *est.broker_bytes_out.values()])
+    assert est.duration_s == busiest / MB
+    assert plan.created == "2026-11-24T08:00:00Z"
+    for before, after in plan.moves():
+        assert len(set(before.replicas) - set(after.replicas)) <= 2
+    assert plan_from_json(plan.to_json()) == plan
+
+
+def test_balanced_cluster_moves_nothing() -> None:
+    plan = plan_reassignment(_cluster(3, rf=3, partitions=9), Goal(GoalKind.REBALANCE), Policy(), NOW)
+    assert plan.is_empty
+    assert plan.estimates.replicas_moved == plan.estimates.replicas_lower_bound == 0
+
+
+def test_rebalance_fixes_leaders_by_reordering_only() -> None:
+    parts = tuple(PartitionState("t", p, (0, 1, 2), leader=0) for p in range(3))
+    plan = plan_reassignment(Topology(tuple(Broker(b) for b in range(3)), parts),
+                             Goal(GoalKind.REBALANCE), Policy(), NOW)
+    assert plan.estimates.replicas_moved == 0
+    assert plan.estimates.leaders_changed == 2
+    assert sorted(a.replicas[0] for a in plan.partitions) == [1, 2]
+    assert all(sorted(a.replicas) == [0, 1, 2] for a in plan.partitions)
+
+
+def test_remove_brokers_drains() -> None:
+    plan = plan_reassignment(_cluster(4, rf=2, partitions=8), Goal(GoalKind.REMOVE_BROKERS, brokers=(3,)),
+                             Policy(), NOW)
+    assert all(3 not in a.replicas for a in plan.partitions)
+    assert plan.estimates.replicas_moved == plan.estimates.replicas_lower_bound == 4
+
+
+def test_raise_rf_keeps_the_current_leader_first_and_includes_internal_only_when_asked() -> None:
+    t = _cluster(3, rf=1, partitions=3)
+    offsets = tuple(PartitionState("__consumer_offsets", p, (p % 3,), leader=p % 3) for p in range(3))
+    # the leader is not the first replica of events:0 (after an unclean election, say)
+    events = (PartitionState("events", 0, (0,), leader=0),)
+    t = Topology(t.brokers, events + t.partitions[1:] + offsets, t.min_insync)
+    plan = plan_reassignment(t, Goal(GoalKind.REPLICATION_FACTOR, replication_factor=3), Policy(), NOW)
+    assert {a.topic for a in plan.partitions} == {"events"}
+    assert plan.estimates.replicas_moved == plan.estimates.replicas_lower_bound == 6
+    for before, after in plan.moves():
+        assert after.replicas[0] == before.replicas[0]
+        assert sorted(after.replicas) == [0, 1, 2]
+    plan = plan_reassignment(t, Goal(GoalKind.REPLICATION_FACTOR, replication_factor=3,
+                                     topics=("events",), include_internal=True), Policy(), NOW)
+    assert {a.topic for a in plan.partitions} == {"events", "__consumer_offsets"}
+    assert plan.estimates.leaders_changed == 0
+
+
+def test_raise_rf_puts_the_actual_leader_first() -> None:
+    t = Topology(tuple(Broker(b) for b in range(3)), (PartitionState("t", 0, (0, 1), leader=1),))
+    plan = plan_reassignment(t, Goal(GoalKind.REPLICATION_FACTOR, replication_factor=3), Policy(), NOW)
+    assert plan.partitions[0].replicas == (1, 0, 2)
+
+
+def test_racks_spread_is_kept() -> None:
+    t = _cluster(3, rf=1, partitions=6, racks=True)
+    plan = plan_reassignment(t, Goal(GoalKind.REPLICATION_FACTOR, replication_factor=3), Policy(), NOW)
+    for a in plan.partitions:
+        assert len({f"r{b}" for b in a.replicas}) == 3
+
+
+def test_partial_racks_are_refused_unless_ignored() -> None:
+    t = _grow(_cluster(3, racks=True), 3)
+    with pytest.raises(RefusedError, match="brokers 3 have no rack"):
+        plan_reassignment(t, Goal(GoalKind.ADD_BROKERS, brokers=(3,)), Policy(), NOW)
+    plan = plan_reassignment(t, Goal(GoalKind.ADD_BROKERS, brokers=(3,)), Policy(respect_racks=False), NOW)
+    assert plan.estimates.replicas_moved == plan.estimates.replicas_lower_bound
+
+
+def test_from_json_target() -> None:
+    t = _cluster(3, rf=1, partitions=3)
+    target = (Assignment("events", 0, (1, 2), ("any", "/data/b")), Assignment("events", 1, (1,)))
+    plan = plan_reassignment(t, Goal(GoalKind.FROM_JSON, target=target, source="x.json"), Policy(), NOW)
+    # events:1 is already on broker 1: not a move
+    assert [a.tp for a in plan.partitions] == [target[0].tp]
+    assert plan.partitions[0].log_dirs == ("any", "/data/b")
+    assert plan.estimates.replicas_moved == 2 == plan.estimates.replicas_lower_bound
+
+
+@pytest.mark.parametrize(("topology", "goal", "error", "message"), [
+    (_cluster(3), Goal(GoalKind.ADD_BROKERS, brokers=(7,)), RefusedError, "broker 7 is not registered"),
+    (_cluster(3), Goal(GoalKind.REMOVE_BROKERS, brokers=(9,)), RefusedError,
+     "broker 9 is not registered and holds no replicas"),
+    (_cluster(3, rf=3), Goal(GoalKind.REMOVE_BROKERS, brokers=(2,)), RefusedError,
+     "replication factor 3, above the 2 brokers"),
+    (_cluster(3), Goal(GoalKind.REPLICATION_FACTOR, replication_factor=4), RefusedError,
+     "replication factor 4 is above the 3 registered brokers"),
+    (_cluster(3), Goal(GoalKind.REPLICATION_FACTOR, replication_factor=2, topics=("nope",)),
+     NotFoundError, "topic 'nope' does not exist"),
+    (_cluster(3), Goal(GoalKind.FROM_JSON, target=(Assignment("events", 0, (1, 5)),)), RefusedError,
+     "broker 5 is not registered"),
+    (_cluster(3), Goal(GoalKind.FROM_JSON, target=(Assignment("events", 99, (1,)),)), NotFoundError,
+     "partition events:99 does not exist"),
+    (_cluster(3), Goal(GoalKind.FROM_JSON, target=(Assignment("other", 0, (1,)),)), NotFoundError,
+     "topic 'other' does not exist"),
+    (_cluster(3, rf=2, min_isr=2), Goal(GoalKind.FROM_JSON, target=(Assignment("events", 0, (1,)),)),
+     RefusedError, "events:0 would have 1 replicas, under its min.insync.replicas=2"),
+])
+def test_refusals(topology: Topology, goal: Goal, error: type[OpskitError], message: str) -> None:
+    with pytest.raises(error, match=message) as info:
+        plan_reassignment(topology, goal, Policy(), NOW)
+    assert "\n" not in str(info.value)
+    assert exit_code_for(info.value) == (5 if error is RefusedError else 4)
+
+
+def test_offline_partition_is_refused() -> None:
+    t = _cluster(3, rf=1, partitions=3)
+    dead = PartitionState("events", 0, (0,), leader=None, offline=True)
+    t = Topology(t.brokers, (dead, *t.partitions[1:]), t.min_insync)
+    with pytest.raises(RefusedError, match="events:0 has no leader"):
+        plan_reassignment(t, Goal(GoalKind.REPLICATION_FACTOR, replication_factor=2), Policy(), NOW)
