@@ -146,17 +146,51 @@ def balance_replicas(reps: list[list[int]], sizes: Sequence[int], brokers: Seque
                 best, best_key = b, key
         return best
 
-    # 1. drain: most constrained replicas first (the most replicas on staying brokers),
+    # 1. drain: most constrained replicas first (the fewest receivers that could take them),
     #    each to a receiver with a deficit if one can take it, else to the least loaded
     #    broker that can (which then sheds one of its own in step 2).
+    placed: dict[int, list[int]] = {b: [] for b in order}  # drained replicas moved onto b
+
+    def via_chain(i: int, g: int) -> bool:
+        """Place i on a full broker s that passes a replica it received from a drained
+        broker on to another one, and so on, to a broker with room (shortest chain; as
+        many moved replicas as placing i directly)."""
+        starts = [b for b in order if b not in reps[i] and racks.allows_move(reps[i], g, b)]
+        prev: dict[int, tuple[int, int] | None] = {b: None for b in starts}
+        queue = deque(starts)
+        while queue:
+            u = queue.popleft()
+            for q in placed[u]:
+                for v in order:
+                    if v in prev or v in reps[q] or not racks.allows_move(reps[q], u, v):
+                        continue
+                    prev[v] = (u, q)
+                    if need[v] > 0:
+                        node = v
+                        while (step := prev[node]) is not None:
+                            w, q2 = step
+                            move(q2, w, node)
+                            placed[w].remove(q2)
+                            placed[node].append(q2)
+                            node = w
+                        move(i, g, node)
+                        placed[node].append(i)
+                        return True
+                    queue.append(v)
+        return False
+
     for g in sorted(gone):
         todo = holds[g] if only is None else holds[g] & only
-        for i in sorted(todo, key=lambda i: (sum(1 for b in order if b not in reps[i]), i)):
+        for i in sorted(todo, key=lambda i: (sum(1 for b in pool if b not in reps[i]),
+                                             sum(1 for b in order if b not in reps[i]), i)):
             to = best_receiver(i, g, pool) if pool else None
+            if to is None and pool and via_chain(i, g):
+                continue
             if to is None:
                 to = best_receiver(i, g, order)
             if to is not None:
                 move(i, g, to)
+                placed[to].append(i)
             # else nowhere to go (racks): the replica stays, the caller reports it
     # 2. brokers above their target shed their smallest replicas.
     progress = shed_surplus
