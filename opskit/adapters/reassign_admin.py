@@ -270,9 +270,10 @@ class ReassignAdmin:
         return out
 
     # ------------------------------------------------------------------ configs
-    def _describe(self, resources: list[ck.ConfigResource], what: str
+    def _describe(self, resources: list[ck.ConfigResource], what: str, tolerant: bool = False
                   ) -> dict[tuple[str, str], dict[str, tuple[str | None, int]]]:
-        """(type, name) -> key -> (value, source)."""
+        """(type, name) -> key -> (value, source). ``tolerant``: a resource that cannot be
+        described (a broker down) is left out instead of failing the whole read."""
         if not resources:
             return {}
         out: dict[tuple[str, str], dict[str, tuple[str | None, int]]] = {}
@@ -285,14 +286,18 @@ class ReassignAdmin:
                     out[(kind, res.name)] = {k: (v.value, int(v.source))
                                              for k, v in entries.items()}
             except Exception as e:
-                raise self.translate(e, f"{what} ({r.name})") from e
+                err = self.translate(e, f"{what} ({r.name})")
+                if not tolerant:
+                    raise err from e
+                log.warning("%s", err)
         return out
 
-    def throttle_configs(self, brokers: Iterable[int], topics: Iterable[str]
+    def throttle_configs(self, brokers: Iterable[int], topics: Iterable[str],
+                         tolerant: bool = False
                          ) -> dict[tuple[str, str], dict[str, tuple[str | None, int]]]:
         res = [ck.ConfigResource(ck.ResourceType.BROKER, str(b)) for b in sorted(set(brokers))]
         res += [ck.ConfigResource(ck.ResourceType.TOPIC, t) for t in sorted(set(topics))]
-        return self._describe(res, "reading throttle configs")
+        return self._describe(res, "reading throttle configs", tolerant)
 
     def read_baseline(self, brokers: Iterable[int], topics: Iterable[str]) -> ConfigBaseline:
         """The dynamic per-resource throttle values set before the run (None: none set)."""

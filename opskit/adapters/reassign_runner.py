@@ -39,7 +39,7 @@ from opskit.core.reassign_exec import (
     ThrottlesSet,
     transition,
 )
-from opskit.core.reassign_exec_checks import bytes_remaining
+from opskit.core.reassign_exec_checks import bytes_remaining_by_broker
 from opskit.errors import KafkaUnavailableError, ServiceUnavailableError
 
 log = logging.getLogger(__name__)
@@ -53,6 +53,8 @@ class Tick:
     bytes_remaining: int
     #: bytes/s copied, measured over the last observations (None until known)
     copy_rate: float | None
+    #: bytes the busiest broker still has to receive (the throttle bounds each broker)
+    busiest_bytes: int = 0
 
 
 class ProgressSink(Protocol):
@@ -72,6 +74,7 @@ class Runner:
         self.clock = clock
         self._last_bytes: tuple[float, int] | None = None
         self._rate: float | None = None
+        self._busiest = 0
         self.election_errors: dict[str, str] = {}
         self.throttle_mismatches: list[str] = []
 
@@ -161,14 +164,17 @@ class Runner:
         topics = {m.tp.topic for m in state.moves
                   if m.status not in (MoveStatus.DONE, MoveStatus.FAILED)}
         left = self._last_bytes[1] if self._last_bytes else 0
+        busiest = self._busiest
         if topics:
             sizes = self.admin.replica_sizes(topics)
-            if sizes:
+            if sizes:  # (unavailable, e.g. a broker down: the last figures stand)
                 lead = {m.tp: sizes.get(m.tp, {}).get(m.base[0], 0) for m in state.moves}
                 # moves not yet submitted still count in full
-                left = bytes_remaining(state.moves, lead, sizes)
+                per = bytes_remaining_by_broker(state.moves, lead, sizes)
+                left, busiest = sum(per.values()), max(per.values(), default=0)
         else:
-            left = 0
+            left = busiest = 0
+        self._busiest = busiest
         now = self.clock()
         if self._last_bytes is not None and now > self._last_bytes[0]:
             dt, db = now - self._last_bytes[0], self._last_bytes[1] - left
@@ -179,5 +185,5 @@ class Runner:
         obs = Observation(now, {tp: replicas[tp] for tp in (m.tp for m in state.moves)
                                 if tp in replicas},
                           {tp: f for tp, f in flights.items()}, live, left)
-        self.sink.tick(Tick(state, left, self._rate))
+        self.sink.tick(Tick(state, left, self._rate, busiest))
         return obs

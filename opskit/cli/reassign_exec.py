@@ -107,9 +107,11 @@ class _Progress:
         c = t.state.counts()
         moves = len(t.state.moves)
         done = c["done"] + c["failed"]
-        rate = t.copy_rate or None
-        eta = t.bytes_remaining / rate if rate else (t.bytes_remaining / self.rate
-                                                      if self.rate else None)
+        # measured copy rate once known; before, the bound: busiest broker / throttle
+        if t.copy_rate:
+            eta: float | None = t.bytes_remaining / t.copy_rate
+        else:
+            eta = t.busiest_bytes / self.rate if self.rate else None
         desc = f"{done}/{moves} moves done, {c['in_flight'] + c['submitting']} in flight"
         if self._bar is not None:
             self._bar.update(self._task, completed=max(0, self.total - t.bytes_remaining),
@@ -297,7 +299,7 @@ def status(output: OutputOpt = Output.table, bootstrap: BootstrapOpt = None,
         flights = admin.in_flight()
         journal = Journal(admin.admin.metadata().cluster_id)
         execs = journal.executions()
-        found = admin.throttle_configs(brokers, [])
+        found = admin.throttle_configs(brokers, [], tolerant=True)
     throttled = {name: {k: v for k, (v, src) in entries.items() if k in RATE_KEYS and src == 2}
                  for (_k, name), entries in found.items()}
     data: dict[str, Any] = {

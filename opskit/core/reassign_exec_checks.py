@@ -18,7 +18,8 @@ from opskit.core.reassign_exec import InFlight, Move, MoveStatus
 from opskit.core.reassign_exec_plan import ExecPlan
 from opskit.errors import NotFoundError, RefusedError
 
-__all__ = ["ClusterView", "batches", "build_moves", "bytes_remaining", "check_write_rates",
+__all__ = ["ClusterView", "batches", "build_moves", "bytes_remaining",
+           "bytes_remaining_by_broker", "check_write_rates",
            "copy_bytes", "duration_bound", "foreign_in_flight"]
 
 
@@ -129,18 +130,26 @@ def copy_bytes(moves: tuple[Move, ...], sizes: Mapping[TopicPartition, int]
     return dict(per)
 
 
-def bytes_remaining(moves: tuple[Move, ...], sizes: Mapping[TopicPartition, int],
-                    replica_sizes: Mapping[TopicPartition, Mapping[int, int]]) -> int:
-    """Bytes still to copy: for every unfinished move, each new replica's shortfall."""
-    left = 0
+def bytes_remaining_by_broker(moves: tuple[Move, ...], sizes: Mapping[TopicPartition, int],
+                              replica_sizes: Mapping[TopicPartition, Mapping[int, int]]
+                              ) -> dict[int, int]:
+    """Bytes each broker still has to receive: for every unfinished move, each new
+    replica's shortfall against the partition's size."""
+    left: dict[int, int] = defaultdict(int)
     for m in moves:
         if m.status in (MoveStatus.DONE, MoveStatus.FAILED):
             continue
         size = sizes.get(m.tp, 0)
         have = replica_sizes.get(m.tp, {})
         for b in m.adding:
-            left += max(0, size - have.get(b, 0))
-    return left
+            left[b] += max(0, size - have.get(b, 0))
+    return dict(left)
+
+
+def bytes_remaining(moves: tuple[Move, ...], sizes: Mapping[TopicPartition, int],
+                    replica_sizes: Mapping[TopicPartition, Mapping[int, int]]) -> int:
+    """Bytes still to copy, all brokers together."""
+    return sum(bytes_remaining_by_broker(moves, sizes, replica_sizes).values())
 
 
 def duration_bound(per_broker_bytes: Mapping[int, int], rate: int) -> float:

@@ -521,3 +521,35 @@ def test_tansu_lacks_the_apis(tmp_path: Path) -> None:
     assert "does not support" in r.err
     assert any(api in r.err for api in ("PartitionReassignments", "ElectLeaders",
                                         "IncrementalAlterConfigs", "DescribeConfigs"))
+
+
+def test_throttle_below_the_write_rate_is_refused(rc37: _Cluster, tmp_path: Path) -> None:
+    c = rc37
+    topic = f"rx_hot_{uuid.uuid4().hex[:6]}"
+    create_topic(c.bootstrap, topic, 1, 1)
+    cur = c.replicas(topic)[0]
+    dst = next(b for b in (0, 1, 2) if b not in cur)
+    plan = _write_plan(tmp_path / "p.json", {(topic, 0): cur + [dst]})
+    stop = threading.Event()
+
+    def write() -> None:  # about 1 MB/s into the moving partition
+        p = Producer({"bootstrap.servers": c.bootstrap, "linger.ms": 20})
+        while not stop.is_set():
+            for _ in range(100):
+                p.produce(topic, value=b"w" * 1000)
+            p.poll(0)
+            time.sleep(0.1)
+        p.flush(30)
+
+    t = threading.Thread(target=write, daemon=True)
+    t.start()
+    try:
+        time.sleep(2)
+        r = run_cli("reassign", "execute", str(plan), "--throttle", "50KB", "--execute",
+                    "-b", c.bootstrap)
+    finally:
+        stop.set()
+        t.join(30)
+    assert r.code == 5, r.err
+    assert "below the write rate" in r.err and r.err.count("\n") == 1
+    assert c.replicas(topic)[0] == cur and c.in_flight() == {}
