@@ -3,7 +3,8 @@
 * RF 1 -> 3 of two topics and ``__consumer_offsets`` while an idempotent acks=all
   producer and a consumer group run, with ``kill -9`` of opskit at random moments
   (``OPSKIT_REASSIGN_KILLS``, default 10; the seed is printed) and a resume each time:
-  the end state equals the plan, the journal shows no partition submitted twice,
+  the end state equals the plan, no partition was submitted twice (the journal) nor
+  started twice (the controller's metadata log),
   no reassignment is left in flight, no throttle config is left anywhere, no
   acknowledged record is lost, per-key order holds, the group kept consuming.
 * Throttle values that existed before (static in server.properties, dynamic
@@ -102,6 +103,40 @@ class _Cluster:
         finally:
             c.close()
         return {tp: d for tp, d in found.items() if d["adding_replicas"] or d["removing_replicas"]}
+
+    def reassignment_starts(self) -> dict[tuple[str, int], int]:
+        """The broker's side of "never submitted twice": per partition, how many times the
+        controller started adding replicas (PartitionChangeRecords with non-empty
+        addingReplicas in the metadata log of node 0, read with Kafka's DumpLogSegments)."""
+        from opskit.sandbox.dist import ensure_kafka_dist
+
+        node0 = next(n for n in self.sandbox.require().nodes if n.node_id == 0)
+        logs = sorted(str(p) for p in (node0.dir / "data" / "__cluster_metadata-0").glob("*.log"))
+        dist = ensure_kafka_dist(self.version)
+        r = None
+        for cls in ("kafka.tools.DumpLogSegments", "org.apache.kafka.tools.DumpLogSegments"):
+            r = dist.run_tool(cls, "--cluster-metadata-decoder", "--files", ",".join(logs),
+                              timeout=180)
+            if r.returncode == 0:
+                break
+        assert r is not None and r.returncode == 0, r.stderr[-500:] if r else ""
+        names: dict[str, str] = {}
+        starts: dict[tuple[str, int], int] = {}
+        for line in r.stdout.splitlines():
+            _, sep, payload = line.partition("payload: ")
+            if not sep:
+                continue
+            try:
+                rec = json.loads(payload)
+            except ValueError:
+                continue
+            data = rec.get("data", {})
+            if rec.get("type") == "TOPIC_RECORD":
+                names[data["topicId"]] = data["name"]
+            elif rec.get("type") == "PARTITION_CHANGE_RECORD" and data.get("addingReplicas"):
+                key = (names.get(data["topicId"], data["topicId"]), int(data["partitionId"]))
+                starts[key] = starts.get(key, 0) + 1
+        return starts
 
     def alter_configs(self, kind: ResourceType, name: str, values: dict[str, str | None]) -> None:
         if name == "":  # the cluster default: only Kafka's tool sets it (no empty name in
@@ -293,6 +328,10 @@ def test_rf_raise_under_load_survives_kill9(version: str, request: pytest.Fixtur
     subs = journal.submissions(plan_id(parse_plan(plan.read_text())))
     assert subs and max(subs.values()) == 1, subs
     assert set(subs) <= {TopicPartition(t, p) for (t, p) in targets}
+    # ... and on the broker: each partition gained its replicas in one reassignment
+    starts = c.reassignment_starts()
+    for key in targets:
+        assert starts.get(key) == 1, (key, starts.get(key))
     assert c.throttles() == {}
     # no acknowledged record lost, order per key kept, the group kept consuming
     assert not load.errors, load.errors[:3]
