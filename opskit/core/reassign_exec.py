@@ -304,7 +304,7 @@ class Finish:
 Action = ReadBaseline | SetThrottles | Observe | Submit | ElectLeaders | RemoveThrottles | Stop | Finish
 
 #: seconds between observations while moves are in flight
-POLL_S = 1.0
+POLL_S = 0.5
 
 
 # --------------------------------------------------------------------------- throttles
