@@ -54,13 +54,21 @@ KILLS = int(os.environ.get("OPSKIT_REASSIGN_KILLS", "10"))
 
 class _Cluster:
     def __init__(self, version: str) -> None:
+        from opskit.errors import SandboxError
         from opskit.sandbox.cluster import Sandbox, free_port_block
 
-        self.sandbox = Sandbox(f"rx{version.replace('.', '')}-{uuid.uuid4().hex[:6]}")
         old = os.environ.get("OPSKIT_SANDBOX_HEAP")
         os.environ["OPSKIT_SANDBOX_HEAP"] = "512m"
         try:
-            st, _ = self.sandbox.up(brokers=3, version=version, port=free_port_block(3))
+            for attempt in range(3):  # a free port can be taken by another process meanwhile
+                self.sandbox = Sandbox(f"rx{version.replace('.', '')}-{uuid.uuid4().hex[:6]}")
+                try:
+                    st, _ = self.sandbox.up(brokers=3, version=version, port=free_port_block(3))
+                    break
+                except SandboxError as e:
+                    self.sandbox.down()
+                    if attempt == 2 or "Address already in use" not in str(e):
+                        raise
         finally:
             if old is None:
                 os.environ.pop("OPSKIT_SANDBOX_HEAP", None)
