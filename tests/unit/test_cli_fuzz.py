@@ -13,7 +13,9 @@ command or option is covered without editing this file. Kinds of input:
   a directory, missing, empty; as targets to write: a character device node, a
   FIFO, a directory and a symlink to the FIFO (all inside the test's temporary
   directory: a regression could then only replace those);
-- every command once against an unreachable broker (127.0.0.1:1, --timeout 0.5).
+- every command once against an unreachable broker (127.0.0.1:1, --timeout 0.5),
+  and once with each kind of broken opskit config file ($OPSKIT_CONFIG: the files
+  above, bad thresholds, contexts of the wrong type, a password file that never ends).
 
 All cases run in one child process (``tests/cli_fuzz_runner.py``), each through
 ``opskit.cli.main.main`` as ``tests.helpers.run_cli`` does. Asserted for every
@@ -79,6 +81,7 @@ class Case:
     kind: str
     argv: list[str]
     must_fail: bool
+    env: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -86,6 +89,7 @@ class Files:
     good_key: Path
     inputs: dict[str, str]
     targets: dict[str, str]
+    configs: dict[str, str]
 
 
 def _leaves() -> Iterator[tuple[str, Any]]:
@@ -208,7 +212,10 @@ def build_cases(files: Files) -> list[Case]:
     cases: list[Case] = []
     for name, cmd in _leaves():
         positionals, options = _baseline(name, cmd, files)
-        cases.append(Case(name, "baseline", _argv(name, positionals, options), False))
+        base = _argv(name, positionals, options)
+        cases.append(Case(name, "baseline", base, False))
+        for ckind, cpath in files.configs.items():  # a broken opskit config file
+            cases.append(Case(name, f"config={ckind}", base, False, (("OPSKIT_CONFIG", cpath),)))
         for p in cmd.params:
             kind = _kind(p)
             if kind == "bool" or p.hidden:
@@ -259,7 +266,19 @@ def _make_files(tmp: Path) -> Files:
         dev = tmp / "full-device"
         os.mknod(dev, 0o600 | stat.S_IFCHR, os.makedev(1, 7))
         targets["char-device"] = str(dev)
-    return Files(good, inputs, targets)
+    configs = dict(inputs)
+    for ckind, text in {
+        "bad-threshold": "thresholds:\n  default: {lag_warn: .inf, lag_crit: x}\n",
+        "warn-above-crit": "thresholds:\n  groups: {g: {lag_warn: 9, lag_crit: 1}}\n",
+        "contexts-list": "current-context: a\ncontexts: [1, 2]\n",
+        "bad-security": "current-context: a\ncontexts:\n  a: {bootstrap: 'h:1', security: "
+                        "{protocol: SASL_SSL, sasl_mechanism: 7, password_file: /dev/zero}}\n",
+        "not-a-mapping": "- 1\n",
+    }.items():
+        p = tmp / f"config-{ckind}.yaml"
+        p.write_text(text)
+        configs[ckind] = str(p)
+    return Files(good, inputs, targets, configs)
 
 
 def _env(tmp: Path) -> dict[str, str]:
@@ -284,7 +303,8 @@ def run_cases(cases: list[Case], tmp: Path, timeout: float) -> list[dict[str, An
     procs = []
     for k, idx in enumerate(chunks):
         spec = tmp / f"cases-{k}.json"
-        spec.write_text(json.dumps([cases[i].argv for i in idx]))
+        spec.write_text(json.dumps([{"argv": cases[i].argv, "env": dict(cases[i].env)}
+                                    for i in idx]))
         work = tmp / f"child-{k}"
         work.mkdir()
         procs.append(subprocess.Popen(
