@@ -600,3 +600,32 @@ def test_throttle_below_the_write_rate_is_refused(rc37: _Cluster, tmp_path: Path
     assert r.code == 5, r.err
     assert "below the write rate" in r.err and r.err.count("\n") == 1
     assert c.replicas(topic)[0] == cur and c.in_flight() == {}
+
+
+def test_opskit_plan_then_execute_then_verify(rc37: _Cluster, tmp_path: Path) -> None:
+    """The two halves together: ``reassign plan`` writes the file (with its base for
+    compare-and-set), ``execute`` runs it, ``verify`` agrees; Kafka's tool reads the same file."""
+    c = rc37
+    topic = f"rx_planned_{uuid.uuid4().hex[:6]}"
+    create_topic(c.bootstrap, topic, 3, 1)
+    produce(c.bootstrap, topic, {p: 200 for p in range(3)}, value=b"v" * 1000)
+    plan = tmp_path / "rf3.json"
+    r = run_cli("reassign", "plan", "--replication-factor", "3", "--topic", topic,
+                "--write-plan", str(plan), "-b", c.bootstrap)
+    assert r.code == 0, r.err
+    assert "opskit" in json.loads(plan.read_text())
+    dry = run_cli("reassign", "execute", str(plan), "--throttle", "5MB", "-o", "json",
+                  "-b", c.bootstrap)
+    assert dry.code == 0, dry.err
+    assert dry.json()["to_move"] == 3 and dry.json()["compare_and_set"] == "plan base"
+    r = run_cli("reassign", "execute", str(plan), "--throttle", "5MB", "--execute",
+                "-b", c.bootstrap)
+    assert r.code == 0, r.err
+    assert all(len(reps) == 3 for reps in c.replicas(topic).values())
+    v = run_cli("reassign", "verify", str(plan), "-b", c.bootstrap)
+    assert v.code == 0, v.out
+    # the same plan again: everything is in place, nothing is submitted
+    again = run_cli("reassign", "execute", str(plan), "--throttle", "5MB", "--execute",
+                    "-o", "json", "-b", c.bootstrap)
+    assert again.code == 0, again.err
+    assert c.throttles() == {} and c.in_flight() == {}
