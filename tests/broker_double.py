@@ -20,7 +20,12 @@ is told to:
 * ``stall_all``: accept connections and never read or answer anything;
 * ``offset_fetch_all_empty``: an OffsetFetch for "all partitions of the group"
   (topics null) is passed on with an empty topic list, so it returns nothing (the
-  Hanzo gateway's answer to librdkafka).
+  Hanzo gateway's answer to librdkafka);
+* ``latest_minus``: ListOffsets (latest) answers that many less than the truth (a
+  broker misreporting its log end, as Tansu 0.6 does); ``high_watermark_plus``: every
+  Fetch answer's high watermark that many more (a high watermark no record backs).
+  Both need ``max_versions`` to keep ListOffsets at v5 and Fetch at v11 or below
+  (:func:`misreporting`), whose formats the proxy rewrites.
 
 Broker addresses in answers (Metadata, FindCoordinator) are rewritten to the
 proxy's, so clients that follow them come back through it. Loopback only, a free
@@ -35,13 +40,13 @@ import select
 import socket
 import struct
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Self
 
 from opskit.adapters.capabilities import api_versions
 
-API_VERSIONS, OFFSET_FETCH = 18, 9
+API_VERSIONS, OFFSET_FETCH, LIST_OFFSETS, FETCH = 18, 9, 2, 1
 #: every API key a client may send (for "all but ApiVersions" behaviours)
 ALL_APIS = frozenset(range(80)) - {API_VERSIONS}
 
@@ -66,6 +71,8 @@ class Behaviour:
     delay_s: float = 0.0
     stall_all: bool = False
     offset_fetch_all_empty: bool = False
+    latest_minus: int = 0
+    high_watermark_plus: int = 0
 
     def action(self, api: int, version: int) -> str:
         if api == API_VERSIONS and self.advertise is not None:
@@ -88,6 +95,88 @@ def hanzo_gateway() -> Behaviour:
     never answered (it decodes them as flexible), nothing for a whole-group OffsetFetch."""
     return Behaviour(advertise=frozenset(HANZO_APIS), max_versions=HANZO_APIS,
                      stall_below={19: 5, 32: 4}, offset_fetch_all_empty=True)
+
+
+def misreporting(upstream_apis: Iterable[int], latest_minus: int = 0,
+                 high_watermark_plus: int = 0) -> Behaviour:
+    """Every API of the real broker, ListOffsets capped at v5 and Fetch at v11 (the
+    versions whose answers the proxy rewrites), with the log end misreported."""
+    return Behaviour(advertise=frozenset(upstream_apis), max_versions={2: 5, 1: 11},
+                     latest_minus=latest_minus, high_watermark_plus=high_watermark_plus)
+
+
+_I16, _I32, _I64 = struct.Struct(">h"), struct.Struct(">i"), struct.Struct(">q")
+
+
+def _str_at(buf: bytes, pos: int) -> tuple[str, int]:
+    (n,) = _I16.unpack_from(buf, pos)
+    return buf[pos + 2:pos + 2 + max(n, 0)].decode(), pos + 2 + max(n, 0)
+
+
+def _latest_asked(req: bytes) -> set[tuple[str, int]]:
+    """The partitions a ListOffsets v1-v5 request asks the latest offset of."""
+    version = _I16.unpack_from(req, 2)[0]
+    (cid_len,) = _I16.unpack_from(req, 8)
+    pos = 10 + max(cid_len, 0) + 4 + (1 if version >= 2 else 0)
+    out: set[tuple[str, int]] = set()
+    (n_topics,) = _I32.unpack_from(req, pos)
+    pos += 4
+    for _ in range(n_topics):
+        topic, pos = _str_at(req, pos)
+        (n_parts,) = _I32.unpack_from(req, pos)
+        pos += 4
+        for _ in range(n_parts):
+            (p,) = _I32.unpack_from(req, pos)
+            pos += 4 + (4 if version >= 4 else 0)
+            (ts,) = _I64.unpack_from(req, pos)
+            pos += 8
+            if ts == -1:
+                out.add((topic, p))
+    return out
+
+
+def _list_offsets_minus(resp: bytes, version: int, latest: set[tuple[str, int]], minus: int) -> bytes:
+    """A ListOffsets v1-v5 answer with the asked latest offsets lowered by ``minus``."""
+    b = bytearray(resp)
+    pos = 4 + (4 if version >= 2 else 0)  # correlation id, throttle time
+    (n_topics,) = _I32.unpack_from(b, pos)
+    pos += 4
+    for _ in range(n_topics):
+        topic, pos = _str_at(bytes(b), pos)
+        (n_parts,) = _I32.unpack_from(b, pos)
+        pos += 4
+        for _ in range(n_parts):
+            (p,) = _I32.unpack_from(b, pos)
+            at = pos + 4 + 2 + 8  # partition, error code, timestamp
+            (off,) = _I64.unpack_from(b, at)
+            if (topic, p) in latest and off > 0:
+                _I64.pack_into(b, at, max(off - minus, 0))
+            pos = at + 8 + (4 if version >= 4 else 0)
+    return bytes(b)
+
+
+def _fetch_high_watermark_plus(resp: bytes, version: int, plus: int) -> bytes:
+    """A Fetch v4-v11 answer with every partition's high watermark raised by ``plus``."""
+    b = bytearray(resp)
+    pos = 4 + 4 + (6 if version >= 7 else 0)  # correlation id, throttle, error + session
+    (n_topics,) = _I32.unpack_from(b, pos)
+    pos += 4
+    for _ in range(n_topics):
+        _topic, pos = _str_at(bytes(b), pos)
+        (n_parts,) = _I32.unpack_from(b, pos)
+        pos += 4
+        for _ in range(n_parts):
+            (err,) = _I16.unpack_from(b, pos + 4)
+            (hw,) = _I64.unpack_from(b, pos + 6)
+            if not err and hw >= 0:
+                _I64.pack_into(b, pos + 6, hw + plus)
+            pos += 4 + 2 + 8 + 8 + (8 if version >= 5 else 0)  # + last stable, log start
+            (n_aborted,) = _I32.unpack_from(b, pos)
+            pos += 4 + 16 * max(n_aborted, 0)
+            pos += 4 if version >= 11 else 0  # preferred read replica
+            (size,) = _I32.unpack_from(b, pos)
+            pos += 4 + max(size, 0)
+    return bytes(b)
 
 
 def _recv_exact(sock: socket.socket, n: int) -> bytes:
@@ -278,6 +367,10 @@ class BrokerDouble:
                     up = self._track(socket.create_connection(self.upstream, timeout=30))
                 up.sendall(_frame(req))
                 resp = self._rewrite_addresses(_read_frame(up))
+                if api == LIST_OFFSETS and b.latest_minus:
+                    resp = _list_offsets_minus(resp, version, _latest_asked(req), b.latest_minus)
+                if api == FETCH and b.high_watermark_plus:
+                    resp = _fetch_high_watermark_plus(resp, version, b.high_watermark_plus)
                 self._pause()
                 if act == "garbage":
                     junk = os.urandom(64) + b"\xff" * 64

@@ -30,7 +30,15 @@ from opskit.adapters.log_dirs import read_partition_sizes
 from opskit.adapters.record_times import Position, RecordTime, RecordTimeReader
 from opskit.adapters.wire import API_FETCH, Call, InFlight, WireClient, WireUnsupported, usable
 from opskit.core.lag import oldest_unconsumed_offset
-from opskit.core.models import GroupLag, LagThresholds, PartitionLag, Severity, TopicPartition
+from opskit.core.log_end import LogEndSource
+from opskit.core.models import (
+    Anomaly,
+    GroupLag,
+    LagThresholds,
+    PartitionLag,
+    Severity,
+    TopicPartition,
+)
 from opskit.core.status.evaluate import evaluate_group
 from opskit.core.status.result import GroupStatus
 from opskit.core.status.window import DEFAULT_MIN_SPAN_MS, GroupWindow, OffsetSample, StatusPolicy
@@ -356,9 +364,12 @@ def collect_timed_lag(
     """
     cache = retention_cache if retention_cache is not None else {}
     prefetch = _TimePrefetch(reader, cache) if reader is not None and usable(admin.conn) else None
-    report = collect_lag(admin, groups, topics, thresholds, prefetch=prefetch)
+    report = collect_lag(admin, groups, topics, thresholds, prefetch=prefetch,
+                         recheck=reader.log_end_suspects if reader is not None else ())
     if reader is None:
         return TimedLagReport(report, int(clock() * 1000))
+    reader.log_end_suspects.update(tp for tp, v in report.log_end_checks.items()
+                                   if v.source is not LogEndSource.LIST_OFFSETS)
     found = prefetch.found if prefetch is not None else {}
     reader.remember(found)  # for the next collection (watch mode)
     # the record at each group partition's oldest unconsumed offset: those the
@@ -558,6 +569,18 @@ def _sum_rates(values: Iterable[float | None]) -> float | None:
     return sum(known) if known else None
 
 
+def _unknown_if_contradicted(status: GroupStatus, gl: GroupLag | None) -> GroupStatus:
+    """A group with partitions whose log end the broker contradicted itself about (their
+    samples are left out of the window) is UNKNOWN, never OK, unless already CRITICAL."""
+    bad = [str(p.tp) for p in (gl.partitions if gl is not None else ())
+           if Anomaly.LOG_END_INCONSISTENT in p.anomalies]
+    if not bad or status.severity is Severity.CRITICAL:
+        return status
+    why = (f"log end unknown on {', '.join(bad[:3])}{' ...' if len(bad) > 3 else ''}: "
+           "the broker's ListOffsets and Fetch answers contradict each other")
+    return replace(status, severity=Severity.UNKNOWN, reasons=(why, *status.reasons))
+
+
 def judge_groups(sampling: Sampling) -> list[GroupJudgement]:
     """Evaluate every group's window at the last round."""
     if sampling.last is None or sampling.last_ms is None:
@@ -567,9 +590,9 @@ def judge_groups(sampling: Sampling) -> list[GroupJudgement]:
     out: list[GroupJudgement] = []
     for gid, w in sorted(sampling.windows.items()):
         gl = last.get(gid)
-        status = evaluate_group(
+        status = _unknown_if_contradicted(evaluate_group(
             w, sampling.policy, now, group_lag=gl, lag_seconds=sampling.last.lag_seconds(gid)
-        )
+        ), gl)
         prod = _sum_rates(produce_rate(pw.samples).per_second for pw in w.partitions)
         cons = _sum_rates(consume_rate(pw.samples).per_second for pw in w.partitions)
         eta = catch_up_eta(status.total_lag, cons, prod)

@@ -18,16 +18,16 @@ from opskit.adapters import capabilities as caps_mod
 from opskit.adapters import cluster_wire, group_blind, offsets_wire
 from opskit.adapters.group_wire import GroupWire
 from opskit.adapters.kafka_admin import ClusterMeta, KafkaAdmin, OffsetsResult
-from opskit.adapters.wire import Node, WireClient, WireUnsupported, usable
+from opskit.adapters.log_end_check import leaders_of, settle_log_ends, suspects, wire_client
+from opskit.adapters.wire import WireClient, WireUnsupported, usable
 from opskit.core.lag import compute_group_lag, partitions_of_interest, worst
-from opskit.core.log_end import LogEndSource, LogEndVerdict, judge_log_end
+from opskit.core.log_end import LogEndSource, LogEndVerdict
 from opskit.core.models import (
     Anomaly,
     GroupDescription,
     GroupLag,
     GroupState,
     LagThresholds,
-    PartitionOffsets,
     Severity,
     TopicPartition,
 )
@@ -89,12 +89,14 @@ def collect_lag(
     thresholds: Callable[[str], LagThresholds] | None = None,
     meta: ClusterMeta | None = None,
     prefetch: Prefetch | None = None,
+    recheck: Iterable[TopicPartition] = (),
 ) -> LagReport:
     """Lag of the named groups (or of all groups when ``groups`` is None).
 
     At the protocol level, ``prefetch`` sends its requests as soon as the committed
     offsets are known and reads the answers once the lag is computed (see
-    :class:`Prefetch`)."""
+    :class:`Prefetch`). ``recheck``: partitions whose log end is cross-checked whatever
+    the answers look like (those a broker contradicted itself about in an earlier round)."""
     client: WireClient | None = None
     md = meta
     if md is None and usable(admin.conn):
@@ -175,8 +177,8 @@ def collect_lag(
             hws = prefetch.high_watermarks
         checks: dict[TopicPartition, LogEndVerdict] = {}
         if client is not None:
-            checks = settle_log_ends(client, offs.offsets, _suspects(lags, offs.offsets, hws),
-                                     leaders)
+            checks = settle_log_ends(
+                client, offs.offsets, suspects(lags, offs.offsets, hws) | set(recheck), leaders)
         if checks:
             disputed = {tp: (Anomaly.LOG_END_INCONSISTENT if v.log_end is None
                              else Anomaly.LOG_END_FROM_FETCH)
@@ -194,50 +196,6 @@ def collect_lag(
         lags = [g for g in lags if g.partitions] or lags
     return LagReport(admin.conn.bootstrap, md.cluster_id, lags, offs.errors, admin.round_trips + trips,
                      leaders, {b.node_id: (b.host, b.port) for b in md.brokers}, checks, notes)
-
-
-#: anomalies that may be a broker contradicting itself rather than a real log event
-_SUSPECT = (Anomaly.COMMITTED_BEYOND_LOG_END, Anomaly.LOG_START_BEYOND_LOG_END)
-
-
-def _suspects(lags: Iterable[GroupLag], offsets: Mapping[TopicPartition, PartitionOffsets],
-              high_watermarks: Mapping[TopicPartition, int]) -> set[TopicPartition]:
-    """Partitions whose log end is worth a cross-check: a group committed past it, log
-    start past it, or a Fetch (sent before ListOffsets) saw a higher high watermark."""
-    out = {p.tp for g in lags for p in g.partitions
-           if p.anomalies and any(a in _SUSPECT for a in p.anomalies)}
-    for tp, hw in high_watermarks.items():
-        o = offsets.get(tp)
-        if o is not None and hw > o.log_end:
-            out.add(tp)
-    return out
-
-
-def settle_log_ends(client: WireClient, offsets: dict[TopicPartition, PartitionOffsets],
-                    suspects: Iterable[TopicPartition], leaders: Mapping[TopicPartition, int]
-                    ) -> dict[TopicPartition, LogEndVerdict]:
-    """Cross-check the suspects' log end (:func:`offsets_wire.check_log_ends`) and settle
-    it (:func:`opskit.core.log_end.judge_log_end`): ``offsets`` is updated in place with
-    the log end to use; the verdicts where the answers disagreed are returned (a
-    verdict with log_end None: unknown). Nothing when the check itself cannot run."""
-    wanted = {tp: offsets[tp] for tp in sorted(set(suspects)) if tp in offsets}
-    if not wanted:
-        return {}
-    try:
-        evidence = offsets_wire.check_log_ends(client, wanted, leaders)
-    except (WireUnsupported, KafkaUnavailableError) as e:
-        log.debug("log end cross-check not available (%s)", e)
-        return {}
-    out: dict[TopicPartition, LogEndVerdict] = {}
-    for tp, ev in evidence.items():
-        v = judge_log_end(ev)
-        if not v.detail:
-            continue
-        out[tp] = v
-        if v.log_end is not None:
-            offsets[tp] = offsets[tp]._replace(log_end=v.log_end)
-        log.warning("log end of %s: %s", tp, v.detail)
-    return out
 
 
 class Prefetch(Protocol):
@@ -297,12 +255,6 @@ def _first_try_client(admin: KafkaAdmin) -> WireClient:
     return offsets_wire.bootstrap_client(admin.conn, min(admin.timeout, FIRST_TRY_S))
 
 
-def leaders_of(md: ClusterMeta, topics: Iterable[str]) -> dict[TopicPartition, int]:
-    """Partition -> leader id (-1: none) of the given topics."""
-    return {TopicPartition(t, p.partition): p.leader
-            for t in topics for p in md.topics.get(t, ())}
-
-
 def _all_group_ids(admin: KafkaAdmin, md: ClusterMeta, client: WireClient | None) -> list[str]:
     if client is not None:
         try:
@@ -310,13 +262,6 @@ def _all_group_ids(admin: KafkaAdmin, md: ClusterMeta, client: WireClient | None
         except WireUnsupported as e:
             log.debug("ListGroups at the protocol level not available (%s); using librdkafka", e)
     return sorted(admin.list_groups())
-
-
-def wire_client(admin: KafkaAdmin, md: ClusterMeta) -> WireClient | None:
-    """A protocol-level client for batched reads, when the connection allows one."""
-    if not usable(admin.conn) or not md.brokers:
-        return None
-    return WireClient(admin.conn, [Node(b.node_id, b.host, b.port) for b in md.brokers], admin.timeout)
 
 
 def read_groups(
@@ -398,24 +343,3 @@ def _raise_if_api_silent(admin: KafkaAdmin, client: WireClient, api: str, what: 
         f"the broker at {node.host}:{node.port} answers ApiVersions but not {api}, needed for "
         f"{what} (no usable answer within {client.timeout:g}s); treating it as unsupported "
         "by this broker") from err
-
-
-
-def checked_log_offsets(admin: KafkaAdmin, tps: Iterable[TopicPartition], md: ClusterMeta
-                        ) -> tuple[OffsetsResult, dict[TopicPartition, LogEndVerdict]]:
-    """``admin.log_offsets(tps)`` with every partition's log end cross-checked against the
-    broker's Fetch high watermark (:func:`settle_log_ends`): for commands that act on
-    the log end (offset resets, throughput), not only on the suspicious ones. The
-    result's offsets hold the settled log ends; a verdict with log_end None means the
-    broker contradicted itself (the caller decides: refuse, or report unknown).
-    Without a protocol-level connection (SASL) the answers are used unchecked."""
-    res = admin.log_offsets(tps)
-    if not res.offsets or not usable(admin.conn) or not md.brokers:
-        return res, {}
-    client = wire_client(admin, md)
-    if client is None:
-        return res, {}
-    with client:
-        checks = settle_log_ends(client, res.offsets, list(res.offsets),
-                                 leaders_of(md, {tp.topic for tp in res.offsets}))
-    return res, checks

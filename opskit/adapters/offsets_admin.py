@@ -29,7 +29,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 
 from opskit.adapters import group_blind
 from opskit.adapters.kafka_admin import KafkaAdmin, error_text
-from opskit.adapters.lag_source import checked_log_offsets
+from opskit.adapters.log_end_check import checked_log_offsets
 from opskit.adapters.safe_read import parse_json, read_text
 from opskit.adapters.safe_write import safe_file_name, write_file
 from opskit.core.connection import ConnectionConfig

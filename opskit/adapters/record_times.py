@@ -83,6 +83,10 @@ class RecordTimeReader:
         self._wire: WireClient | None = None
         #: records actually fetched from Kafka (cache misses that were answered)
         self.reads = 0
+        #: partitions whose log end the broker contradicted itself about in an earlier
+        #: collection: cross-checked again in every later one (their records are cached,
+        #: so no Fetch of the lag-in-time prefetch would show the contradiction again)
+        self.log_end_suspects: set[TopicPartition] = set()
         #: topics a read was refused on for want of a Read ACL (lag in time is then omitted)
         self.denied_topics: set[str] = set()
 

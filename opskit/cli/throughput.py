@@ -17,8 +17,8 @@ from rich.console import Console
 from rich.table import Table
 
 from opskit.adapters.kafka_admin import ClusterMeta, KafkaAdmin
-from opskit.adapters.lag_source import checked_log_offsets
 from opskit.adapters.log_dirs import PartitionSizes, read_partition_sizes
+from opskit.adapters.log_end_check import checked_log_offsets
 from opskit.cli.common import (
     BootstrapOpt,
     ContextOpt,
