@@ -43,7 +43,7 @@ MAX_DURATION_S = 30 * DAY
 
 
 def _seconds(opt: str, text: str) -> float:
-    return parse_duration_option(text, opt, MAX_DURATION_S, minimum=1.0)
+    return parse_duration_option(text, opt, MAX_DURATION_S, minimum=0.0)  # 0: at once
 
 
 def _emit(action: PageAction, sent: bool) -> None:

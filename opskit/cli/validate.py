@@ -163,7 +163,8 @@ def fmt_limit(seconds: float) -> str:
 
 def parse_duration_option(text: str, opt: str, maximum: float, minimum: float = 0.001) -> float:
     """Seconds of ``500ms``, ``5s``, ``10m``, ``1h``, ``1d``, ``1w`` or a bare number of
-    seconds, between ``minimum`` and ``maximum``; a UsageError otherwise."""
+    seconds, between ``minimum`` and ``maximum`` (``minimum=0`` lets zero through);
+    a UsageError otherwise."""
     m = _DURATION.fullmatch(text)
     if m is None:
         raise UsageError(f"invalid {opt} {text!r}: use e.g. 5s, 10m, 1h")
@@ -171,7 +172,7 @@ def parse_duration_option(text: str, opt: str, maximum: float, minimum: float = 
         raise UsageError(f"{opt} must be at most {fmt_limit(maximum)}, got {text!r}")
     number = float(m.group(1) + (m.group(2) or "")[:16])
     value = number * _UNIT_S[(m.group(3) or "s").lower()]
-    if value <= 0:
+    if value <= 0 and not (value == 0 and minimum == 0):
         raise UsageError(f"{opt} must be positive, got {text!r}")
     if value < minimum:
         raise UsageError(f"{opt} must be at least {fmt_limit(minimum)}, got {text!r}")

@@ -21,6 +21,12 @@ def test_durations_within_bounds(text: str, seconds: float) -> None:
     assert parse_duration_option(text, "--x", 7 * DAY) == seconds
 
 
+def test_zero_only_where_allowed() -> None:
+    assert parse_duration_option("0s", "--quiet-period", DAY, minimum=0) == 0
+    with pytest.raises(UsageError, match="positive"):
+        parse_duration_option("0s", "--interval", DAY)
+
+
 @pytest.mark.parametrize("text, needle", [
     ("99999999999999999999s", "at most 1h"), ("2h", "at most 1h"), ("0", "positive"),
     ("0.01s", "at least 0.1s"), ("nan", "use e.g."), ("-5s", "use e.g."), ("1e9", "use e.g."),
