@@ -139,8 +139,9 @@ def parse_yaml(text: str, what: str) -> Any:
         return yaml.safe_load(text)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
-        where = f" (line {mark.line + 1})" if mark is not None else ""
-        raise InvalidInputError(f"{what} is not valid YAML{where}") from None
+        where = f" line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(e, "problem", None) or "syntax error"
+        raise InvalidInputError(f"{what}{where}: invalid YAML ({problem})") from None
     except RecursionError:
         raise InvalidInputError(f"{what} nests too deeply to be read") from None
     except (ValueError, TypeError, OverflowError) as e:
