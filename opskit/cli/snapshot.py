@@ -18,7 +18,7 @@ from typing import Annotated, Any
 import typer
 
 from opskit.adapters.kafka_admin import ClusterMeta
-from opskit.adapters.lag_sampler import collect_timed_lag
+from opskit.adapters.lag_sampler import collect_timed_lag, judge_invisible_groups
 from opskit.adapters.record_times import RecordTimeReader
 from opskit.adapters.safe_write import check_writable_target, write_file
 from opskit.cli.common import BootstrapOpt, ContextOpt, TimeoutOpt, connect, load_config, stderr
@@ -83,6 +83,7 @@ def snapshot(
     cfg = load_config()
     taken = time.time()
     with connect(bootstrap_server, context, timeout) as admin:
+        admin.skip_unauthorised_groups = True  # listed, not describable: left out with a note
         md = admin.metadata()
         reader = None if no_time else RecordTimeReader(admin.conn, timeout=min(timeout, 5.0))
         try:
@@ -90,6 +91,8 @@ def snapshot(
         finally:
             if reader is not None:
                 reader.close()
+        judge_invisible_groups(timed, admin.conn.principal, lambda: False, False,
+                               admin.unauthorised_groups)
         descs = admin.describe_groups(g.group_id for g in timed.groups)
         bootstrap = admin.conn.bootstrap
     lag = timed.to_dict()
@@ -104,9 +107,12 @@ def snapshot(
         "groups": lag["groups"],
         "lag_severity": lag["severity"],
         "offset_errors": lag["offset_errors"],
+        "notes": lag["notes"],
     }
     text = (json.dumps(data, indent=2, default=str) + "\n" if output is SnapshotFormat.json
             else markdown(data))
+    for note in timed.notes:
+        stderr().print(f"note: {note}", highlight=False)
     if file is not None:
         write_file(file, text, what="snapshot")
         stderr().print(f"snapshot written to {file}")

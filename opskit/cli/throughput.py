@@ -28,6 +28,7 @@ from opskit.cli.common import (
     connect,
     emit,
     fmt_int,
+    stderr,
 )
 from opskit.cli.validate import HOUR, parse_duration_option
 from opskit.core.models import TopicPartition
@@ -120,6 +121,7 @@ def throughput(
     """Messages/s and bytes/s written per topic, messages/s consumed per group and topic."""
     interval_s = parse_duration_option(interval, "--interval", HOUR, minimum=0.1)
     with connect(bootstrap_server, context, timeout) as admin:
+        admin.skip_unauthorised_groups = True  # not describable: left out, with a note below
         md: ClusterMeta = admin.metadata()
         if topic:
             for t in topic:
@@ -144,6 +146,10 @@ def throughput(
     data = measure(first, second, topics)
     data["groups_note"] = groups_note
     emit(data, output, lambda c: render(c, data))
+    if admin.unauthorised_groups:
+        hidden = sorted(admin.unauthorised_groups)
+        stderr().print(f"note: left out {len(hidden)} group(s) {admin.conn.principal} may not "
+                       f"describe (no Describe ACL): {', '.join(hidden[:5])}", highlight=False)
     return 0
 
 

@@ -1,0 +1,100 @@
+"""One small scenario on a (possibly secured) sandbox cluster, shared by the security matrix
+and the secret-grep test: a topic with records, groups with committed offsets, a registry
+file naming them (with a security section), and HIP-30 monitor ACLs for them.
+
+Everything is made as ``admin`` (the super user). The ``monitor`` principal gets exactly
+what a HIP-30 monitor holds: Describe on the cluster, on the topic and on the groups; no
+Read (a monitor never consumes events) and no DescribeConfigs.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka import TopicPartition as CkTP
+from confluent_kafka.admin import AdminClient, NewTopic
+
+PARTITIONS = 4
+RECORDS = 10  # per partition
+COMMITTED = 3  # group G, on every partition: lag 7 each, 28 in all
+
+
+@dataclass
+class Scenario:
+    cluster: Any  # conftest.Cluster
+    topic: str
+    group: str  # committed at COMMITTED everywhere (read commands)
+    reset_group_admin: str  # offsets reset --execute as admin
+    reset_group_monitor: str  # offsets reset --execute as monitor (refused)
+    service: str  # a registry principal (acls diff)
+    registry: Path
+
+    @property
+    def total_lag(self) -> int:
+        return PARTITIONS * (RECORDS - COMMITTED)
+
+    def args(self, role: str) -> list[str]:
+        return list(self.cluster.cli_args(role))
+
+
+def _conf(cluster: Any) -> dict[str, Any]:
+    return dict(cluster.conn("admin").to_librdkafka()) if cluster.secured else {
+        "bootstrap.servers": cluster.bootstrap}
+
+
+def _commit(conf: dict[str, Any], group: str, offsets: dict[tuple[str, int], int]) -> None:
+    for attempt in range(60):
+        c = Consumer({**conf, "group.id": group, "enable.auto.commit": False})
+        try:
+            c.commit(offsets=[CkTP(t, p, o) for (t, p), o in offsets.items()], asynchronous=False)
+            return
+        except KafkaException as e:
+            if attempt == 59 or "COORDINATOR" not in str(e):
+                raise
+        finally:
+            c.close()
+        time.sleep(0.5)
+
+
+def build(cluster: Any, tmp: Path) -> Scenario:
+    u = uuid.uuid4().hex[:8]
+    s = Scenario(cluster, f"sec_{u}", f"sec-{u}", f"sec-reset-a-{u}", f"sec-reset-m-{u}",
+                 f"svc-{u}", tmp / f"registry-{u}.yaml")
+    conf = _conf(cluster)
+    admin = AdminClient(conf)
+    for f in admin.create_topics([NewTopic(s.topic, PARTITIONS, 1)]).values():
+        f.result(30)
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        t = admin.list_topics(s.topic, timeout=10).topics.get(s.topic)
+        if t is not None and t.error is None and all(p.leader >= 0 for p in t.partitions.values()):
+            break
+        time.sleep(0.2)
+    p = Producer({**conf, "acks": "all", "linger.ms": 5})
+    for part in range(PARTITIONS):
+        for i in range(RECORDS):
+            p.produce(s.topic, value=b"x" * 100, key=str(i).encode(), partition=part)
+    assert p.flush(60) == 0
+    for g, at in ((s.group, COMMITTED), (s.reset_group_admin, 5), (s.reset_group_monitor, 5)):
+        _commit(conf, g, {(s.topic, part): at for part in range(PARTITIONS)})
+    s.registry.write_text(yaml.safe_dump({
+        "topics": [{"name": s.topic, "partitions": PARTITIONS, "retention": "7d"}],
+        "groups": [{"name": g, "topics": [s.topic]}
+                   for g in (s.group, s.reset_group_admin, s.reset_group_monitor)],
+        "security": {"principals": [{"name": s.service, "topics": {s.topic: ["WRITE"]}}]},
+    }))
+    if cluster.secured:
+        from opskit.adapters.acls_admin import AclsAdmin
+        from opskit.core.acls import AclEntry, monitor_acls
+
+        with AclsAdmin(cluster.conn("admin"), timeout=15) as a:
+            a.create_acls([*monitor_acls("monitor", [s.topic], [s.group, s.reset_group_admin,
+                                                                s.reset_group_monitor]),
+                           AclEntry(f"User:{s.service}", "TOPIC", s.topic, "WRITE")])
+    return s
