@@ -34,6 +34,8 @@ class Scenario:
     reset_group_monitor: str  # offsets reset --execute as monitor (refused)
     service: str  # a registry principal (acls diff)
     registry: Path
+    #: a group on the topic the monitor may not describe (listed, then left out with a note)
+    hidden_group: str = ""
 
     @property
     def total_lag(self) -> int:
@@ -65,7 +67,7 @@ def _commit(conf: dict[str, Any], group: str, offsets: dict[tuple[str, int], int
 def build(cluster: Any, tmp: Path) -> Scenario:
     u = uuid.uuid4().hex[:8]
     s = Scenario(cluster, f"sec_{u}", f"sec-{u}", f"sec-reset-a-{u}", f"sec-reset-m-{u}",
-                 f"svc-{u}", tmp / f"registry-{u}.yaml")
+                 f"svc-{u}", tmp / f"registry-{u}.yaml", f"sec-hidden-{u}")
     conf = _conf(cluster)
     admin = AdminClient(conf)
     for f in admin.create_topics([NewTopic(s.topic, PARTITIONS, 1)]).values():
@@ -81,7 +83,8 @@ def build(cluster: Any, tmp: Path) -> Scenario:
         for i in range(RECORDS):
             p.produce(s.topic, value=b"x" * 100, key=str(i).encode(), partition=part)
     assert p.flush(60) == 0
-    for g, at in ((s.group, COMMITTED), (s.reset_group_admin, 5), (s.reset_group_monitor, 5)):
+    for g, at in ((s.group, COMMITTED), (s.reset_group_admin, 5), (s.reset_group_monitor, 5),
+                  (s.hidden_group, 1)):
         _commit(conf, g, {(s.topic, part): at for part in range(PARTITIONS)})
     s.registry.write_text(yaml.safe_dump({
         "topics": [{"name": s.topic, "partitions": PARTITIONS, "retention": "7d"}],

@@ -17,10 +17,12 @@ from rich.markup import escape
 from rich.table import Table
 
 from opskit.adapters.acls_admin import AclsAdmin, load_acl_backup, save_acl_backup
+from opskit.adapters.cluster_health import quiet_kafka_python
 from opskit.adapters.config_file import resolve_connection
 from opskit.adapters.registry_file import load_registry
 from opskit.cli import exits
 from opskit.cli.common import (
+    STATE,
     BootstrapOpt,
     ContextOpt,
     Output,
@@ -60,6 +62,7 @@ BackupDirOpt = Annotated[Path | None, typer.Option(
 
 
 def _admin(bootstrap: str | None, context: str | None, timeout: float) -> AclsAdmin:
+    quiet_kafka_python(STATE.debug)  # it may confirm an empty DescribeAcls answer
     return AclsAdmin(resolve_connection(bootstrap, context), timeout=timeout)
 
 

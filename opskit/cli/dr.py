@@ -20,12 +20,22 @@ from rich.console import Console
 from rich.markup import escape
 
 from opskit.adapters.acls_admin import DrAdmin, NoAuthorizerError, save_acl_backup
+from opskit.adapters.cluster_health import quiet_kafka_python
 from opskit.adapters.config_file import resolve_connection
 from opskit.adapters.offsets_admin import save_backup
 from opskit.adapters.safe_read import parse_json, read_text
 from opskit.adapters.safe_write import check_writable_target, write_file
 from opskit.cli import exits
-from opskit.cli.common import BootstrapOpt, ContextOpt, Output, OutputOpt, TimeoutOpt, emit, stderr
+from opskit.cli.common import (
+    STATE,
+    BootstrapOpt,
+    ContextOpt,
+    Output,
+    OutputOpt,
+    TimeoutOpt,
+    emit,
+    stderr,
+)
 from opskit.cli.offsets import BackupDirOpt, ExecuteOpt, YesOpt
 from opskit.core.dr import (
     DrPlan,
@@ -51,6 +61,7 @@ def _now_ms() -> int:
 
 
 def _admin(bootstrap: str | None, context: str | None, timeout: float) -> DrAdmin:
+    quiet_kafka_python(STATE.debug)  # it may confirm an empty DescribeAcls answer
     return DrAdmin(resolve_connection(bootstrap, context), timeout=timeout)
 
 

@@ -2,8 +2,10 @@
 (pure data; the README table and ``opskit acls monitor-principal`` are made from it).
 
 Checked on a secured sandbox (StandardAuthorizer, ``allow.everyone.if.no.acl.found=false``)
-by ``tests/integration/test_security_matrix.py``: a monitor holding only the required
-ACLs gets the admin's numbers, and each optional one it lacks gives the note listed here.
+by ``tests/integration/test_security_matrix.py`` for a HIP-30 monitor (Describe on the
+cluster, topics and groups; no Read, no DescribeConfigs): it gets the admin's numbers and
+each optional ACL it lacks gives the note listed here. The "without it" of a cluster
+Describe is what the code does, not part of that matrix.
 """
 
 from __future__ import annotations
@@ -90,10 +92,19 @@ COMMAND_NEEDS: dict[str, tuple[Need, ...]] = {
         Need("topic", "DESCRIBE_CONFIGS", "topic overrides"),
         Need("group", "DESCRIBE", "committed offsets"),
         Need("cluster", "DESCRIBE", "ACLs", "ACLs not recorded, with a note"),
-        Need("topic", "READ", "record timestamps at the committed offsets"),
+        Need("topic", "READ", "record timestamps at the committed offsets (refused: exit 6, "
+             "nothing written)"),
+    ),
+    "dr restore (dry run)": (
+        Need("topic", "DESCRIBE", "topics and log offsets on the target"),
+        Need("topic", "DESCRIBE_CONFIGS", "topic overrides on the target (refused: exit 6)"),
+        Need("group", "DESCRIBE", "group states on the target"),
+        Need("cluster", "DESCRIBE", "the target's ACLs, when the snapshot has some"),
     ),
     "dr restore --execute": (
         Need("cluster", "CREATE", "create topics"),
+        Need("topic", "ALTER", "add partitions"),
+        Need("topic", "ALTER_CONFIGS", "set topic overrides"),
         Need("group", "READ", "set group offsets"),
         Need("cluster", "ALTER", "create the recorded ACLs"),
     ),
