@@ -276,13 +276,14 @@ def _run_window(collect: Callable[[], TimedLagReport], window_s: float, interval
 # --------------------------------------------------------------------------- rendering
 
 
-def _lag_time_cell(basis: LagTimeBasis | None, conf: Confidence | None, secs: float | None) -> str:
+def _lag_time_cell(basis: LagTimeBasis | None, conf: Confidence | None, secs: float | None,
+                   denied: bool = False) -> str:
     if basis is None:
         return "-"
     if basis is LagTimeBasis.NO_LAG:
         return "0s"
     if secs is None:
-        return "?"
+        return "no Read" if denied else "?"
     prefix = ">=" if conf is Confidence.LOWER_BOUND else "~" if conf is Confidence.ESTIMATE else ""
     return prefix + fmt_seconds(secs)
 
@@ -341,7 +342,8 @@ def _renderables(timed: TimedLagReport, verdicts: list[GroupJudgement] | None = 
                     row += ["-", "-"] + (["-"] if show_bytes else [])
                 else:
                     lt = pt.lag_time
-                    row.append(_lag_time_cell(lt.basis, lt.confidence, lt.seconds))
+                    row.append(_lag_time_cell(lt.basis, lt.confidence, lt.seconds,
+                                              p.tp.topic in timed.read_denied))
                     rr = pt.retention
                     if rr is None or rr.time_left_seconds is None:
                         row.append("-" if rr is None or rr.basis.value in ("no_lag", "unknown")

@@ -287,3 +287,21 @@ def test_core_imports_stdlib_and_core_only() -> None:
     for m in mods:
         top = m.split(".")[0]
         assert top in sys.stdlib_module_names or m.startswith("opskit.core"), m
+
+
+def test_unknown_min_isr_is_said_not_hidden() -> None:
+    """No DescribeConfigs ACL: min.insync.replicas counts as 1 and both min-ISR findings
+    say so; the severity comes from what is known (never exit 6, never silent)."""
+    why = "min.insync.replicas not readable: User:monitor has no DescribeConfigs ACL"
+    r = evaluate_health(inp(min_isr={}, min_isr_unknown=why))
+    for check in ("under_min_isr", "at_min_isr"):
+        assert why in r.finding(check).message
+    assert r.severity is Severity.OK
+    assert why not in evaluate_health(inp()).finding("under_min_isr").message
+
+
+def test_no_visible_topic_is_unknown() -> None:
+    why = "no topic is visible to User:monitor"
+    r = evaluate_health(inp(partitions=(), min_isr={}, topics_invisible=why))
+    assert sev(r, "topics") is Severity.UNKNOWN and r.severity is Severity.UNKNOWN
+    assert why in r.summary

@@ -106,3 +106,12 @@ def test_plan_adds_partitions_and_fixes_config():
 def test_plan_in_sync():
     actual = {"a": ActualTopic("a", 4, 1, {"retention.ms": ("604800000", False)})}
     assert plan_topic_changes(_reg(), actual).in_sync
+
+
+def test_configs_not_readable_are_not_drift():
+    """No DescribeConfigs ACL: configs are not compared (never 'set retention.ms' on a
+    value that was only unreadable); partitions still are."""
+    actual = {"a": ActualTopic("a", 2, 1, configs_known=False)}
+    plan = plan_topic_changes(_reg(parts=4), actual)
+    assert [c.kind for c in plan.changes] == [ChangeKind.ADD_PARTITIONS]
+    assert plan_topic_changes(_reg(parts=4), {"a": ActualTopic("a", 4, 1, configs_known=False)}).in_sync
