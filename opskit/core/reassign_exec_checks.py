@@ -53,14 +53,14 @@ def build_moves(plan: ExecPlan, view: ClusterView, adopt: bool = False) -> tuple
             if tp.topic not in topics:
                 raise NotFoundError(f"topic {tp.topic!r} of the plan does not exist")
             raise NotFoundError(f"partition {_fmt(tp)} of the plan does not exist")
+        if len(pm.target) > n_brokers:
+            raise RefusedError(f"{_fmt(tp)}: replication factor {len(pm.target)} is above the "
+                               f"{n_brokers} registered brokers")
         unknown = sorted(set(pm.target) - view.brokers)
         if unknown:
             raise RefusedError(
                 f"{_fmt(tp)}: target broker(s) {', '.join(map(str, unknown))} not registered "
                 f"in the cluster (brokers: {', '.join(map(str, sorted(view.brokers)))})")
-        if len(pm.target) > n_brokers:
-            raise RefusedError(f"{_fmt(tp)}: replication factor {len(pm.target)} is above the "
-                               f"{n_brokers} registered brokers")
         min_isr = view.min_isr.get(tp.topic, 1)
         if len(pm.target) < min_isr:
             raise RefusedError(

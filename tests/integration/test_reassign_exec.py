@@ -410,7 +410,7 @@ def _nothing_changed(c: _Cluster, topic: str, reps: dict[int, list[int]],
     ("unknown_broker", 5, "not registered"),
     ("unknown_topic", 4, "does not exist"),
     ("stale", 5, "changed since the plan was made"),
-    ("rf_above_brokers", 5, "not registered"),
+    ("rf_above_brokers", 5, "above the 3 registered brokers"),
 ])
 def test_bad_plans_change_nothing(rc37: _Cluster, tmp_path: Path, case: str, code: int,
                                   needle: str) -> None:

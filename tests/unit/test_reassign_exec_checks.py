@@ -82,7 +82,7 @@ def test_refusals() -> None:
 
 def test_rf_above_broker_count() -> None:
     view = ClusterView({T0: (1,)}, frozenset({1, 2}), {}, {})
-    with pytest.raises(RefusedError):
+    with pytest.raises(RefusedError, match="replication factor 3 is above the 2"):
         build_moves(parse_plan(_plan([1, 2, 3])), view)
 
 
