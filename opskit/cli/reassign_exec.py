@@ -229,6 +229,16 @@ def execute(
             assert existing is not None
             _resume(existing, admin, journal, do_execute, output)
             return
+        others = [st for st in journal.executions()
+                  if st.phase is not Phase.DONE and st.plan_id != pid]
+        if others:
+            started = next((e for e in journal.events(others[0].plan_id)
+                            if e.get("kind") == "start"), {})
+            raise RefusedError(
+                f"another opskit execution is unfinished on this cluster (plan "
+                f"{started.get('plan', others[0].plan_id)}, phase {others[0].phase.value}): "
+                "finish it first with opskit reassign execute PLAN --resume --execute (or, "
+                f"if it is abandoned, move away {journal.dir(others[0].plan_id)})")
         rate = parse_rate(throttle) if throttle is not None else None
         view = admin.view(plan.topics)
         moves = build_moves(plan, view, adopt=adopt)

@@ -523,6 +523,10 @@ def test_broker_stopped_mid_move_pauses_then_resumes(rc37: _Cluster, tmp_path: P
         assert err.strip().splitlines()[-1].startswith("opskit: error: no progress for 8s")
     finally:
         c.sandbox.start_node(victim)
+    # while it is unfinished, another plan is refused (their throttles would overlap)
+    other = _write_plan(tmp_path / "other.json", {(topic, 0): cur})
+    o = run_cli("reassign", "execute", str(other), "--execute", "-b", c.bootstrap)
+    assert o.code == 5 and "another opskit execution is unfinished" in o.err, o.err
     r = subprocess.run(_opskit("reassign", "execute", str(plan), "--resume", "--execute",
                                "-b", c.bootstrap), check=False, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
