@@ -86,8 +86,12 @@ class _Cluster:
         return str(self.admin.list_topics(timeout=15).cluster_id)
 
     def configs(self, kind: ResourceType, name: str) -> dict[str, tuple[str | None, int]]:
-        for f in self.admin.describe_configs([ConfigResource(kind, name)]).values():
-            return {k: (v.value, int(v.source)) for k, v in f.result(15).items()}
+        # a fresh client: a broker restarted by a test is reached at once, not after the
+        # long-lived client's reconnect backoff
+        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        for f in admin.describe_configs([ConfigResource(kind, name)],
+                                        request_timeout=60).values():
+            return {k: (v.value, int(v.source)) for k, v in f.result(60).items()}
         return {}
 
     def throttles(self) -> dict[str, tuple[str | None, int]]:
