@@ -24,6 +24,7 @@ from opskit.adapters.safe_write import check_writable_target, write_file
 from opskit.cli.common import BootstrapOpt, ContextOpt, TimeoutOpt, connect, load_config, stderr
 from opskit.cli.lag import fmt_seconds
 from opskit.core.models import GroupDescription
+from opskit.errors import UnsupportedError
 
 
 class SnapshotFormat(str, Enum):
@@ -82,20 +83,29 @@ def snapshot(
         check_writable_target(file, "snapshot")
     cfg = load_config()
     taken = time.time()
+    groups_missing: UnsupportedError | None = None
     with connect(bootstrap_server, context, timeout) as admin:
         admin.skip_unauthorised_groups = True  # listed, not describable: left out with a note
         md = admin.metadata()
-        reader = None if no_time else RecordTimeReader(admin.conn, timeout=min(timeout, 5.0))
-        try:
-            timed = collect_timed_lag(admin, reader, None, None, cfg.lag_thresholds)
-        finally:
-            if reader is not None:
-                reader.close()
-        judge_invisible_groups(timed, admin.conn.principal, lambda: False, False,
-                               admin.unauthorised_groups)
-        descs = admin.describe_groups(g.group_id for g in timed.groups)
         bootstrap = admin.conn.bootstrap
-    lag = timed.to_dict()
+        lag: dict[str, Any] = {"groups": [], "severity": "UNKNOWN", "offset_errors": {},
+                               "notes": []}
+        descs: dict[str, GroupDescription] = {}
+        try:
+            admin.require("list_groups", "listing consumer groups")
+        except UnsupportedError as e:  # e.g. the Hanzo gateway: the rest is still worth having
+            groups_missing = e
+        if groups_missing is None:
+            reader = None if no_time else RecordTimeReader(admin.conn, timeout=min(timeout, 5.0))
+            try:
+                timed = collect_timed_lag(admin, reader, None, None, cfg.lag_thresholds)
+            finally:
+                if reader is not None:
+                    reader.close()
+            judge_invisible_groups(timed, admin.conn.principal, lambda: False, False,
+                                   admin.unauthorised_groups)
+            descs = admin.describe_groups(g.group_id for g in timed.groups)
+            lag = timed.to_dict()
     for gd in lag["groups"]:
         d = descs.get(gd["group"])
         gd["members_detail"] = _members(d) if d is not None else []
@@ -108,6 +118,7 @@ def snapshot(
         "lag_severity": lag["severity"],
         "offset_errors": lag["offset_errors"],
         "notes": lag["notes"],
+        "groups_note": None if groups_missing is None else f"groups not included: {groups_missing}",
     }
     text = (json.dumps(data, indent=2, default=str) + "\n" if output is SnapshotFormat.json
             else markdown(data))
@@ -118,6 +129,8 @@ def snapshot(
         stderr().print(f"snapshot written to {file}")
     else:
         sys.stdout.write(text)
+    if groups_missing is not None:  # the document is written; exit 3 says it is partial
+        raise UnsupportedError(f"snapshot without consumer groups: {groups_missing}")
     return 0
 
 
@@ -135,6 +148,7 @@ def markdown(data: dict[str, Any]) -> str:
         f"- controller: {c['controller_id']}",
         f"- brokers: {len(c['brokers'])}",
         f"- lag severity: **{data['lag_severity']}**",
+        *([f"- {data['groups_note']}"] if data.get("groups_note") else []),
         "",
         "## Brokers",
         "",

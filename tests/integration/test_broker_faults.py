@@ -28,9 +28,10 @@ from broker_double import ALL_APIS, API_VERSIONS, Behaviour, BrokerDouble
 from helpers import commit, create_topic, produce
 
 TIMEOUT = 2.0
-#: a command may wait --timeout a few times in a row (probe, first try, fallback), plus
-#: the interpreter start on a loaded machine: anything longer is a hang
-BOUND_S = 4 * TIMEOUT + 12
+#: a command may wait --timeout a few times in a row (probe, first try, fallback; about
+#: 5 s in all here when the machine is idle), and a shared CI machine can be many times
+#: slower (load 30 on 2 cores made them 17-20 s): a hang never ends, so the bound is wide
+BOUND_S = 15 * TIMEOUT + 30
 DOCUMENTED = {0, 1, 2, 3, 4, 5, 6}
 
 FAULTS: dict[str, Behaviour] = {
@@ -138,7 +139,7 @@ def test_every_command_ends_with_one_line(faulty: tuple[str, BrokerDouble], scen
     env = dict(os.environ, OPSKIT_CONFIG=str(tmp_path / "config.yaml"),
                OPSKIT_STATE=str(tmp_path / "state"), PYTHONWARNINGS="ignore")
     cmds = commands(scenario)
-    with ThreadPoolExecutor(max_workers=6) as pool:
+    with ThreadPoolExecutor(max_workers=3) as pool:
         futs = {name: pool.submit(_run, argv, double.bootstrap, env) for name, argv in cmds.items()}
         runs = [Run(name, *f.result()) for name, f in futs.items()]
     report = "\n".join(f"  {r.command:<24} exit {r.code!s:>4} {r.seconds:5.1f}s  "
