@@ -122,7 +122,7 @@ def snapshot(
     }
     text = (json.dumps(data, indent=2, default=str) + "\n" if output is SnapshotFormat.json
             else markdown(data))
-    for note in timed.notes:
+    for note in lag["notes"]:
         stderr().print(f"note: {note}", highlight=False)
     if file is not None:
         write_file(file, text, what="snapshot")
