@@ -293,6 +293,8 @@ def classify(r: CliResult, verify: Callable[[], str]) -> tuple[str, str]:
             return f"refused {r.code}", errors[0]
         return "fails", f"exit {r.code}: {str(e).splitlines()[0] if str(e) else type(e).__name__}"
     notes = [ln for ln in err_lines if ln.startswith("note:")]
+    if cell.startswith("refused") and errors:
+        return cell, errors[0]
     return cell, (notes[0] if notes and cell == DEGRADES else f"exit {r.code}")
 
 
