@@ -213,7 +213,8 @@ class KafkaAdmin:
         if name in _UNSUPPORTED:
             return UnsupportedError(f"the broker does not support {what} ({error_text(exc)})")
         if name in _AUTHZ:
-            return NotAuthorisedError(f"not authorised for {what}: {error_text(exc)}")
+            return NotAuthorisedError(f"not authorised for {what} ({self.conn.principal} has no "
+                                      f"ACL for it): {error_text(exc)}")
         if name in _AUTH:
             return KafkaOperationError(f"not authorised for {what}: {error_text(exc)}")
         if name in ("UNKNOWN_TOPIC_OR_PART", "UNKNOWN_TOPIC_ID"):
