@@ -258,8 +258,7 @@ def _balance(topology: Topology, reps: list[list[int]], stay: list[int], drained
     gone = set(drained)
     # replicas no broker of their own rack can take: their rack is drained (or the broker
     # has no rack) or every broker left in it holds the partition already
-    stranded = {i for i, rs in enumerate(reps) for d in rs if d in gone
-                and all(b in rs for b in members.get(rack_of.get(d) or "", []))}
+    stranded = {i for i, rs in enumerate(reps) if _stranded(rs, gone, rack_of, members)}
     moved_off = [sizes[i] for i in stranded for d in reps[i] if d in gone]
     lower = (len(moved_off), sum(moved_off))
     if stranded:
@@ -270,11 +269,27 @@ def _balance(topology: Topology, reps: list[list[int]], stay: list[int], drained
         lower = (lower[0] + replicas, lower[1] + size)
         balance_replicas(reps, sizes, group, leaving, RackRule({}))
     left = next(((i, d) for i, rs in enumerate(reps) for d in rs if d in gone), None)
+    if left is not None:  # the last resort: any rack that keeps the spread
+        balance_replicas(reps, sizes, stay, drained, racks, shed_surplus=False)
+        left = next(((i, d) for i, rs in enumerate(reps) for d in rs if d in gone), None)
     if left is not None:
         p = topology.partitions[left[0]]
         raise RefusedError(f"{p.topic}:{p.partition} cannot leave broker {left[1]} keeping its "
                            f"replicas spread over racks")
     return lower
+
+
+def _stranded(rs: Sequence[int], gone: set[int], rack_of: Mapping[int, str | None],
+              members: Mapping[str, Sequence[int]]) -> bool:
+    """Some replica of this partition on a drained broker has no broker of its own rack
+    to go to: its rack keeps fewer brokers without this partition than it loses replicas
+    of it (none at all when the whole rack is drained)."""
+    leaving: dict[str, int] = defaultdict(int)
+    for d in rs:
+        if d in gone:
+            leaving[rack_of.get(d) or ""] += 1
+    return any(n > sum(1 for b in members.get(rack, ()) if b not in rs)
+               for rack, n in leaving.items())
 
 
 def _lower_bounds(reps: Sequence[Sequence[int]], sizes: Sequence[int], stay: Sequence[int],

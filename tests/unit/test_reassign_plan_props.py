@@ -135,8 +135,12 @@ def _stranded(topology: Topology, stay: list[int], drained: list[int]) -> bool:
     rack_of = {b.id: b.rack for b in topology.brokers}
     if not any(rack_of.values()):
         return False
-    return any(all(b in p.replicas for b in stay if rack_of[b] == rack_of[d])
-               for p in topology.partitions for d in p.replicas if d in drained)
+    for p in topology.partitions:
+        leaving = Counter(rack_of[d] for d in p.replicas if d in drained)
+        if any(n > sum(1 for b in stay if rack_of[b] == rack and b not in p.replicas)
+               for rack, n in leaving.items()):
+            return True
+    return False
 
 
 def _rack_groups(topology: Topology, stay: list[int]) -> list[list[int]]:
