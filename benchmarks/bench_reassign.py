@@ -1,5 +1,23 @@
 """Benchmark: partition reassignment.
 
+Parts (a) and (b), ``plan``: plan quality and planning time. A sandbox (Kafka 3.7) of 3
+brokers with 4 topics of P partitions in all (replication factors 1, 2, 3 and 3, replicas
+placed by Kafka, records of random sizes so partitions differ in bytes), then 3 more
+brokers join empty. On that cluster:
+
+* (a) ``opskit reassign plan --add-brokers 3,4,5`` and Kafka's tool
+  ``kafka-reassign-partitions --generate --broker-list 0,1,2,3,4,5`` for every topic:
+  replicas moved and bytes moved by each, divided by the lower bound (replicas: sum over
+  brokers of max(0, count - ceil(total / 6)); bytes: each broker's smallest replicas
+  beyond ceil(total / 6)). Goal: opskit 1.00.
+* (b) planning time, each command timed from start to exit (both read the cluster:
+  opskit its topology with partition sizes, Kafka's tool its metadata), median of 3 runs:
+  Kafka's tool's --generate / opskit's plan; also opskit's pure planning step in-process.
+
+    python benchmarks/bench_reassign.py plan [--partitions 1200] [--full]
+
+``--full``: 10,000 partitions.
+
 Part (c), ``exec``: execution time under a throttle. A 3-broker sandbox (Kafka 3.7),
 one topic of P partitions with replication factor 1 spread over the brokers, D bytes
 per broker. The plan adds one replica to every partition (on the next broker), so
@@ -152,15 +170,167 @@ def bench_exec(mb_per_broker: int, throttle_mb: float, partitions: int) -> dict[
         sb.down()
 
 
+def _sizes_and_replicas(bootstrap: str) -> tuple[Any, dict[tuple[str, int], int]]:
+    from opskit.adapters.kafka_admin import KafkaAdmin
+    from opskit.adapters.topology import read_topology
+    from opskit.core.connection import ConnectionConfig
+
+    with KafkaAdmin(ConnectionConfig(bootstrap), timeout=60) as admin:
+        topo = read_topology(admin).topology
+    return topo, {(p.topic, p.partition): p.size_bytes for p in topo.partitions}
+
+
+def _moved(topo: Any, target: dict[tuple[str, int], list[int]]) -> tuple[int, int]:
+    replicas = moved_bytes = 0
+    for p in topo.partitions:
+        new = set(target.get((p.topic, p.partition), p.replicas)) - set(p.replicas)
+        replicas += len(new)
+        moved_bytes += len(new) * p.size_bytes
+    return replicas, moved_bytes
+
+
+def _median_wall(cmd: list[str] | None, run: Any = None, runs: int = 3) -> float:
+    walls = []
+    for _ in range(runs):
+        t0 = time.monotonic()
+        if cmd is not None:
+            r = subprocess.run(cmd, capture_output=True, text=True, check=False)
+            if r.returncode != 0:
+                raise SystemExit(f"{cmd[:4]} failed: {r.stderr[-500:]}")
+        else:
+            run()
+        walls.append(time.monotonic() - t0)
+    return sorted(walls)[len(walls) // 2]
+
+
+def _fill_random(bootstrap: str, topics: list[str], partitions: int, seed: int) -> None:
+    """Records of random sizes (1-8 KB, 0-4 per partition) so partitions differ in bytes."""
+    import random
+
+    from confluent_kafka import Producer
+
+    rnd = random.Random(seed)
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 50, "acks": "1",
+                  "compression.type": "none"})
+    for topic in topics:
+        for part in range(partitions):
+            for _ in range(rnd.randrange(0, 5)):
+                while True:
+                    try:
+                        p.produce(topic, value=os.urandom(rnd.randrange(1000, 8000)), partition=part)
+                        break
+                    except BufferError:
+                        p.poll(0.1)
+            p.poll(0)
+    assert p.flush(300) == 0
+
+
+#: replication factors of the benchmark's topics (HIP-30 has topics of RF 1 and RF 3)
+PLAN_TOPIC_RFS = (1, 2, 3, 3)
+
+
+def bench_plan(partitions: int, seed: int = 7) -> dict[str, Any]:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from opskit.core.reassign_model import Goal, GoalKind, Policy
+    from opskit.core.reassign_plan import plan_reassignment
+    from opskit.sandbox.cluster import Sandbox, free_port_block
+    from opskit.sandbox.dist import ensure_kafka_dist
+
+    sb = Sandbox(f"bench-rp-{uuid.uuid4().hex[:6]}")
+    old_heap = os.environ.get("OPSKIT_SANDBOX_HEAP")
+    os.environ.setdefault("OPSKIT_SANDBOX_HEAP", "768m")
+    try:
+        st, _ = sb.up(brokers=3, version="3.7", port=free_port_block(6))
+        bootstrap = st.bootstrap
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        names = [f"bench_plan_rf{rf}_{i}" for i, rf in enumerate(PLAN_TOPIC_RFS)]
+        per_topic = partitions // len(names)
+        for n, rf in zip(names, PLAN_TOPIC_RFS, strict=True):
+            # one topic per request: KRaft refuses more than 10,000 records in one operation
+            for f in admin.create_topics([NewTopic(n, per_topic, rf)]).values():
+                f.result(300)
+        _fill_random(bootstrap, names, per_topic, seed)
+        st = sb.add_brokers(3)
+        bootstrap = st.bootstrap
+        topo, _sizes = _sizes_and_replicas(bootstrap)
+        assert {p.topic for p in topo.partitions} == set(names), "only the benchmark's topics"
+        tmp = Path(tempfile.mkdtemp(prefix="bench-rp-"))
+        # (a) opskit
+        ops_cmd = _opskit("reassign", "plan", "--add-brokers", "3,4,5", "-o", "json",
+                          "-b", bootstrap, "--timeout", "60")
+        r = subprocess.run(ops_cmd, capture_output=True, text=True, check=False)
+        if r.returncode != 0:
+            raise SystemExit(f"opskit reassign plan failed: {r.stderr}")
+        plan = json.loads(r.stdout)
+        est = plan["opskit"]["estimates"]
+        ops_target = {(p["topic"], p["partition"]): p["replicas"] for p in plan["partitions"]}
+        ops_replicas, ops_bytes = _moved(topo, ops_target)
+        assert (ops_replicas, ops_bytes) == (est["replicas_moved"], est["bytes_moved"])
+        lb_replicas, lb_bytes = est["replicas_lower_bound"], est["bytes_lower_bound"]
+        # (a) Kafka's tool
+        dist = ensure_kafka_dist("3.7")
+        cls = _reassign_class(dist)
+        topics_file = tmp / "topics.json"
+        topics_file.write_text(json.dumps({"version": 1, "topics": [{"topic": n} for n in names]}))
+        gen_args = ("--bootstrap-server", bootstrap, "--topics-to-move-json-file", str(topics_file),
+                    "--broker-list", "0,1,2,3,4,5", "--generate")
+        g = dist.run_tool(cls, *gen_args)
+        if g.returncode != 0:
+            raise SystemExit(f"kafka-reassign-partitions --generate failed: {g.stderr[-500:]}")
+        proposed = json.loads(g.stdout.strip().splitlines()[-1])
+        tool_target = {(p["topic"], p["partition"]): p["replicas"] for p in proposed["partitions"]}
+        tool_replicas, tool_bytes = _moved(topo, tool_target)
+        # (b) planning time
+        ops_wall = _median_wall(ops_cmd)
+        tool_wall = _median_wall(dist.java_cmd(cls, *gen_args))
+        goal = Goal(GoalKind.ADD_BROKERS, brokers=(3, 4, 5))
+        from datetime import UTC, datetime
+
+        pure = _median_wall(None, lambda: plan_reassignment(topo, goal, Policy(), datetime.now(UTC)))
+        return {
+            "partitions": len(topo.partitions), "replicas": sum(len(p.replicas) for p in topo.partitions),
+            "brokers": "3 -> 6", "bytes_total": sum(p.size_bytes * len(p.replicas) for p in topo.partitions),
+            "lower_bound_replicas": lb_replicas, "lower_bound_bytes": lb_bytes,
+            "opskit_replicas": ops_replicas, "opskit_bytes": ops_bytes,
+            "opskit_replicas_vs_bound": round(ops_replicas / lb_replicas, 2) if lb_replicas else None,
+            "opskit_bytes_vs_bound": round(ops_bytes / lb_bytes, 2) if lb_bytes else None,
+            "tool_replicas": tool_replicas, "tool_bytes": tool_bytes,
+            "tool_replicas_vs_bound": round(tool_replicas / lb_replicas, 2) if lb_replicas else None,
+            "tool_bytes_vs_bound": round(tool_bytes / lb_bytes, 2) if lb_bytes else None,
+            "opskit_plan_s": round(ops_wall, 2), "tool_generate_s": round(tool_wall, 2),
+            "tool_vs_opskit_time": round(tool_wall / ops_wall, 2),
+            "opskit_pure_planning_s": round(pure, 3),
+        }
+    finally:
+        sb.down()
+        if old_heap is None:
+            os.environ.pop("OPSKIT_SANDBOX_HEAP", None)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="part", required=True)
+    pl = sub.add_parser("plan", help="(a) replicas/bytes moved vs the lower bound and Kafka's "
+                                     "--generate, 3 -> 6 brokers; (b) planning time")
+    pl.add_argument("--partitions", type=int, default=1200)
+    pl.add_argument("--full", action="store_true", help="10,000 partitions")
     ex = sub.add_parser("exec", help="(c) execution time under a throttle vs D/L and Kafka's tool")
     ex.add_argument("--mb-per-broker", type=int, default=30)
     ex.add_argument("--throttle-mb", type=float, default=3.0)
     ex.add_argument("--partitions", type=int, default=6, help="a multiple of 3")
     ex.add_argument("--full", action="store_true", help="200 MB per broker at 10 MB/s")
     args = ap.parse_args()
+    if args.part == "plan":
+        res = bench_plan(10_000 if args.full else args.partitions)
+        print(json.dumps(res, indent=2))
+        print(f"(a) replicas moved / lower bound: opskit {res['opskit_replicas_vs_bound']}, "
+              f"Kafka's --generate {res['tool_replicas_vs_bound']}; bytes moved / lower bound: "
+              f"opskit {res['opskit_bytes_vs_bound']}, --generate {res['tool_bytes_vs_bound']}")
+        print(f"(b) {res['partitions']:,} partitions x 6 brokers: opskit reassign plan "
+              f"{res['opskit_plan_s']} s, Kafka's --generate {res['tool_generate_s']} s "
+              f"({res['tool_vs_opskit_time']}x); opskit's planning step alone "
+              f"{res['opskit_pure_planning_s']} s")
     if args.part == "exec":
         mb, thr = (200, 10.0) if args.full else (args.mb_per_broker, args.throttle_mb)
         res = bench_exec(mb, thr, args.partitions)
