@@ -204,7 +204,7 @@ def _median_wall(cmd: list[str] | None, run: Any = None, runs: int = 3) -> float
 
 
 def _fill_random(bootstrap: str, topics: list[str], partitions: int, seed: int) -> None:
-    """Records of random sizes (1-8 KB, 0-4 per partition) so partitions differ in bytes."""
+    """Records of random sizes (1-8 KB, 1-4 per partition) so partitions differ in bytes."""
     import random
 
     from confluent_kafka import Producer
@@ -214,7 +214,7 @@ def _fill_random(bootstrap: str, topics: list[str], partitions: int, seed: int) 
                   "compression.type": "none"})
     for topic in topics:
         for part in range(partitions):
-            for _ in range(rnd.randrange(0, 5)):
+            for _ in range(rnd.randrange(1, 5)):
                 while True:
                     try:
                         p.produce(topic, value=os.urandom(rnd.randrange(1000, 8000)), partition=part)
@@ -251,7 +251,7 @@ def bench_plan(partitions: int, seed: int = 7) -> dict[str, Any]:
             for f in admin.create_topics([NewTopic(n, per_topic, rf)]).values():
                 f.result(300)
         _fill_random(bootstrap, names, per_topic, seed)
-        st = sb.add_brokers(3)
+        st = sb.add_brokers(3, wait_timeout=900)
         bootstrap = st.bootstrap
         topo, _sizes = _sizes_and_replicas(bootstrap)
         assert {p.topic for p in topo.partitions} == set(names), "only the benchmark's topics"

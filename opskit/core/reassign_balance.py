@@ -252,15 +252,17 @@ def balance_leaders(reps: list[list[int]], brokers: Sequence[int]) -> None:
 
 
 def repair_leaders(base: Sequence[Sequence[int]], reps: list[list[int]], brokers: Sequence[int],
-                   racks: RackRule, attempts: int = 200) -> None:
-    """When leaders stay unbalanced after ``balance_leaders`` (a broker leads partitions
-    no broker with fewer leaders holds: say it received single-replica partitions),
-    exchange a replica move for another one from the same giver to the same receiver
-    (as many moves, same counts) that lets leadership flow, and balance again. Keeps an
-    exchange only when the leader spread shrinks."""
+                   racks: RackRule, attempts: int = 60) -> None:
+    """When leaders stay unbalanced after ``balance_leaders`` (the brokers split into a set
+    that leadership cannot leave: say the smallest partitions, moved whole onto the new
+    brokers, have all their replicas there, or a broker received single-replica
+    partitions), exchange a replica move for another one from the same giver to the same
+    receiver (as many moves, same replica counts) that lets leadership cross, and balance
+    again. An exchange is kept only when the leaders get more even; at most ``attempts``
+    exchanges are tried."""
     stay = sorted(set(brokers))
-    spread = _leader_spread(reps, stay)
-    while spread > 1 and attempts > 0:
+    score = _leader_score(reps, stay)
+    while score[0] > 1 and attempts > 0:
         closed = _closed_set(reps, stay)
         improved = False
         for i, y, a in _planned_moves(base, reps, closed, set(stay)):
@@ -272,16 +274,18 @@ def repair_leaders(base: Sequence[Sequence[int]], reps: list[list[int]], brokers
                 options.sort(key=lambda q: (-len(reps[q]), reps[q][0] in closed, q))
             else:  # the closed set gives another partition: one it is stuck leading
                 options.sort(key=lambda q: (reps[q][0] != a, len(reps[q]), q))
-            for q in options[:4]:
+            for q in options[:3]:
                 attempts -= 1
                 trial = [list(rs) for rs in reps]
                 trial[i][trial[i].index(y)] = a
                 trial[q][trial[q].index(a)] = y
                 balance_leaders(trial, stay)
-                now = _leader_spread(trial, stay)
-                if now < spread:
+                now = _leader_score(trial, stay)
+                if now < score:
                     reps[:] = trial
-                    spread, improved = now, True
+                    score, improved = now, True
+                    break
+                if attempts <= 0:
                     break
             if improved or attempts <= 0:
                 break
@@ -289,12 +293,13 @@ def repair_leaders(base: Sequence[Sequence[int]], reps: list[list[int]], brokers
             return
 
 
-def _leader_spread(reps: Sequence[Sequence[int]], stay: Sequence[int]) -> int:
+def _leader_score(reps: Sequence[Sequence[int]], stay: Sequence[int]) -> tuple[int, int]:
+    """(spread, sum of squares) of the leader counts: smaller is more even."""
     leads = dict.fromkeys(stay, 0)
     for rs in reps:
         if rs and rs[0] in leads:
             leads[rs[0]] += 1
-    return max(leads.values()) - min(leads.values())
+    return max(leads.values()) - min(leads.values()), sum(v * v for v in leads.values())
 
 
 def _closed_set(reps: Sequence[Sequence[int]], stay: Sequence[int]) -> set[int]:
@@ -321,11 +326,12 @@ def _planned_moves(base: Sequence[Sequence[int]], reps: Sequence[Sequence[int]],
     """(partition, receiver, giver) of the planned moves across the border of ``closed``."""
     out = []
     for i, (was, rs) in enumerate(zip(base, reps, strict=True)):
-        if was == rs:
-            continue
         gone = [a for a in was if a not in rs and a in stay]
         out += [(i, y, a) for y in rs if y not in was for a in gone
                 if (y in closed) != (a in closed)]
+    # first the exchanges that move a leader across: a move into the closed set that
+    # made the receiver lead, a move out of it that did not
+    out.sort(key=lambda m: (reps[m[0]][0] == m[1]) != (m[1] in closed))
     return out
 
 
