@@ -469,6 +469,15 @@ class KafkaAdmin:
         for r, fut in futs.items():
             self._result(fut, f"altering configs of topic {r.name}", "alter_topic_configs")
 
+    def alter_broker_default(self, changes: Mapping[str, str]) -> None:
+        """Set dynamic cluster-wide broker defaults (the ``--entity-default`` of kafka-configs)."""
+        r = ck.ConfigResource(ck.ResourceType.BROKER, "", incremental_configs=[
+            ck.ConfigEntry(k, v, incremental_operation=ck.AlterConfigOpType.SET)
+            for k, v in changes.items()])
+        self.require("alter_broker_default", "altering broker defaults")
+        for _, fut in self._admin.incremental_alter_configs([r], **self._kw()).items():
+            self._result(fut, "altering the cluster's broker defaults", "alter_broker_default")
+
     def create_partitions(self, increases: Mapping[str, int]) -> None:
         new = [ck.NewPartitions(t, n) for t, n in increases.items()]
         if not new:

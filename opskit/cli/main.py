@@ -73,6 +73,7 @@ COMMANDS: dict[str, tuple[str, str, bool]] = {
     "page": ("opskit.cli.page", "app", True),
     "dlq": ("opskit.cli.dlq", "app", True),
     "reassign": ("opskit.cli.reassign", "app", True),
+    "playbook": ("opskit.cli.playbook", "app", True),
 }
 _registered: list[str] = []
 #: global options that take a value (to find the subcommand on the line)

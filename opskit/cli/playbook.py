@@ -1,0 +1,228 @@
+"""``opskit playbook scale-out|status|resume|abort``: HIP-30's 1 -> 3 broker scaling path.
+
+This session's scope: ``--platform local`` (a sandbox). The Kubernetes platform's
+objects and journal exist (opskit.core.scaleout.k8s, adapters/k8s_api.py) but its
+runner does not yet: ``--platform kubernetes`` is refused with a usage error.
+"""
+
+from __future__ import annotations
+
+import secrets
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from opskit.cli.common import Output, OutputOpt, emit, stderr, stdout
+from opskit.errors import InconsistentStateError, NotFoundError, RefusedError, UsageError
+
+app = typer.Typer(help="Scheduled, resumable cluster playbooks (scale-out from 1 to 3 brokers).",
+                  no_args_is_help=True)
+
+SandboxOpt = Annotated[str, typer.Option("--sandbox", help="the local sandbox to scale")]
+
+
+def _run_dir(sandbox: str) -> Path:
+    from opskit.adapters.safe_write import safe_file_name
+    from opskit.paths import state_dir
+
+    return state_dir() / "playbooks" / safe_file_name(sandbox)
+
+
+def _context(sandbox: str) -> str:
+    from opskit.sandbox.cluster import Sandbox
+
+    sb = Sandbox(sandbox)
+    st = sb.require()
+    return f"sandbox-{sandbox}" if st.security == "plaintext" else f"sandbox-{sandbox}-admin"
+
+
+def _pager(routing_key_file: Path | None, base_url: str | None, run_id: str) -> Any:
+    if routing_key_file is None:
+        return None
+    from opskit.adapters.pagerduty_events import (
+        DEFAULT_BASE_URL,
+        PagerDutyEvents,
+        PagerDutySettings,
+        build_event,
+        read_routing_key,
+    )
+
+    settings = PagerDutySettings(read_routing_key(routing_key_file), base_url or DEFAULT_BASE_URL)
+
+    def page(p: Any) -> None:
+        sev = p.severity if p.severity in ("critical", "error", "warning", "info") else "error"
+        with PagerDutyEvents(settings) as pd:
+            pd.send(build_event("trigger", dedup_key=f"opskit-scaleout/{run_id}",
+                                summary=p.summary, source="opskit playbook scale-out",
+                                severity=sev))
+
+    return page
+
+
+def _show(data: dict[str, Any], output: Output) -> None:
+    def table(con: Any) -> None:
+        plan = data.get("plan", {})
+        con.print(f"scale-out {data.get('run_id', '(plan)')}: {data.get('phase', 'planned')}"
+                  + (f" - {data['reason']}" if data.get("reason") else ""))
+        con.print(f"  {plan.get('quorum')} quorum, Kafka {plan.get('kafka_version')}; brokers "
+                  f"{plan.get('existing')} + new {plan.get('new_nodes')} ({plan.get('new_node_roles')})")
+        con.print(f"  data to copy {plan.get('bytes_to_copy', 0):,} bytes; estimated "
+                  f"{plan.get('estimated_seconds', 0):.0f} s")
+        done = set(data.get("done", []))
+        for key in plan.get("steps", []):
+            mark = "done" if key in done else ("RUNNING" if key == data.get("in_flight") else "-")
+            con.print(f"  {mark:>7}  {key}")
+        for n in plan.get("notes", []):
+            con.print(f"  note: {n}")
+
+    emit(data, output, table)
+
+
+@app.command("scale-out")
+def scale_out(
+    brokers: Annotated[int, typer.Option("--brokers", min=2, max=32, help="brokers wanted")] = 3,
+    platform: Annotated[str, typer.Option("--platform", help="local (a sandbox)")] = "local",
+    sandbox: SandboxOpt = "default",
+    throttle: Annotated[str, typer.Option(
+        "--throttle", help="replication throttle per broker while copying (50MiB, 10MB, ...)")] = "50MiB",
+    window: Annotated[str | None, typer.Option(
+        "--window", help="act only inside this daily UTC window, e.g. 02:00-05:00Z; outside it "
+        "a run stops at the next safe point and the next run resumes", show_default=False)] = None,
+    registry: Annotated[Path | None, typer.Option(
+        "--registry", help="topic registry file to update after the RF raise (RF, min ISR)",
+        show_default=False)] = None,
+    routing_key_file: Annotated[Path | None, typer.Option(
+        "--routing-key-file", help="PagerDuty Events v2 routing key: page when a run halts or "
+        "fails", show_default=False)] = None,
+    pagerduty_url: Annotated[str | None, typer.Option(
+        "--pagerduty-url", help="Events API base URL (tests)", show_default=False)] = None,
+    do_execute: Annotated[bool, typer.Option("--execute", help="act (default: show the plan)")] = False,
+    output: OutputOpt = Output.table,
+) -> int:
+    """Scale a cluster out (plan shown without --execute); rerunning resumes the journaled run."""
+    from opskit.core.reassign_exec_plan import parse_rate
+    from opskit.core.scaleout.plan import ScaleOutRequest, plan_scale_out
+    from opskit.core.scaleout.window import parse_window
+
+    if platform != "local":
+        raise UsageError(f"--platform {platform!r}: only 'local' is built so far (the Kubernetes "
+                         "runner is not; see the README)")
+    rate = parse_rate(throttle)
+    win = parse_window(window) if window else None
+    run_dir = _run_dir(sandbox)
+    from opskit.adapters.scaleout_journal import FileJournal
+
+    store = FileJournal(run_dir / "journal.json")
+    existing, version = store.load()
+    if existing is not None and existing.phase.value not in ("done", "aborted"):
+        if not do_execute:
+            _show({**existing.to_dict(), "dry_run": True}, output)
+            stderr().print("a run is journaled; add --execute to resume it")
+            return 0
+        return _resume(sandbox, existing, version, store, throttle, win, registry,
+                       routing_key_file, pagerduty_url, output)
+    from opskit.adapters.kafka_admin import KafkaAdmin
+    from opskit.adapters.scaleout_local import read_local_facts
+    from opskit.sandbox.cluster import Sandbox
+
+    sb = Sandbox(sandbox)
+    with KafkaAdmin(sb.connection(), timeout=10.0) as admin:
+        facts = read_local_facts(sb, admin)
+    plan = plan_scale_out(facts, ScaleOutRequest(target_brokers=brokers, throttle_bytes_per_s=rate,
+                                                 window=win))
+    if not do_execute:
+        _show({"dry_run": True, "plan": plan.to_dict()}, output)
+        return 0
+    from opskit.core.scaleout.machine import RunState
+
+    state = RunState(f"so-{secrets.token_hex(4)}", plan)
+    return _resume(sandbox, state, version, store, throttle, win, registry, routing_key_file,
+                   pagerduty_url, output)
+
+
+def _resume(sandbox: str, state: Any, version: str | None, store: Any, throttle: str,
+            win: Any, registry: Path | None, routing_key_file: Path | None,
+            pagerduty_url: str | None, output: Output) -> int:
+    from opskit.adapters.scaleout_local import LocalSteps
+    from opskit.adapters.scaleout_runner import drive
+    from opskit.sandbox.cluster import Sandbox
+
+    sb = Sandbox(sandbox)
+    run_dir = _run_dir(sandbox)
+    steps = LocalSteps(sb, sb.connection(), _context(sandbox), run_dir, throttle, registry)
+    err = stderr()
+    end = drive(state, version, store, steps, window=win, abort_marker=run_dir / "abort",
+                pager=_pager(routing_key_file, pagerduty_url, state.run_id),
+                say=lambda m: err.print(m, highlight=False))
+    _show(end.to_dict(), output)
+    if end.phase.value == "done":
+        (run_dir / "abort").unlink(missing_ok=True)
+        return 0
+    if end.phase.value == "aborted":
+        (run_dir / "abort").unlink(missing_ok=True)
+        raise RefusedError(f"scale-out {end.run_id} aborted at a safe point: {end.reason}")
+    if end.reason == "outside the maintenance window":
+        raise RefusedError(f"scale-out {end.run_id} halted at a safe point: outside the "
+                           "maintenance window; the next run inside it resumes")
+    if end.phase.value == "failed":
+        raise RefusedError(f"scale-out {end.run_id} failed: {end.reason}; fix the cause, then "
+                           "'opskit playbook resume'")
+    raise InconsistentStateError(f"scale-out {end.run_id} halted: {end.reason}; 'opskit "
+                                 "playbook resume' (or the next scheduled run) continues")
+
+
+@app.command("status")
+def status(sandbox: SandboxOpt = "default", output: OutputOpt = Output.table) -> int:
+    """The journaled run: steps done, the one in flight, why it stopped."""
+    from opskit.adapters.scaleout_journal import FileJournal
+
+    state, _ = FileJournal(_run_dir(sandbox) / "journal.json").load()
+    if state is None:
+        raise NotFoundError(f"no scale-out run is journaled for sandbox {sandbox!r}")
+    _show(state.to_dict(), output)
+    return 0
+
+
+@app.command("resume")
+def resume(
+    sandbox: SandboxOpt = "default",
+    throttle: Annotated[str, typer.Option("--throttle", help="replication throttle per broker")] = "50MiB",
+    window: Annotated[str | None, typer.Option("--window", show_default=False,
+                                               help="daily UTC window, e.g. 02:00-05:00Z")] = None,
+    registry: Annotated[Path | None, typer.Option("--registry", show_default=False,
+                                                  help="topic registry file to update")] = None,
+    output: OutputOpt = Output.table,
+) -> int:
+    """Continue the journaled run (steps done are never run again)."""
+    from opskit.adapters.scaleout_journal import FileJournal
+    from opskit.core.scaleout.window import parse_window
+
+    store = FileJournal(_run_dir(sandbox) / "journal.json")
+    state, version = store.load()
+    if state is None or state.phase.value in ("done", "aborted"):
+        raise NotFoundError(f"no unfinished scale-out run for sandbox {sandbox!r}")
+    return _resume(sandbox, state, version, store, throttle,
+                   parse_window(window) if window else None, registry, None, None, output)
+
+
+@app.command("abort")
+def abort(sandbox: SandboxOpt = "default",
+          do_execute: Annotated[bool, typer.Option("--execute", help="act (default: dry run)")] = False,
+          ) -> int:
+    """Stop the run at its next safe point (a step under way finishes first)."""
+    from opskit.adapters.safe_write import write_file
+    from opskit.adapters.scaleout_journal import FileJournal
+
+    run_dir = _run_dir(sandbox)
+    state, _ = FileJournal(run_dir / "journal.json").load()
+    if state is None or state.phase.value in ("done", "aborted"):
+        raise NotFoundError(f"no unfinished scale-out run for sandbox {sandbox!r}")
+    if not do_execute:
+        stdout().print(f"would ask run {state.run_id} to stop at its next safe point "
+                       f"(in flight: {state.in_flight or 'nothing'}); add --execute")
+        return 0
+    write_file(run_dir / "abort", state.run_id + "\n", what="abort marker")
+    stdout().print(f"run {state.run_id}: abort requested; it stops at its next safe point "
+                   "(the next 'scale-out --execute' or 'resume' applies it)")
+    return 0
