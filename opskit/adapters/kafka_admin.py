@@ -475,7 +475,7 @@ class KafkaAdmin:
             ck.ConfigEntry(k, v, incremental_operation=ck.AlterConfigOpType.SET)
             for k, v in changes.items()])
         self.require("alter_broker_default", "altering broker defaults")
-        for _, fut in self._admin.incremental_alter_configs([r], **self._kw()).items():
+        for fut in self._admin.incremental_alter_configs([r], **self._kw()).values():
             self._result(fut, "altering the cluster's broker defaults", "alter_broker_default")
 
     def create_partitions(self, increases: Mapping[str, int]) -> None:

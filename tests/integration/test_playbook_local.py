@@ -1,0 +1,241 @@
+"""The scale-out playbook on a local sandbox, end to end, against real Kafka.
+
+From one node to three under continuous traffic from an idempotent ``acks=all``
+producer and a consuming group: no acknowledged record lost, per-key order kept, the
+group keeps consuming; the run is killed with SIGKILL at a step boundary and inside
+the RF raise and resumed each time; the end state is RF 3, ISR 3,
+``min.insync.replicas=2``, preferred leaders spread within 1, health OK, the topic
+registry updated so ``topics diff`` is clean, no throttle left, no duplicate node.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Self
+
+import pytest
+from confluent_kafka import Consumer, Producer
+from helpers import run_cli
+
+from opskit.adapters.kafka_admin import KafkaAdmin
+from opskit.paths import state_dir
+from opskit.sandbox.cluster import Sandbox, free_port_block
+from opskit.sandbox.scale import voters
+
+ROOT = Path(__file__).resolve().parents[2]
+REGISTRY = ROOT / "opskit" / "registry" / "hip30.yaml"
+TOPIC = "llm_usage"  # billing data: the records that must not be lost
+
+
+class Traffic:
+    """An idempotent acks=all producer (keys k0..k7, a sequence per key) and a group."""
+
+    def __init__(self, bootstrap: str) -> None:
+        self.bootstrap = bootstrap
+        self.acked: list[tuple[str, int]] = []
+        self.errors: list[str] = []
+        self.consumed = 0
+        self.consumed_after_mark = 0
+        self.mark = False
+        self._stop = threading.Event()
+        self._threads = [threading.Thread(target=self._produce, daemon=True),
+                         threading.Thread(target=self._consume, daemon=True)]
+
+    def __enter__(self) -> Self:
+        for t in self._threads:
+            t.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        for t in self._threads:
+            t.join(60)
+
+    def _produce(self) -> None:
+        p = Producer({"bootstrap.servers": self.bootstrap, "enable.idempotence": True,
+                      "acks": "all", "linger.ms": 5, "message.timeout.ms": 300000})
+        seq = 0
+
+        def done(err: object, msg: object) -> None:
+            if err is not None:
+                self.errors.append(str(err))
+            else:
+                k = msg.key().decode()  # type: ignore[attr-defined]
+                self.acked.append((k, int(msg.value().decode())))  # type: ignore[attr-defined]
+
+        while not self._stop.is_set():
+            for _ in range(20):
+                p.produce(TOPIC, key=f"k{seq % 8}".encode(), value=str(seq).encode(),
+                          on_delivery=done)
+                seq += 1
+            p.poll(0.05)
+        assert p.flush(120) == 0
+
+    def _consume(self) -> None:
+        c = Consumer({"bootstrap.servers": self.bootstrap, "group.id": "billing-agg",
+                      "auto.offset.reset": "earliest", "enable.auto.commit": True})
+        c.subscribe([TOPIC])
+        while not self._stop.is_set():
+            m = c.poll(0.5)
+            if m is not None and m.error() is None:
+                self.consumed += 1
+                if self.mark:
+                    self.consumed_after_mark += 1
+        c.close()
+
+
+def read_all(bootstrap: str) -> dict[str, list[int]]:
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"verify-{time.time()}",
+                  "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    c.subscribe([TOPIC])
+    by_key: dict[str, list[int]] = {}
+    idle = time.monotonic()
+    while time.monotonic() - idle < 15:
+        m = c.poll(1.0)
+        if m is None or m.error() is not None:
+            continue
+        idle = time.monotonic()
+        by_key.setdefault(m.key().decode(), []).append(int(m.value().decode()))
+    c.close()
+    return by_key
+
+
+@pytest.fixture
+def one_node(uniq: str) -> Iterator[Sandbox]:
+    name = f"pb{uniq}"
+    r = run_cli("sandbox", "up", "--name", name, "--port", str(free_port_block(1)))
+    assert r.code == 0, r.err
+    sb = Sandbox(name)
+    try:
+        yield sb
+    finally:
+        sb.down()
+
+
+def journal(sb: Sandbox) -> dict[str, object]:
+    path = state_dir() / "playbooks" / sb.name / "journal.json"
+    try:
+        return json.loads(path.read_text())["state"]  # type: ignore[no-any-return]
+    except (OSError, ValueError, KeyError):
+        return {}
+
+
+def run_until_killed(sb: Sandbox, args: list[str], when: str, timeout: float = 600) -> None:
+    """Start the playbook in a child process; SIGKILL it once step ``when`` is in flight."""
+    proc = subprocess.Popen([sys.executable, "-m", "opskit.cli.main", *args], cwd=ROOT,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            start_new_session=True)
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                raise AssertionError(f"the playbook ended before {when} ({proc.returncode}): "
+                                     f"{proc.stderr.read().decode()[-500:] if proc.stderr else ''}")
+            if journal(sb).get("in_flight") == when:
+                time.sleep(1.0 if when == "raise_rf" else 0.0)
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(30)
+                return
+            time.sleep(0.1)
+        raise AssertionError(f"step {when} never started")
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(30)
+
+
+def no_throttles(admin: KafkaAdmin, brokers: list[int], topics: list[str]) -> None:
+    for b, cfg in admin.broker_configs(brokers).items():
+        for k in ("leader.replication.throttled.rate", "follower.replication.throttled.rate"):
+            value, is_default = cfg.get(k, (None, True))
+            assert is_default or value is None, f"broker {b} still has {k}={value}"
+    for t, cfg in admin.topic_configs(topics).items():
+        for k in ("leader.replication.throttled.replicas",
+                  "follower.replication.throttled.replicas"):
+            assert not (cfg.get(k, (None, True))[0] or ""), f"{t} still has {k}"
+
+
+def check_end_state(sb: Sandbox, registry: Path, context: str) -> None:
+    with KafkaAdmin(sb.connection()) as admin:
+        meta = admin.metadata()
+        brokers = sorted(b.node_id for b in meta.brokers)
+        assert brokers == [0, 1, 2]
+        leaders = dict.fromkeys(brokers, 0)
+        for t, parts in meta.topics.items():
+            for p in parts:
+                assert len(p.replicas) == 3 and sorted(p.isr) == sorted(p.replicas), (t, p)
+                assert p.leader == p.replicas[0]
+                leaders[p.leader] += 1
+        assert max(leaders.values()) - min(leaders.values()) <= 1, leaders
+        topics = [t for t in meta.topics if not t.startswith("__")]
+        for t, cfg in admin.topic_configs(topics).items():
+            assert cfg["min.insync.replicas"][0] == "2", t
+        no_throttles(admin, brokers, list(meta.topics))
+    assert [n.node_id for n in sb.require().nodes] == [0, 1, 2]   # no duplicate node
+    r = run_cli("health", "--context", context)
+    assert r.code == 0, r.out + r.err
+    r = run_cli("topics", "diff", str(registry), "--context", context)
+    assert r.code == 0, r.out + r.err
+
+
+def test_static_quorum_scale_out_under_traffic_killed_and_resumed(
+        one_node: Sandbox, tmp_path: Path) -> None:
+    sb = one_node
+    ctx = f"sandbox-{sb.name}"
+    assert run_cli("topics", "apply", "--context", ctx, "--execute").code == 0
+    registry = tmp_path / "hip30.yaml"
+    shutil.copy(REGISTRY, registry)
+    args = ["playbook", "scale-out", "--sandbox", sb.name, "--throttle", "20MiB",
+            "--registry", str(registry), "--execute"]
+    bootstrap = sb.require().bootstrap
+    with Traffic(bootstrap) as traffic:
+        time.sleep(3)
+        run_until_killed(sb, args, "add_node:2")        # a step boundary
+        run_until_killed(sb, args, "raise_rf")          # inside the reassignment
+        r = run_cli("playbook", "resume", "--sandbox", sb.name, "--throttle", "20MiB",
+                    "--registry", str(registry))
+        assert r.code == 0, r.err
+        traffic.mark = True
+        time.sleep(5)
+    assert traffic.errors == []
+    assert traffic.consumed_after_mark > 0                   # the group kept consuming
+    state = journal(sb)
+    assert state["phase"] == "done" and state["done"] == state["plan"]["steps"]  # type: ignore[index]
+    resumed = [e for e in state["journal"] if e["what"] == "resumed"]  # type: ignore[index,union-attr]
+    assert {e["step"] for e in resumed} >= {"add_node:2", "raise_rf"}
+    check_end_state(sb, registry, ctx)
+    assert voters(sb) == [0]                                  # the static voter set unchanged
+    got = read_all(sb.require().bootstrap)
+    acked: dict[str, list[int]] = {}
+    for k, s in traffic.acked:
+        acked.setdefault(k, []).append(s)
+    for k, seqs in acked.items():
+        assert set(seqs) <= set(got.get(k, [])), f"acknowledged records of {k} lost"
+        assert got[k] == sorted(got[k]), f"order of {k} changed"
+    # a finished run: scale-out again finds nothing to do
+    r = run_cli("playbook", "scale-out", "--sandbox", sb.name)
+    assert r.code == 5 and "already has 3 brokers" in r.err
+
+
+def test_refusals(one_node: Sandbox, tmp_path: Path) -> None:
+    sb = one_node
+    # a window that is closed now: halts at once, before any change, exit 5
+    now = time.gmtime()
+    start = (now.tm_hour + 2) % 24
+    closed = f"{start:02d}:00-{(start + 1) % 24:02d}:00Z"
+    r = run_cli("playbook", "scale-out", "--sandbox", sb.name, "--window", closed, "--execute")
+    assert r.code == 5 and "maintenance window" in r.err, r.err
+    assert len(sb.require().nodes) == 1
+    assert journal(sb)["done"] == []
+    # unknown platform, bad window: usage errors
+    assert run_cli("playbook", "scale-out", "--sandbox", sb.name, "--platform", "kubernetes").code == 2
+    assert run_cli("playbook", "scale-out", "--sandbox", sb.name, "--window", "25:00-01:00").code == 2
