@@ -183,6 +183,16 @@ class LocalSteps:
         return f"ISR = {plan.target_rf} on every partition"
 
     def _leaders(self, step: Step, plan: ScaleOutPlan) -> str:
+        # the RF raise keeps each partition's leader first, so every preferred leader is
+        # still an old broker: a rebalance plan reorders replicas (no data moves) and its
+        # execution ends with a preferred leader election
+        leaders_file = self.run_dir / "leaders.json"
+        if not leaders_file.exists():
+            self._opskit("reassign", "plan", "--rebalance", "--write-plan", str(leaders_file),
+                         "--context", self.context)
+        self._opskit("reassign", "execute", str(leaders_file), "--throttle", self.throttle,
+                     "--execute", "--context", self.context)
+
         def check() -> str | None:
             with self._admin() as admin:
                 meta = admin.metadata()

@@ -197,7 +197,8 @@ def _reconcile(m: Move, obs: Observation) -> Move:
         return m
     now = obs.replicas.get(m.tp)
     flight = obs.in_flight.get(m.tp)
-    at_target = flight is None and now is not None and set(now) == set(m.target)
+    # in order: the first replica is the preferred leader, so a pure reorder is a real move
+    at_target = flight is None and now is not None and tuple(now) == tuple(m.target)
     if at_target:
         return replace(m, status=MoveStatus.DONE)
     if m.status is MoveStatus.PENDING:

@@ -85,7 +85,7 @@ def build_moves(plan: ExecPlan, view: ClusterView, adopt: bool = False) -> tuple
             start = tuple(b for b in flight.replicas if b not in flight.adding)
             moves.append(Move(tp, base or start, pm.target))
             continue
-        if base is not None and tuple(now) != base and set(now) != set(pm.target):
+        if base is not None and tuple(now) != base and tuple(now) != tuple(pm.target):
             raise RefusedError(
                 f"the assignment changed since the plan was made: {_fmt(tp)} has replicas "
                 f"{list(now)}, the plan was made from {list(base)} (make a new plan)")

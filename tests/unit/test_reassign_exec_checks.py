@@ -96,8 +96,11 @@ def test_adopt_takes_a_matching_move_in_flight_and_refuses_another() -> None:
 
 
 def test_already_at_target_passes_even_with_a_stale_base() -> None:
-    moves = build_moves(parse_plan(_plan([1, 2], base=[1])), _view((2, 1)))
-    assert moves[0].base == (2, 1)
+    moves = build_moves(parse_plan(_plan([1, 2], base=[1])), _view((1, 2)))
+    assert moves[0].base == (1, 2)
+    # the same replicas in another order are not the target: the first one leads
+    with pytest.raises(RefusedError, match="changed since the plan"):
+        build_moves(parse_plan(_plan([1, 2], base=[1])), _view((2, 1)))
 
 
 def test_throttle_below_write_rate_refused() -> None:
