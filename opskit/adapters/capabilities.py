@@ -96,7 +96,7 @@ OPERATION_APIS: Mapping[str, tuple[tuple[str, int], ...]] = MappingProxyType({
     "topic_configs": (("DescribeConfigs", 0),),
     "create_topics": (("CreateTopics", 0),),
     "alter_topic_configs": (("IncrementalAlterConfigs", 0),),
-    "alter_broker_default": (("IncrementalAlterConfigs", 0),),
+    "alter_broker_configs": (("IncrementalAlterConfigs", 0),),
     "create_partitions": (("CreatePartitions", 0),),
     "delete_topics": (("DeleteTopics", 0),),
     "log_dirs": (("DescribeLogDirs", 0),),

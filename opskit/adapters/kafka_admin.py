@@ -469,14 +469,17 @@ class KafkaAdmin:
         for r, fut in futs.items():
             self._result(fut, f"altering configs of topic {r.name}", "alter_topic_configs")
 
-    def alter_broker_default(self, changes: Mapping[str, str]) -> None:
-        """Set dynamic cluster-wide broker defaults (the ``--entity-default`` of kafka-configs)."""
-        r = ck.ConfigResource(ck.ResourceType.BROKER, "", incremental_configs=[
-            ck.ConfigEntry(k, v, incremental_operation=ck.AlterConfigOpType.SET)
-            for k, v in changes.items()])
-        self.require("alter_broker_default", "altering broker defaults")
-        for fut in self._admin.incremental_alter_configs([r], **self._kw()).values():
-            self._result(fut, "altering the cluster's broker defaults", "alter_broker_default")
+    def alter_broker_configs(self, brokers: Iterable[int], changes: Mapping[str, str]) -> None:
+        """Set dynamic per-broker configs on each of ``brokers`` (one request per broker:
+        a broker resource must go to that broker). confluent-kafka refuses the empty
+        resource name of the cluster-wide default, so defaults are set per broker."""
+        self.require("alter_broker_configs", "altering broker configs")
+        for b in brokers:
+            r = ck.ConfigResource(ck.ResourceType.BROKER, str(b), incremental_configs=[
+                ck.ConfigEntry(k, v, incremental_operation=ck.AlterConfigOpType.SET)
+                for k, v in changes.items()])
+            for fut in self._admin.incremental_alter_configs([r], **self._kw()).values():
+                self._result(fut, f"altering configs of broker {b}", "alter_broker_configs")
 
     def create_partitions(self, increases: Mapping[str, int]) -> None:
         new = [ck.NewPartitions(t, n) for t, n in increases.items()]

@@ -215,23 +215,45 @@ class LocalSteps:
     def _min_isr(self, step: Step, plan: ScaleOutPlan) -> str:
         want = str(plan.min_insync_replicas)
         with self._admin() as admin:
-            topics = [t for t in admin.metadata().topics if t not in INTERNAL_TOPICS]
+            meta = admin.metadata()
+            topics = [t for t in meta.topics if t not in INTERNAL_TOPICS]
             admin.alter_topic_configs({t: {"min.insync.replicas": want} for t in topics})
-            admin.alter_broker_default({"min.insync.replicas": want})
+        where = self._cluster_default("min.insync.replicas", want)
         # read-only broker settings: in the nodes' files for their next start
+        from opskit.adapters.safe_write import write_file
+
         for node in self.sb.require().nodes:
             path = node.config_path
-            lines = [ln for ln in path.read_text().splitlines()
-                     if not ln.startswith(tuple(f"{k}=" for k in (*STATIC_DEFAULTS,
-                                                                   "min.insync.replicas")))]
+            keep = tuple(f"{k}=" for k in (*STATIC_DEFAULTS, "min.insync.replicas"))
+            lines = [ln for ln in path.read_text().splitlines() if not ln.startswith(keep)]
             lines += [f"{k}={plan.target_rf}" for k in STATIC_DEFAULTS]
             lines.append(f"min.insync.replicas={want}")
-            from opskit.adapters.safe_write import write_file
-
             write_file(path, "\n".join(lines) + "\n", what="node config", mode=0o600)
-        return (f"min.insync.replicas={want} on {len(topics)} topic(s) and as the cluster "
-                f"default; {', '.join(STATIC_DEFAULTS)}={plan.target_rf} need a rolling restart "
-                "(written to every node's server.properties)")
+        return (f"min.insync.replicas={want} on {len(topics)} topic(s) and {where}; "
+                f"{', '.join(STATIC_DEFAULTS)}={plan.target_rf} are read-only: written to every "
+                "node's server.properties, a rolling restart applies them")
+
+    def _cluster_default(self, key: str, value: str) -> str:
+        """Set a dynamic cluster-wide broker default. Neither confluent-kafka nor
+        kafka-python accepts the empty resource name of the cluster default, and Kafka 4.x
+        refuses a per-broker min.insync.replicas while ELR is on: on a sandbox, Kafka's own
+        kafka-configs (--entity-default) sets it."""
+        from opskit.sandbox.dist import ensure_kafka_dist
+
+        st = self.sb.require()
+        if st.security != "plaintext":
+            with self._admin() as admin:
+                admin.alter_broker_configs(sorted(n.node_id for n in st.nodes), {key: value})
+            return "on every broker (dynamic per-broker values)"
+        out = ensure_kafka_dist(st.version).run_tool(
+            "kafka.admin.ConfigCommand", "--bootstrap-server", st.bootstrap, "--entity-type",
+            "brokers", "--entity-default", "--alter", "--add-config", f"{key}={value}",
+            timeout=120)
+        if out.returncode != 0:
+            lines = (out.stderr or out.stdout).strip().splitlines()
+            raise InconsistentStateError(f"kafka-configs --entity-default {key}={value} failed: "
+                                         f"{lines[-1] if lines else out.returncode}")
+        return "as the cluster-wide dynamic default (new topics)"
 
     def _update_registry(self, step: Step, plan: ScaleOutPlan) -> str:
         if self.registry is None:

@@ -111,8 +111,17 @@ def read_all(bootstrap: str) -> dict[str, list[int]]:
 
 @pytest.fixture
 def one_node(uniq: str) -> Iterator[Sandbox]:
-    name = f"pb{uniq}"
-    r = run_cli("sandbox", "up", "--name", name, "--port", str(free_port_block(1)))
+    yield from _one_node(f"pb{uniq}", "3.7", "static")
+
+
+@pytest.fixture
+def one_node_dynamic(uniq: str) -> Iterator[Sandbox]:
+    yield from _one_node(f"pd{uniq}", "4.x", "dynamic")
+
+
+def _one_node(name: str, version: str, quorum: str) -> Iterator[Sandbox]:
+    r = run_cli("sandbox", "up", "--name", name, "--port", str(free_port_block(1)),
+                "--kafka-version", version, "--quorum", quorum)
     assert r.code == 0, r.err
     sb = Sandbox(name)
     try:
@@ -224,6 +233,29 @@ def test_static_quorum_scale_out_under_traffic_killed_and_resumed(
     # a finished run: scale-out again finds nothing to do
     r = run_cli("playbook", "scale-out", "--sandbox", sb.name)
     assert r.code == 5 and "already has 3 brokers" in r.err
+
+
+@pytest.mark.kafka4
+def test_dynamic_quorum_scale_out_adds_voters(one_node_dynamic: Sandbox, tmp_path: Path) -> None:
+    sb = one_node_dynamic
+    ctx = f"sandbox-{sb.name}"
+    assert run_cli("topics", "apply", "--context", ctx, "--execute").code == 0
+    registry = tmp_path / "hip30.yaml"
+    shutil.copy(REGISTRY, registry)
+    plan = run_cli("playbook", "scale-out", "--sandbox", sb.name, "-o", "json")
+    assert plan.code == 0, plan.err
+    steps = plan.json()["plan"]["steps"]
+    assert steps[1:5] == ["add_node:1", "add_node:2", "promote_voter:1", "promote_voter:2"]
+    with Traffic(sb.require().bootstrap) as traffic:
+        time.sleep(2)
+        r = run_cli("playbook", "scale-out", "--sandbox", sb.name, "--throttle", "20MiB",
+                    "--registry", str(registry), "--execute")
+        assert r.code == 0, r.err
+        traffic.mark = True
+        time.sleep(5)
+    assert traffic.errors == [] and traffic.consumed_after_mark > 0
+    assert voters(sb) == [0, 1, 2]
+    check_end_state(sb, registry, ctx)
 
 
 def test_refusals(one_node: Sandbox, tmp_path: Path) -> None:
