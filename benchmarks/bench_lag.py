@@ -67,11 +67,12 @@ def count_requests(log: Path) -> dict[str, Counter[str]]:
 
 
 def count_logins(log: Path) -> int:
-    """SASL logins the broker began (its authenticator's DEBUG line, one per connection)."""
+    """SaslHandshake requests the broker handled (its authenticator's DEBUG line; one per
+    login, i.e. per connection of a SASL client)."""
     if not log.exists():
         return 0
     return sum(1 for line in log.read_text(errors="replace").splitlines()
-               if line.startswith("Creating SaslServer for "))
+               if line.startswith("Handling Kafka request SASL_HANDSHAKE"))
 
 
 def tool_security_args(path: Path, c: ConnectionConfig) -> list[str]:
@@ -168,7 +169,13 @@ def main() -> int:
                 for k in range(5):
                     p.produce(t, value=b"x" * 100, partition=part)
             p.poll(0)
-        p.flush(120)
+        # every record delivered before the measurements (a loaded machine can take minutes
+        # over TLS): a late delivery would change log ends between the two commands' reads
+        deadline = time.time() + 900
+        while p.flush(30) > 0:
+            if time.time() > deadline:
+                print("the set-up records were not all delivered in 15 minutes")
+                return 1
         # commit every group; a fresh __consumer_offsets answers per-partition errors
         # (COORDINATOR_LOAD_IN_PROGRESS, ...) inside a successful future: check and retry
         todo = list(range(args.groups))

@@ -73,11 +73,14 @@ def recv_exact(sock: socket.socket, n: int, deadline: float) -> bytes:
     return bytes(buf)
 
 
-def roundtrip(sock: socket.socket, req: kp.Request, deadline: float, client_id: str,
-              correlation_id: int = 1) -> Any:
-    """One request and its decoded answer on ``sock`` (nothing else in flight)."""
+def send(sock: socket.socket, req: kp.Request, deadline: float, client_id: str,
+         correlation_id: int) -> None:
     sock.settimeout(max(deadline - time.monotonic(), 0.05))
     sock.sendall(kp.encode_request(req, correlation_id, client_id))
+
+
+def receive(sock: socket.socket, req: kp.Request, deadline: float, correlation_id: int) -> Any:
+    """The decoded answer to ``req``, the next answer on ``sock``."""
     (size,) = struct.unpack(">i", recv_exact(sock, 4, deadline))
     if not 4 <= size <= _MAX_FRAME:
         raise ValueError(f"implausible answer size {size}")
@@ -85,6 +88,47 @@ def roundtrip(sock: socket.socket, req: kp.Request, deadline: float, client_id: 
     if got != correlation_id:
         raise ValueError(f"answer with correlation id {got}, expected {correlation_id}")
     return answer
+
+
+def roundtrip(sock: socket.socket, req: kp.Request, deadline: float, client_id: str,
+              correlation_id: int = 1) -> Any:
+    """One request and its decoded answer on ``sock`` (nothing else in flight)."""
+    send(sock, req, deadline, client_id, correlation_id)
+    return receive(sock, req, deadline, correlation_id)
+
+
+def plain_request_refused(sock: socket.socket, req: kp.Request, deadline: float,
+                          correlation_id: int, host: str, port: int,
+                          conn: ConnectionConfig) -> None:
+    """Read the answer to an ordinary request sent (after ApiVersions) on a connection
+    without SASL. A listener that requires SASL drops the connection instead of
+    answering; when it does and the port then takes a SaslHandshake, raise
+    AuthenticationError naming the mechanisms. (A listener that merely offers SASL,
+    as Tansu's does, answers the request: fine.)"""
+    try:
+        receive(sock, req, deadline, correlation_id)
+        return
+    except (ConnectionError, ValueError, struct.error):
+        pass
+    enabled = _sasl_mechanisms(host, port, conn, deadline)
+    if enabled:
+        raise AuthenticationError(
+            f"the listener at {host}:{port} requires SASL (it enables: {', '.join(enabled)}) but "
+            f"the connection is configured for {conn.security_protocol.upper()}: use "
+            "SASL_PLAINTEXT or SASL_SSL with a mechanism, username and password")
+
+
+def _sasl_mechanisms(host: str, port: int, conn: ConnectionConfig, deadline: float) -> list[str]:
+    """The mechanisms ``host:port`` offers to a SaslHandshake (diagnosis only; empty when
+    it refuses SASL or does not answer)."""
+    try:
+        with socket.create_connection((host, port), timeout=_left(deadline)) as raw:
+            sock = _tls_handshake(raw, host, port, conn, deadline) if uses_tls(conn) else raw
+            err, enabled = roundtrip(sock, kp.sasl_handshake("PLAIN"), _diag_deadline(deadline),
+                                     conn.client_id)
+    except (OSError, ValueError, struct.error, AuthenticationError):
+        return []
+    return list(enabled) if err in (0, 33) else []
 
 
 def open_connection(host: str, port: int, conn: ConnectionConfig, deadline: float) -> socket.socket:

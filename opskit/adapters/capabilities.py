@@ -44,9 +44,11 @@ from types import MappingProxyType
 from opskit.adapters import kafka_protocol as kp
 from opskit.adapters.broker_connect import (
     open_connection,
+    plain_request_refused,
     plaintext_mismatch,
+    receive,
     recv_exact,
-    roundtrip,
+    send,
     uses_sasl,
 )
 from opskit.core.connection import ConnectionConfig
@@ -293,6 +295,9 @@ def not_kafka(conn: ConnectionConfig, timeout: float) -> str | None:
     return None
 
 
+_PLAIN_CHECK_VERSION = 4
+
+
 def api_versions(host: str, port: int, timeout: float,
                  conn: ConnectionConfig | None = None) -> dict[int, tuple[int, int]]:
     """One ApiVersions v0 round trip to ``host:port`` within ``timeout`` seconds.
@@ -305,15 +310,28 @@ def api_versions(host: str, port: int, timeout: float,
     deadline = time.monotonic() + timeout
     conn = conn or ConnectionConfig(f"{host}:{port}")
     sock = open_connection(host, port, conn, deadline)
+    corr = 0x6F70_6B74
+    req = kp.api_versions()
+    # without SASL, an ordinary request goes out with it (pipelined: no extra round
+    # trip), a Metadata of no topics: a listener that requires SASL drops the connection
+    # (v4: in every Kafka from 1.0 to 4.x, which dropped v0-v3)
+    plain_check = None if uses_sasl(conn) else kp.metadata(_PLAIN_CHECK_VERSION, [])
     try:
         try:
-            err, apis = roundtrip(sock, kp.api_versions(), deadline, conn.client_id, 0x6F70_6B74)
+            send(sock, req, deadline, conn.client_id, corr)
+            if plain_check is not None:
+                send(sock, plain_check, deadline, conn.client_id, corr + 1)
+            err, apis = receive(sock, req, deadline, corr)
         except (ConnectionError, ValueError, struct.error) as e:
             if uses_sasl(conn):  # a login went through: the port speaks what we expect
                 raise
             raise plaintext_mismatch(host, port, conn, deadline, e) from e
         if err != 0:
             raise ValueError(f"ApiVersions error code {err}")
+        lo, hi = apis.get(kp.API_METADATA, (0, -1))
+        if plain_check is not None and lo <= _PLAIN_CHECK_VERSION <= hi:
+            # (a broker without Metadata v4 may never answer it: not waited for)
+            plain_request_refused(sock, plain_check, deadline, corr + 1, host, port, conn)
         return dict(apis)
     finally:
         sock.close()

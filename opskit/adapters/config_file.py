@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from opskit import redact
 from opskit.adapters.safe_read import parse_yaml, read_secret, read_text
 from opskit.adapters.safe_write import write_file
 from opskit.core.connection import ConnectionConfig
@@ -152,6 +153,7 @@ def context_to_connection(name: str, entry: dict[str, Any]) -> ConnectionConfig:
         if sec.get(key) is not None and not isinstance(sec[key], str):
             raise ConfigError(f"context {name!r}: security.{key} must be a string")
     password = sec.get("password")
+    redact.register(password)  # masked in every log record from now on
     pw_file = sec.get("password_file")
     if pw_file:
         try:

@@ -41,6 +41,7 @@ from opskit.core.models import (
     TopicPartition,
 )
 from opskit.errors import (
+    AuthenticationError,
     KafkaOperationError,
     KafkaUnavailableError,
     NotAuthorisedError,
@@ -142,6 +143,8 @@ class KafkaAdmin:
         self._closed = False
         self.round_trips = 0
         self._caps: Capabilities | None = None
+        #: an authentication or TLS failure librdkafka reported (error_cb)
+        self._auth_error: str | None = None
         #: when listing every group: leave out the groups the principal may not describe
         #: (named in :attr:`unauthorised_groups`) instead of failing on the first
         self.skip_unauthorised_groups = False
@@ -155,6 +158,10 @@ class KafkaAdmin:
         if self._client is None:
             if self._closed:
                 raise KafkaOperationError("the Kafka admin client is closed")
+            # the probe logs in as librdkafka would: a wrong password, CA or protocol is
+            # reported now, after one failed login, instead of librdkafka retrying it
+            # until the timeout and reporting a transport failure
+            _ = self.capabilities
             try:
                 self._client = ck.AdminClient(self._conf)
             except ck.KafkaException as e:
@@ -176,6 +183,8 @@ class KafkaAdmin:
     def _on_error(self, err: ck.KafkaError) -> None:
         with self._lock:
             self._last_error = f"{err.name()}: {err.str()}"
+            if err.name() in _AUTH:
+                self._auth_error = self._last_error
 
     def close(self) -> None:
         # AdminClient has no close(); dropping the reference lets librdkafka tear down.
@@ -193,6 +202,10 @@ class KafkaAdmin:
         if isinstance(exc, OpskitError):
             return exc
         name = error_name(exc)
+        if name in _AUTH or (self._auth_error and (isinstance(exc, TimeoutError) or name in _UNREACHABLE)):
+            # librdkafka fails the request as a transport error; error_cb had the cause
+            return AuthenticationError(f"authentication or TLS failure at {self.conn.bootstrap} "
+                                       f"({what}): {self._auth_error or error_text(exc)}")
         if isinstance(exc, TimeoutError) or name in _UNREACHABLE:
             detail = self._last_error or error_text(exc)
             if name in ("_TRANSPORT", "_TIMED_OUT") and (
@@ -215,8 +228,6 @@ class KafkaAdmin:
         if name in _AUTHZ:
             return NotAuthorisedError(f"not authorised for {what} ({self.conn.principal} has no "
                                       f"ACL for it): {error_text(exc)}")
-        if name in _AUTH:
-            return KafkaOperationError(f"not authorised for {what}: {error_text(exc)}")
         if name in ("UNKNOWN_TOPIC_OR_PART", "UNKNOWN_TOPIC_ID"):
             return NotFoundError(f"{what}: topic or partition does not exist")
         if name == "GROUP_ID_NOT_FOUND":

@@ -25,6 +25,7 @@ import stat
 from pathlib import Path
 from typing import Any
 
+from opskit import redact
 from opskit.errors import InvalidInputError, NotFoundError
 
 #: bound for documents (plans, backups, snapshots, manifests, config): 64 MiB
@@ -94,6 +95,7 @@ def read_secret(path: Path | str, what: str = "secret file") -> str:
         raise InvalidInputError(f"{what} {path} is empty")
     if "\n" in value or "\r" in value:
         raise InvalidInputError(f"{what} {path} holds more than one line")
+    redact.register(value)  # masked in every log record from now on
     return value
 
 

@@ -14,6 +14,7 @@ import typer
 from opskit.adapters.config_file import OpskitConfig, resolve_connection
 from opskit.adapters.kafka_admin import KafkaAdmin
 from opskit.errors import UsageError
+from opskit.redact import RedactingFilter
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -143,6 +144,8 @@ def setup_logging(debug: bool, log_format: str) -> None:
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     else:
         raise UsageError(f"--log-format must be text or json, not {log_format!r}")
+    # every record, from any library, with every configured secret masked
+    handler.addFilter(RedactingFilter())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)

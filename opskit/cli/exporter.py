@@ -20,7 +20,7 @@ from opskit.adapters.config_file import resolve_connection
 from opskit.adapters.safe_read import read_secret
 from opskit.cli.common import STATE, BootstrapOpt, ContextOpt, load_config, setup_logging, stderr
 from opskit.cli.validate import DAY, HOUR, parse_duration_option
-from opskit.errors import KafkaUnavailableError, NotFoundError, UsageError
+from opskit.errors import AuthenticationError, KafkaUnavailableError, NotFoundError, UsageError
 from opskit.exporter.collector import KafkaSource
 from opskit.exporter.engine import Exporter
 from opskit.exporter.options import ExporterOptions, Granularity, NameFilter
@@ -99,6 +99,10 @@ def exporter(
         source = KafkaSource(conn, options, thresholds=cfg.lag_thresholds)
         once_engine = Exporter(source, options)
         once_engine.run_cycle()
+        st = once_engine.status()
+        if not st.up and st.errors.get("auth"):
+            # a wrong password or CA is not an outage: its own exit code and one line
+            raise AuthenticationError(once_engine.last_error or "authentication failed")
         source.close()
         typer.echo(once_engine.scrape().decode(), nl=False)
         if not once_engine.status().up:

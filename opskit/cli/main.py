@@ -24,6 +24,7 @@ from opskit import __version__
 from opskit.cli import exits
 from opskit.cli.common import STATE, setup_logging
 from opskit.errors import OpskitError
+from opskit.redact import redact
 
 app = typer.Typer(
     name="opskit",
@@ -170,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
         code = exits.USAGE
     except OpskitError as e:
         if debug:
-            traceback.print_exc()
+            sys.stderr.write(redact(traceback.format_exc()))
         _err(str(e).splitlines()[0] if str(e) else type(e).__name__)
         code = exits.exit_code_for(e)
     except KeyboardInterrupt:
@@ -180,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
         code = exits.OK
     except Exception as e:  # noqa: BLE001 - last resort, never a bare traceback
         if debug:
-            traceback.print_exc()
+            sys.stderr.write(redact(traceback.format_exc()))
         _err(f"internal error: {type(e).__name__}: {e} (rerun with --debug and report it)")
         code = exits.INTERNAL
     sys.stdout.flush()

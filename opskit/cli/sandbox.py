@@ -13,7 +13,7 @@ from opskit.core.connection import MECHANISMS, ConnectionConfig
 from opskit.errors import KafkaUnavailableError, UsageError
 from opskit.sandbox.cluster import Sandbox, list_sandboxes
 from opskit.sandbox.dist import DEFAULT_VERSION
-from opskit.sandbox.security import ADMIN, context_names, write_contexts
+from opskit.sandbox.security import ADMIN, context_names, validate_mechanisms, write_contexts
 
 app = typer.Typer(help="Local real Kafka clusters (KRaft, JVM processes on 127.0.0.1).",
                   no_args_is_help=True)
@@ -39,14 +39,20 @@ def up(
         "--quorum", help="controller quorum: static (controller.quorum.voters, as HIP-30) or "
         "dynamic (formatted --standalone; Kafka 3.9+) [default: static, or as existing]",
         show_default=False)] = None,
+    sasl_mechanisms: Annotated[str, typer.Option(
+        "--sasl-mechanisms", help="mechanisms the listener enables (new sandbox; PLAIN required)",
+    )] = "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
 ) -> int:
     """Start a cluster (idempotent). Node 0 is broker+controller; others are brokers."""
     mechanism = sasl_mechanism.upper()
     if mechanism not in MECHANISMS:
         raise UsageError(f"--sasl-mechanism must be one of {', '.join(MECHANISMS)}, not {sasl_mechanism!r}")
+    enabled = validate_mechanisms(sasl_mechanisms)
+    if mechanism not in enabled:
+        raise UsageError(f"--sasl-mechanism {mechanism} is not in --sasl-mechanisms {sasl_mechanisms}")
     sb = Sandbox(name)
     st, what = sb.up(brokers=brokers, version=kafka_version, port=port, security=security,
-                     quorum=quorum)
+                     quorum=quorum, sasl_mechanisms=enabled)
     contexts = [] if no_context else write_contexts(sb.name, st.bootstrap, sb.security(st), mechanism)
     stdout().print(f"sandbox {name}: {what}; Kafka {st.version}, {st.brokers} broker(s), "
                    f"{st.security}, {st.quorum} quorum, bootstrap {st.bootstrap}"

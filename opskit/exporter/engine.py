@@ -47,7 +47,7 @@ from opskit.exporter.snapshot import Snapshot
 log = logging.getLogger(__name__)
 
 _KIND = {"unreachable": "unreachable", "unsupported": "unsupported", "kafka_error": "kafka",
-         "not_found": "kafka", "inconsistent": "kafka"}
+         "not_found": "kafka", "inconsistent": "kafka", "authentication": "auth"}
 
 
 class CycleSource(Protocol):

@@ -240,7 +240,7 @@ class ExporterStatus:
     served_snapshot_s: float | None = None
 
 
-ERROR_KINDS = ("unreachable", "timeout", "unsupported", "kafka", "internal")
+ERROR_KINDS = ("unreachable", "timeout", "unsupported", "kafka", "auth", "internal")
 
 
 def self_families(st: ExporterStatus, now_s: float, data_series: int) -> list[Metric]:

@@ -123,7 +123,7 @@ OPSKIT: tuple[MetricSpec, ...] = (
                "Duration of the last collection cycle"),
     MetricSpec("opskit_exporter_collections_total", C, (), "Collection cycles run"),
     MetricSpec("opskit_exporter_collection_errors_total", C, ("kind",),
-               "Collection errors by kind (unreachable, timeout, unsupported, kafka, internal)"),
+               "Collection errors by kind (unreachable, timeout, unsupported, kafka, auth, internal)"),
     MetricSpec("opskit_exporter_snapshot_age_seconds", G, (),
                "Seconds since the snapshot being served was collected"),
     MetricSpec("opskit_exporter_last_success_timestamp_seconds", G, (),

@@ -45,6 +45,10 @@ def _child_main(conn: ConnectionConfig, options: ExporterOptions,
         log_setup()
     else:
         logging.basicConfig(level=log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from opskit import redact
+
+    redact.register(conn.password)  # a fresh interpreter: the parent's registry is not here
+    redact.install()
     from opskit.adapters.cluster_health import quiet_kafka_python
     from opskit.exporter.collector import KafkaSource
     from opskit.exporter.engine import Exporter

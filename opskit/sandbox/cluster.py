@@ -31,7 +31,7 @@ from opskit.core.connection import ConnectionConfig
 from opskit.errors import NotFoundError, SandboxError, UsageError
 from opskit.paths import state_dir
 from opskit.sandbox.dist import KafkaDist, ensure_kafka_dist, resolve_version
-from opskit.sandbox.security import CLIENT_LISTENER, SandboxSecurity, validate_mode
+from opskit.sandbox.security import CLIENT_LISTENER, MECHANISMS, SandboxSecurity, validate_mode
 
 log = logging.getLogger(__name__)
 
@@ -125,6 +125,8 @@ class SandboxState:
     #: "static" (controller.quorum.voters, kraft.version 0) or "dynamic"
     #: (controller.quorum.bootstrap.servers, formatted --standalone; Kafka 3.9+)
     quorum: str = "static"
+    #: the SASL mechanisms the client listener enables
+    sasl_mechanisms: list[str] = field(default_factory=lambda: list(MECHANISMS))
 
     def controller_port_of(self, node: Node) -> int:
         return node.controller_port if node.controller_port is not None else self.controller_port
@@ -152,6 +154,7 @@ class SandboxState:
             base_port=d["base_port"], controller_port=d["controller_port"], nodes=nodes,
             created_at=d.get("created_at", 0.0), security=d.get("security", "plaintext"),
             quorum=d.get("quorum", "static"),
+            sasl_mechanisms=list(d.get("sasl_mechanisms", MECHANISMS)),
         )
 
 
@@ -211,7 +214,7 @@ class Sandbox:
         return st
 
     def security(self, st: SandboxState) -> SandboxSecurity:
-        return SandboxSecurity(st.security, self.root)
+        return SandboxSecurity(st.security, self.root, tuple(st.sasl_mechanisms))
 
     def connection(self, user: str = "admin", mechanism: str = "PLAIN",
                    client_id: str = "opskit") -> ConnectionConfig:
@@ -298,7 +301,8 @@ class Sandbox:
     # ----- lifecycle -----
     def up(self, brokers: int | None = None, version: str | None = None, port: int | None = None,
            wait_timeout: float = 120.0, security: str | None = None,
-           quorum: str | None = None) -> tuple[SandboxState, str]:
+           quorum: str | None = None,
+           sasl_mechanisms: tuple[str, ...] = MECHANISMS) -> tuple[SandboxState, str]:
         """Start (or confirm) the cluster. Returns the state and what was done.
 
         ``brokers``, ``version`` and ``security`` default to the existing sandbox's,
@@ -371,6 +375,7 @@ class Sandbox:
             name=self.name, version=dist.version, cluster_id=new_cluster_id(),
             base_port=base, controller_port=base + CONTROLLER_PORT_OFFSET, created_at=time.time(),
             security=want_security or "plaintext", quorum=quorum or "static",
+            sasl_mechanisms=list(sasl_mechanisms),
         )
         for i in range(brokers):
             roles = "broker,controller" if i == 0 else "broker"

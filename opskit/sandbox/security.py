@@ -35,6 +35,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from opskit import redact
 from opskit.core.connection import ConnectionConfig
 from opskit.errors import SandboxError, UsageError
 
@@ -75,12 +76,25 @@ def _write_private(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
+def validate_mechanisms(mechanisms: str) -> tuple[str, ...]:
+    """``--sasl-mechanisms``: a comma-separated subset of MECHANISMS holding PLAIN (the
+    brokers log in to each other with it)."""
+    chosen = tuple(dict.fromkeys(m.strip().upper() for m in mechanisms.split(",") if m.strip()))
+    bad = [m for m in chosen if m not in MECHANISMS]
+    if bad or "PLAIN" not in chosen:
+        raise UsageError(f"--sasl-mechanisms must list PLAIN and any of {', '.join(MECHANISMS[1:])}"
+                         f", not {mechanisms!r}")
+    return chosen
+
+
 @dataclass(frozen=True)
 class SandboxSecurity:
     """The security material of one sandbox, kept under ``<root>/secrets``."""
 
     mode: str
     root: Path
+    #: the mechanisms the client listener enables (all three unless chosen otherwise)
+    mechanisms: tuple[str, ...] = MECHANISMS
 
     @property
     def enabled(self) -> bool:
@@ -109,9 +123,11 @@ class SandboxSecurity:
 
     def password(self, user: str) -> str:
         try:
-            return self.password_file(user).read_text().strip()
+            pw = self.password_file(user).read_text().strip()
         except OSError as e:
             raise SandboxError(f"cannot read the sandbox password of {user}: {e.strerror}") from e
+        redact.register(pw)
+        return pw
 
     # ----- creation -----
     def create(self) -> None:
@@ -176,13 +192,13 @@ class SandboxSecurity:
             f"listener.security.protocol.map={self.listener_map()}",
             f"inter.broker.listener.name={CLIENT_LISTENER}",
             "sasl.mechanism.inter.broker.protocol=PLAIN",
-            f"listener.name.{lst}.sasl.enabled.mechanisms={','.join(MECHANISMS)}",
+            f"listener.name.{lst}.sasl.enabled.mechanisms={','.join(self.mechanisms)}",
             (f"listener.name.{lst}.plain.sasl.jaas.config="
              "org.apache.kafka.common.security.plain.PlainLoginModule required "
              f'username="{ADMIN}" password="{admin_pw}" {users};'),
             *(f"listener.name.{lst}.{m.lower()}.sasl.jaas.config="
               "org.apache.kafka.common.security.scram.ScramLoginModule required;"
-              for m in MECHANISMS[1:]),
+              for m in self.mechanisms if m != "PLAIN"),
             f"authorizer.class.name={AUTHORIZER}",
             "allow.everyone.if.no.acl.found=false",
             # ANONYMOUS: the brokers' connections to the PLAINTEXT controller listener
