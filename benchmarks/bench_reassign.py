@@ -189,9 +189,16 @@ def _moved(topo: Any, target: dict[tuple[str, int], list[int]]) -> tuple[int, in
     return replicas, moved_bytes
 
 
-def _median_wall(cmd: list[str] | None, run: Any = None, runs: int = 3) -> float:
-    walls = []
+def _median_wall(cmd: list[str] | None, run: Any = None, runs: int = 3) -> tuple[float, float]:
+    """Median wall seconds and median CPU seconds (user + system, of the child process
+    for a command; of this process for ``run``) over ``runs`` runs: CPU seconds hold up
+    on a loaded machine, wall seconds do not."""
+    import resource
+
+    walls, cpus = [], []
     for _ in range(runs):
+        who = resource.RUSAGE_CHILDREN if cmd is not None else resource.RUSAGE_SELF
+        u0 = resource.getrusage(who)
         t0 = time.monotonic()
         if cmd is not None:
             r = subprocess.run(cmd, capture_output=True, text=True, check=False)
@@ -200,7 +207,9 @@ def _median_wall(cmd: list[str] | None, run: Any = None, runs: int = 3) -> float
         else:
             run()
         walls.append(time.monotonic() - t0)
-    return sorted(walls)[len(walls) // 2]
+        u1 = resource.getrusage(who)
+        cpus.append(u1.ru_utime - u0.ru_utime + u1.ru_stime - u0.ru_stime)
+    return sorted(walls)[len(walls) // 2], sorted(cpus)[len(cpus) // 2]
 
 
 def _fill_random(bootstrap: str, topics: list[str], partitions: int, seed: int) -> None:
@@ -282,12 +291,14 @@ def bench_plan(partitions: int, seed: int = 7) -> dict[str, Any]:
         tool_target = {(p["topic"], p["partition"]): p["replicas"] for p in proposed["partitions"]}
         tool_replicas, tool_bytes = _moved(topo, tool_target)
         # (b) planning time
-        ops_wall = _median_wall(ops_cmd)
-        tool_wall = _median_wall(dist.java_cmd(cls, *gen_args))
+        load = os.getloadavg()[0]
+        ops_wall, ops_cpu = _median_wall(ops_cmd)
+        tool_wall, tool_cpu = _median_wall(dist.java_cmd(cls, *gen_args))
         goal = Goal(GoalKind.ADD_BROKERS, brokers=(3, 4, 5))
         from datetime import UTC, datetime
 
-        pure = _median_wall(None, lambda: plan_reassignment(topo, goal, Policy(), datetime.now(UTC)))
+        pure, pure_cpu = _median_wall(None, lambda: plan_reassignment(topo, goal, Policy(),
+                                                                       datetime.now(UTC)))
         return {
             "partitions": len(topo.partitions), "replicas": sum(len(p.replicas) for p in topo.partitions),
             "brokers": "3 -> 6", "bytes_total": sum(p.size_bytes * len(p.replicas) for p in topo.partitions),
@@ -298,9 +309,12 @@ def bench_plan(partitions: int, seed: int = 7) -> dict[str, Any]:
             "tool_replicas": tool_replicas, "tool_bytes": tool_bytes,
             "tool_replicas_vs_bound": round(tool_replicas / lb_replicas, 2) if lb_replicas else None,
             "tool_bytes_vs_bound": round(tool_bytes / lb_bytes, 2) if lb_bytes else None,
+            "load_average_1m": round(load, 1),
             "opskit_plan_s": round(ops_wall, 2), "tool_generate_s": round(tool_wall, 2),
             "tool_vs_opskit_time": round(tool_wall / ops_wall, 2),
-            "opskit_pure_planning_s": round(pure, 3),
+            "opskit_plan_cpu_s": round(ops_cpu, 2), "tool_generate_cpu_s": round(tool_cpu, 2),
+            "tool_vs_opskit_cpu": round(tool_cpu / ops_cpu, 2),
+            "opskit_pure_planning_s": round(pure, 3), "opskit_pure_planning_cpu_s": round(pure_cpu, 3),
         }
     finally:
         sb.down()
@@ -329,8 +343,10 @@ def main() -> int:
               f"opskit {res['opskit_bytes_vs_bound']}, --generate {res['tool_bytes_vs_bound']}")
         print(f"(b) {res['partitions']:,} partitions x 6 brokers: opskit reassign plan "
               f"{res['opskit_plan_s']} s, Kafka's --generate {res['tool_generate_s']} s "
-              f"({res['tool_vs_opskit_time']}x); opskit's planning step alone "
-              f"{res['opskit_pure_planning_s']} s")
+              f"({res['tool_vs_opskit_time']}x); CPU {res['opskit_plan_cpu_s']} s vs "
+              f"{res['tool_generate_cpu_s']} s ({res['tool_vs_opskit_cpu']}x); opskit's planning "
+              f"step alone {res['opskit_pure_planning_s']} s ({res['opskit_pure_planning_cpu_s']} "
+              f"CPU s); load average {res['load_average_1m']}")
     if args.part == "exec":
         mb, thr = (200, 10.0) if args.full else (args.mb_per_broker, args.throttle_mb)
         res = bench_exec(mb, thr, args.partitions)
