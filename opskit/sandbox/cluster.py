@@ -395,30 +395,16 @@ class Sandbox:
         return st, "started"
 
     def add_brokers(self, count: int, wait_timeout: float = 120.0) -> SandboxState:
-        """Start ``count`` more broker-only nodes in a running sandbox (ids and ports after
-        the last node's): a cluster to add brokers to, for reassignment tests and
-        benchmarks. The new brokers hold nothing until partitions are moved to them."""
-        st = self.load()
-        if st is None:
-            raise SandboxError(f"no sandbox named {self.name!r}")
+        """Start ``count`` more broker-only nodes in a running sandbox (see
+        :func:`opskit.sandbox.scale.add_node`); the new brokers hold nothing until
+        partitions are moved to them."""
+        from opskit.sandbox.scale import add_node
+
         if count < 1:
             raise UsageError("add at least one broker")
-        dist = ensure_kafka_dist(st.version)
-        first = max(n.node_id for n in st.nodes) + 1
-        new = [Node(first + i, "broker", st.base_port + first + i,
-                    str(self.root / f"node-{first + i}")) for i in range(count)]
-        taken = [n.port for n in new if not port_free(n.port)]
-        if taken:
-            raise SandboxError(f"port {taken[0]} on 127.0.0.1 is in use; cannot add a broker there")
-        for node in new:
-            self._format(dist, st, node)
-        st.nodes.extend(new)
-        self.save(st)
-        for node in new:
-            self._start_node(dist, node)
-            self.save(st)
-        self._wait_ready(st, wait_timeout)
-        return st
+        for _ in range(count):
+            add_node(self, "broker", wait_timeout=wait_timeout)
+        return self.require()
 
     def _format(self, dist: KafkaDist, st: SandboxState, node: Node,
                 extra: tuple[str, ...] | None = None) -> None:
