@@ -1,20 +1,31 @@
-"""Benchmark of the Spark lag-replay against a single consumer and Kafka's read ceiling.
+"""Benchmark of the Spark lag-replay on a Spark standalone cluster, against what
+the job does not control: Spark's Kafka connector alone, a single consumer
+doing the same work, and the broker's read ceiling.
 
-One run, one dedicated sandbox (Kafka 3.7, 1 broker, started and stopped here):
+One run, one backlog, one dedicated Kafka sandbox (3.7, 1 broker) and one Spark
+standalone cluster (a master and one worker of 2 cores, started from the
+installed PySpark on loopback; ``tests/spark_cluster.py``), all stopped at the end:
 
 1. produce N HIP-30 ``events_plugin_ingestion`` envelopes of about 500 bytes
-   (default 1,000,000) over P partitions, like the seed's producer benchmark;
+   over P partitions (default: a CI-sized 200,000 over 8; ``--full``: 4,000,000);
 2. ``kafka-consumer-perf-test`` (``org.apache.kafka.tools.ConsumerPerformance``)
-   reads all of them: the broker's read ceiling on this machine;
-3. the Spark job (``spark_jobs/lag_replay.py``, events pipeline, ``local[K]``)
-   reads the range, parses and validates every envelope, writes Parquet
-   partitioned by event date and type, and verifies what it wrote;
-4. a single confluent-kafka consumer does the same work (parse, validate,
-   Parquet by date and type with pyarrow).
+   reads them all: the broker's read ceiling (reported, not a target);
+3. the full job (``spark_jobs/lag_replay.py``, events pipeline, client deploy
+   mode) with 1 worker core, then 2 (``spark.cores.max``): read the range,
+   parse and validate every envelope, Parquet by event date and type, count
+   while reading, read back to verify;
+4. Spark's Kafka connector alone (``spark_jobs/bench_read_count.py``: the same
+   range and source options, count per partition only), 1 core then 2;
+5. a single confluent-kafka consumer doing the job's work in this process.
 
-Prints records/s of each and the ratios, as Markdown. Usage::
+For each line: records/s, seconds inside the job and wall seconds (the
+difference is the fixed start-up: spark-submit, driver JVM, session, executor
+registration), CPU seconds (user + system of every process of the line: for
+Spark the spark-submit tree, the master, and the worker with its executors,
+read from /proc after the executors have exited) and the 1-minute load
+average before and after. Then the ratios. Usage::
 
-    python benchmarks/bench_replay.py [--records 1000000] [--partitions 4] [--master local[2]]
+    python benchmarks/bench_replay.py [--records N | --full] [--partitions 8]
 """
 
 from __future__ import annotations
@@ -43,6 +54,7 @@ from confluent_kafka import TopicPartition as CkTP
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from opskit.adapters.spark_submit import (
+    JOB,
     SubmitOptions,
     build_command,
     ensure_spark_jars,
@@ -51,6 +63,10 @@ from opskit.adapters.spark_submit import (
 from opskit.sandbox.cluster import Sandbox, free_port_block
 from opskit.sandbox.dist import ensure_kafka_dist
 from opskit.sandbox.load import make_event
+from tests.spark_cluster import SparkStandalone, start_standalone
+
+READ_COUNT = ROOT / "spark_jobs" / "bench_read_count.py"
+FULL_RECORDS = 4_000_000
 
 TOPIC = "events_plugin_ingestion"
 SCHEMA_ID = "hanzo.stream.v1"
@@ -107,11 +123,11 @@ def perf_test(version: str, bootstrap: str, records: int) -> dict[str, float]:
     dist = ensure_kafka_dist(version)
     args = ["--bootstrap-server", bootstrap, "--topic", TOPIC, "--messages", str(records),
             "--timeout", "120000", "--group", f"perf-{uuid.uuid4().hex[:6]}"]
-    t0 = time.monotonic()
+    t0, cpu0 = time.monotonic(), _cpu(resource.RUSAGE_CHILDREN)
     proc = subprocess.run(dist.java_cmd("org.apache.kafka.tools.ConsumerPerformance", *args,
                                         heap="1g"), capture_output=True, text=True, timeout=600,
                           check=False)
-    wall = time.monotonic() - t0
+    wall, cpu = time.monotonic() - t0, _cpu(resource.RUSAGE_CHILDREN) - cpu0
     if proc.returncode != 0:
         raise SystemExit(f"perf test failed: {proc.stderr[-500:]}")
     lines = [ln for ln in proc.stdout.splitlines() if ln.strip()]
@@ -120,25 +136,81 @@ def perf_test(version: str, bootstrap: str, records: int) -> dict[str, float]:
     row = dict(zip(header, values))
     return {"records": float(row["data.consumed.in.nMsg"]),
             "rate": float(row["fetch.nMsg.sec"]), "rate_incl_join": float(row["nMsg.sec"]),
-            "wall": wall}
+            "wall": wall, "cpu": cpu}
 
 
-def spark_job(bootstrap: str, ends: dict[int, int], out: Path, master: str) -> dict[str, Any]:
+def _proc_cpu(pid: int) -> float:
+    """User + system CPU seconds of a live process and of its reaped children."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    # fields after the name start at field 3 (state): utime 14, stime 15, cutime 16, cstime 17
+    return sum(int(fields[i - 3]) for i in (14, 15, 16, 17)) / os.sysconf("SC_CLK_TCK")
+
+
+def _live_children(pid: int) -> list[int]:
+    """Child processes that still run (not zombies: spark-class leaves its launcher's)."""
+    out: list[int] = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            kids = [int(c) for c in (task / "children").read_text().split()]
+        except OSError:
+            continue
+        for kid in kids:
+            try:
+                state = Path(f"/proc/{kid}/stat").read_text().rpartition(")")[2].split()[0]
+            except OSError:
+                continue
+            if state != "Z":
+                out.append(kid)
+    return out
+
+
+def _cluster_cpu(cluster: SparkStandalone) -> float:
+    """CPU seconds so far of the master, the workers and their exited executors."""
+    daemons = [cluster.master, *cluster.worker_daemons]
+    return sum(_proc_cpu(d.proc.pid) for d in daemons if d is not None)
+
+
+def _wait_executors_gone(cluster: SparkStandalone, timeout: float = 120.0) -> None:
+    """Until every executor JVM has exited and been reaped (its CPU is then counted)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not any(_live_children(d.proc.pid) for d in cluster.worker_daemons):
+            return
+        time.sleep(0.2)
+    raise SystemExit("the executors did not exit after the application")
+
+
+def spark_run(cluster: SparkStandalone, bootstrap: str, ends: dict[int, int], out: Path,
+              cores: int, job: Path) -> dict[str, Any]:
+    """One application on the standalone cluster with ``cores`` executor cores."""
     jars = ensure_spark_jars()
-    spec = {"replay_id": "rp-bench", "group": "bench", "pipeline": "events",
-            "ranges": [[TOPIC, p, 0, e] for p, e in sorted(ends.items())]}
-    cmd = build_command(jars, SubmitOptions(master=master, driver_memory="2g"),
-                        ["--spec", json.dumps(spec), "--bootstrap", bootstrap,
-                         "--output", str(out)])
+    spec = {"replay_id": f"rp-bench-{job.stem.replace('_', '-')}-{cores}c", "group": "bench",
+            "pipeline": "events", "ranges": [[TOPIC, p, 0, e] for p, e in sorted(ends.items())]}
+    conf = (("spark.driver.host", "127.0.0.1"), ("spark.driver.bindAddress", "127.0.0.1"),
+            ("spark.cores.max", str(cores)),
+            # the executor is up before the job's clock starts (start-up stays apart)
+            ("spark.scheduler.minRegisteredResourcesRatio", "1.0"))
+    opts = SubmitOptions(master=cluster.url, deploy_mode="client", driver_memory="1g",
+                         executor_memory="2g", conf=conf)
+    cmd = build_command(jars, opts, ["--spec", json.dumps(spec), "--bootstrap", bootstrap,
+                                     "--output", str(out)], job=job)
+    load0 = os.getloadavg()[0]
     t0, cpu0 = time.monotonic(), _cpu(resource.RUSAGE_CHILDREN)
+    ccpu0 = _cluster_cpu(cluster)
     res = run_spark_submit(cmd, lambda m: print(f"  spark: {m}", file=sys.stderr))
-    wall, cpu = time.monotonic() - t0, _cpu(resource.RUSAGE_CHILDREN) - cpu0
+    wall = time.monotonic() - t0
+    _wait_executors_gone(cluster)
+    cpu = _cpu(resource.RUSAGE_CHILDREN) - cpu0 + _cluster_cpu(cluster) - ccpu0
     if res.returncode != 0 or res.result_line is None:
         raise SystemExit(f"spark job failed: {res.tail}")
     result = json.loads(res.result_line)
-    records = sum(p["records"] for p in result["partitions"])
-    return {"records": records, "job_seconds": result["seconds"], "wall": wall,
-            "verified": result["verified_rows"], "cpu": cpu}
+    if job == JOB:
+        records = sum(p["records"] for p in result["partitions"])
+        verified = result["verified_rows"]
+    else:
+        records = verified = int(result["records"])
+    return {"records": records, "seconds": float(result["seconds"]), "wall": wall,
+            "verified": verified, "cpu": cpu, "load": (load0, os.getloadavg()[0])}
 
 
 def _cpu(who: int) -> float:
@@ -205,6 +277,7 @@ def single_consumer(bootstrap: str, ends: dict[int, int], out: Path) -> dict[str
             pq.write_table(pa.Table.from_pylist(dead),
                            out / "sink=dead_letter" / "part-0.parquet")
 
+    load0 = os.getloadavg()[0]
     t0, cpu0 = time.monotonic(), _cpu(resource.RUSAGE_SELF)
     while remaining:
         for msg in c.consume(num_messages=10_000, timeout=1.0):
@@ -249,25 +322,87 @@ def single_consumer(bootstrap: str, ends: dict[int, int], out: Path) -> dict[str
     secs, cpu = time.monotonic() - t0, _cpu(resource.RUSAGE_SELF) - cpu0
     c.close()
     assert sum(v[0] for v in seen.values()) == n
-    return {"records": n, "seconds": secs, "verified": verified, "cpu": cpu}
+    return {"records": n, "seconds": secs, "wall": secs, "verified": verified, "cpu": cpu,
+            "load": (load0, os.getloadavg()[0])}
+
+
+def _row(name: str, r: dict[str, Any], total: int, ceiling: float) -> str:
+    rate, wall_rate = total / r["seconds"], total / r["wall"]
+    start = r["wall"] - r["seconds"]
+    return (f"| {name} | {rate:,.0f} | {wall_rate:,.0f} | {rate / ceiling:.0%} | "
+            f"{r['seconds']:.1f} | {r['wall']:.1f} | {start:.1f} | {r['cpu']:.1f} | "
+            f"{r['load'][0]:.2f} / {r['load'][1]:.2f} |")
+
+
+def _progress(key: str, r: dict[str, Any], total: int, ceiling: float) -> None:
+    """Each line as soon as it is measured (a run cut short keeps what it measured)."""
+    print(f"  done: {_row(key, r, total, ceiling)}", file=sys.stderr, flush=True)
+
+
+def report(a: argparse.Namespace, version: str, total: int, perf: dict[str, Any],
+           runs: dict[str, dict[str, Any]], load_start: float) -> None:
+    ceiling = perf["rate"]
+    cmd = (f"python benchmarks/bench_replay.py --records {a.records} --partitions "
+           f"{a.partitions} --size {a.size}")
+    print(f"\n`{cmd}` (Kafka {version}, 1 broker; Spark standalone, 1 worker of 2 cores, "
+          f"client deploy mode; {os.cpu_count()} CPUs; {total:,} records of ~{a.size} B in "
+          f"{a.partitions} partitions; {time.strftime('%Y-%m-%d %H:%M', time.gmtime())} UTC; "
+          f"1-minute load average {load_start:.2f} at start)\n")
+    print("| line | records/s (job) | records/s (wall) | vs ceiling (job) | job s | wall s "
+          "| start-up s | CPU s | load before / after |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---|")
+    print(f"| kafka-consumer-perf-test, read only (ceiling, not a target) | {ceiling:,.0f} | "
+          f"{total / perf['wall']:,.0f} | 100% | | {perf['wall']:.1f} | | {perf['cpu']:.1f} | "
+          f"{perf['load'][0]:.2f} / {perf['load'][1]:.2f} |")
+    names = {"job1": "full job, 1 core", "job2": "full job, 2 cores",
+             "read1": "connector alone (read + count), 1 core",
+             "read2": "connector alone (read + count), 2 cores",
+             "single": "single confluent-kafka consumer, same work"}
+    for key, name in names.items():
+        print(_row(name, runs[key], total, ceiling))
+
+    def rate(key: str, wall: bool = False) -> float:
+        return total / float(runs[key]["wall" if wall else "seconds"])
+
+    speed = rate("job2") / rate("job1")
+    print(f"\n- scaling, full job 1 -> 2 cores: {speed:.2f}x inside the job (efficiency "
+          f"{speed / 2:.0%}; goal 1.8x), {rate('job2', True) / rate('job1', True):.2f}x "
+          f"incl. start-up (start-up {runs['job1']['wall'] - runs['job1']['seconds']:.1f} s "
+          f"and {runs['job2']['wall'] - runs['job2']['seconds']:.1f} s)")
+    print(f"- connector alone 1 -> 2 cores: {rate('read2') / rate('read1'):.2f}x")
+    for c in (1, 2):
+        print(f"- full job / connector alone, {c} core{'s' if c > 1 else ''}: "
+              f"{rate(f'job{c}') / rate(f'read{c}'):.0%} of the read-only rate (goal 70%)")
+    print(f"- full job (2 cores) / single consumer: {rate('job2') / rate('single'):.2f}x "
+          f"inside the job, {rate('job2', True) / rate('single'):.2f}x incl. start-up "
+          "(goal: faster)")
+    print(f"- CPU seconds per 1M records: full job {runs['job2']['cpu'] * 1e6 / total:.1f} "
+          f"(2 cores), connector alone {runs['read2']['cpu'] * 1e6 / total:.1f}, single "
+          f"consumer {runs['single']['cpu'] * 1e6 / total:.1f}")
 
 
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--records", type=int, default=1_000_000)
+    ap.add_argument("--records", type=int, default=200_000)
+    ap.add_argument("--full", action="store_true",
+                    help=f"the recorded run: {FULL_RECORDS:,} records (overrides --records)")
     ap.add_argument("--size", type=int, default=500)
-    ap.add_argument("--partitions", type=int, default=4)
-    ap.add_argument("--master", default="local[2]")
+    ap.add_argument("--partitions", type=int, default=8)
     ap.add_argument("--kafka-version", default="3.7")
     a = ap.parse_args(argv)
+    if a.full:
+        a.records = FULL_RECORDS
     own_state = "OPSKIT_STATE" not in os.environ
     if own_state:
         os.environ["OPSKIT_STATE"] = tempfile.mkdtemp(prefix="opskit-bench-replay-")
     work = Path(tempfile.mkdtemp(prefix="bench-replay-out-"))
-    load = {"start": os.getloadavg()[0]}
+    load_start = os.getloadavg()[0]
     sb = Sandbox(f"bench-replay-{uuid.uuid4().hex[:6]}")
-    st, _ = sb.up(brokers=1, version=a.kafka_version, port=free_port_block(1))
+    cluster: SparkStandalone | None = None
+    runs: dict[str, dict[str, Any]] = {}
     try:
+        st, _ = sb.up(brokers=1, version=a.kafka_version, port=free_port_block(1))
+        cluster = start_standalone(workers=1, cores=2, memory="3g", base=work / "spark")
         b = st.bootstrap
         print(f"producing {a.records:,} records of ~{a.size} B to {a.partitions} partitions",
               file=sys.stderr)
@@ -275,42 +410,31 @@ def main(argv: list[str]) -> int:
         ends = log_ends(b, a.partitions)
         total = sum(ends.values())
         print(f"  produced in {prod:.1f}s; running kafka-consumer-perf-test", file=sys.stderr)
+        load0 = os.getloadavg()[0]
         perf = perf_test(st.version, b, total)
-        load["spark"] = os.getloadavg()[0]
-        print(f"  running the Spark job (load average {load['spark']:.2f})", file=sys.stderr)
-        spark = spark_job(b, ends, work / "spark", a.master)
-        load["single"] = os.getloadavg()[0]
-        print(f"  running the single consumer (load average {load['single']:.2f})",
-              file=sys.stderr)
-        single = single_consumer(b, ends, work / "single")
+        perf_load = (load0, os.getloadavg()[0])
+        print(f"  done: ceiling {perf['rate']:,.0f} records/s, {perf['cpu']:.1f} CPU s, load "
+              f"{perf_load[0]:.2f} / {perf_load[1]:.2f}", file=sys.stderr, flush=True)
+        for key, job, cores in (("job1", JOB, 1), ("job2", JOB, 2),
+                                ("read1", READ_COUNT, 1), ("read2", READ_COUNT, 2)):
+            print(f"  {key}: {job.name} with {cores} core(s) (load average "
+                  f"{os.getloadavg()[0]:.2f})", file=sys.stderr)
+            runs[key] = spark_run(cluster, b, ends, work / key, cores, job)
+            shutil.rmtree(work / key, ignore_errors=True)
+            _progress(key, runs[key], total, perf["rate"])
+        print(f"  single consumer (load average {os.getloadavg()[0]:.2f})", file=sys.stderr)
+        runs["single"] = single_consumer(b, ends, work / "single")
+        _progress("single", runs["single"], total, perf["rate"])
     finally:
+        if cluster is not None:
+            cluster.stop()
         sb.down()
         shutil.rmtree(work, ignore_errors=True)
         if own_state:
             shutil.rmtree(os.environ["OPSKIT_STATE"], ignore_errors=True)
-    assert spark["records"] == total == single["records"], (spark, total, single)
-    assert spark["verified"] == total == single["verified"], (spark, single)
-    spark_rate = total / spark["job_seconds"]
-    spark_wall_rate = total / spark["wall"]
-    single_rate = total / single["seconds"]
-    ceiling = perf["rate"]
-    print(f"\n`python benchmarks/bench_replay.py --records {a.records} --partitions "
-          f"{a.partitions} --master '{a.master}'` (Kafka {st.version}, 1 broker, "
-          f"{os.cpu_count()} cores, {total:,} records of ~{a.size} B; 1-minute load "
-          f"average {load['start']:.2f} at start, {load['spark']:.2f} before Spark, "
-          f"{load['single']:.2f} before the single consumer)\n")
-    print("| reader | records/s | vs ceiling | seconds | CPU seconds |")
-    print("|---|---:|---:|---:|---:|")
-    print(f"| kafka-consumer-perf-test (read only; fetch rate) | {ceiling:,.0f} | 100% | "
-          f"{perf['wall']:.1f} wall | |")
-    print(f"| Spark job ({a.master}), inside the job | {spark_rate:,.0f} | "
-          f"{spark_rate / ceiling:.0%} | {spark['job_seconds']:.1f} | |")
-    print(f"| Spark job incl. spark-submit/JVM start | {spark_wall_rate:,.0f} | "
-          f"{spark_wall_rate / ceiling:.0%} | {spark['wall']:.1f} | {spark['cpu']:.1f} |")
-    print(f"| single confluent-kafka consumer | {single_rate:,.0f} | "
-          f"{single_rate / ceiling:.0%} | {single['seconds']:.1f} | {single['cpu']:.1f} |")
-    print(f"\nSpark / single consumer: {spark_rate / single_rate:.2f}x (job), "
-          f"{spark_wall_rate / single_rate:.2f}x (incl. start-up)")
+    for key, r in runs.items():
+        assert r["records"] == total == r["verified"], (key, r, total)
+    report(a, st.version, total, {**perf, "load": perf_load}, runs, load_start)
     return 0
 
 

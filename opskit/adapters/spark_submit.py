@@ -287,8 +287,10 @@ def _adopt_cds_archive(cmd: Sequence[str], ok: bool) -> None:
                 log.warning("cannot keep the driver class archive %s: %s", partial, e)
 
 
-def build_command(jars: SparkJars, opts: SubmitOptions, job_args: Sequence[str]) -> list[str]:
-    """The exact ``spark-submit`` command line (also shown to the operator)."""
+def build_command(jars: SparkJars, opts: SubmitOptions, job_args: Sequence[str],
+                  job: Path = JOB) -> list[str]:
+    """The exact ``spark-submit`` command line (also shown to the operator).
+    ``job``: another file of ``spark_jobs/`` (the benchmark's read-only baseline)."""
     cmd = [spark_submit_binary(), "--master", opts.master, "--name", "opskit-lag-replay",
            "--jars", ",".join(str(j) for j in jars.jars), "--driver-memory", opts.driver_memory]
     if opts.deploy_mode:
@@ -301,7 +303,7 @@ def build_command(jars: SparkJars, opts: SubmitOptions, job_args: Sequence[str])
     conf.update(dict(opts.conf))
     for k, v in conf.items():
         cmd += ["--conf", f"{k}={v}"]
-    return [*cmd, str(JOB), *job_args]
+    return [*cmd, str(job), *job_args]
 
 
 @dataclass(frozen=True)
