@@ -36,6 +36,7 @@ import os
 import random
 import resource
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -381,6 +382,10 @@ def report(a: argparse.Namespace, version: str, total: int, perf: dict[str, Any]
           f"consumer {runs['single']['cpu'] * 1e6 / total:.1f}")
 
 
+def _interrupt(_signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--records", type=int, default=200_000)
@@ -390,6 +395,9 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--partitions", type=int, default=8)
     ap.add_argument("--kafka-version", default="3.7")
     a = ap.parse_args(argv)
+    # SIGTERM (e.g. `timeout`) stops like Ctrl-C: the running spark-submit, the Spark
+    # cluster and the Kafka sandbox are stopped, and the lines measured so far stay printed
+    signal.signal(signal.SIGTERM, _interrupt)
     if a.full:
         a.records = FULL_RECORDS
     own_state = "OPSKIT_STATE" not in os.environ
