@@ -288,11 +288,15 @@ def _adopt_cds_archive(cmd: Sequence[str], ok: bool) -> None:
 
 
 def build_command(jars: SparkJars, opts: SubmitOptions, job_args: Sequence[str],
-                  job: Path = JOB) -> list[str]:
+                  job: Path | str = JOB, ship_jars: bool = True) -> list[str]:
     """The exact ``spark-submit`` command line (also shown to the operator).
-    ``job``: another file of ``spark_jobs/`` (the benchmark's read-only baseline)."""
-    cmd = [spark_submit_binary(), "--master", opts.master, "--name", "opskit-lag-replay",
-           "--jars", ",".join(str(j) for j in jars.jars), "--driver-memory", opts.driver_memory]
+    ``job``: another file of ``spark_jobs/`` (the benchmark's read-only baseline), or a
+    URI the driver pod reads (``local://`` in the image). ``ship_jars`` False: the
+    connector jars are already in the image (Kubernetes), nothing is uploaded."""
+    cmd = [spark_submit_binary(), "--master", opts.master, "--name", "opskit-lag-replay"]
+    if ship_jars:
+        cmd += ["--jars", ",".join(str(j) for j in jars.jars)]
+    cmd += ["--driver-memory", opts.driver_memory]
     if opts.deploy_mode:
         cmd += ["--deploy-mode", opts.deploy_mode]
     if opts.executor_memory:

@@ -22,7 +22,7 @@ import json
 import os
 import sys
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Annotated
 
@@ -65,6 +65,7 @@ from opskit.cli.common import (
 )
 from opskit.core.offset_reset.offsets_csv import parse_offsets_csv
 from opskit.core.offset_reset.time_text import format_ms, parse_datetime
+from opskit.core.replay_k8s import K8sReplayTarget
 from opskit.core.replay_plan import (
     DEFAULT_PIPELINES,
     EndKind,
@@ -167,7 +168,7 @@ def _test_pause() -> None:
 
 def _run_job(m: ReplayManifest, output_dir: Path, opts: SubmitOptions,
              dead_letter_topic: str | None, billing_topic: str | None,
-             kafka_options: list[str]) -> JobResult:
+             kafka_options: list[str], k8s: K8sSubmit | None = None) -> JobResult:
     err = stderr()
     jars = ensure_spark_jars()
     if not jars.exact:
@@ -181,7 +182,18 @@ def _run_job(m: ReplayManifest, output_dir: Path, opts: SubmitOptions,
         args += ["--billing-topic", billing_topic]
     for item in kafka_options:
         args += ["--kafka-option", item]
-    cmd = build_command(jars, opts, args)
+    if k8s is not None:
+        from opskit.adapters.spark_k8s import k8s_submit_conf
+        from opskit.core.replay_k8s import PASSWORD_ENV
+
+        ours = k8s_submit_conf(k8s.target, output_dir / m.replay_id / "k8s")
+        opts = replace(opts, conf=tuple(ours.items()) + opts.conf)  # --conf wins over ours
+        if k8s.target.kafka_secret is not None:
+            args += ["--kafka-username", k8s.kafka_username or "",
+                     "--kafka-password-env", PASSWORD_ENV]
+        cmd = build_command(jars, opts, args, job=k8s.target.job_uri, ship_jars=False)
+    else:
+        cmd = build_command(jars, opts, args)
     err.print(f"submitting the Spark job ({opts.master}); jars: "
               + ", ".join(j.name for j in jars.jars))
     t0 = time.monotonic()
@@ -202,6 +214,34 @@ def _run_job(m: ReplayManifest, output_dir: Path, opts: SubmitOptions,
             f"the Spark job finished but no result was found under {output_dir}/{m.replay_id}/"
             "_result (cluster mode: the output must be readable here); nothing committed")
     return found
+
+
+@dataclass(frozen=True)
+class K8sSubmit:
+    """``--master k8s://`` settings: pod templates and the password from a Secret."""
+
+    target: K8sReplayTarget
+    kafka_username: str | None
+
+
+def _k8s(master: str, namespace: str | None, image: str | None, service_account: str,
+         secret: str | None, username: str | None, job_uri: str) -> K8sSubmit | None:
+    given = namespace or image or secret
+    if not master.startswith("k8s://"):
+        if given:
+            raise UsageError("--k8s-* options go with a k8s:// master")
+        return None
+    if not given:
+        return None  # the operator's own --conf settings
+    if not (namespace and image):
+        raise UsageError("a k8s:// master with opskit's pod templates needs --k8s-namespace "
+                         "and --k8s-image")
+    if secret and not username:
+        raise UsageError("--k8s-kafka-secret needs --kafka-username (the SASL user)")
+    target = K8sReplayTarget(namespace=namespace, image=image, service_account=service_account,
+                             kafka_secret=secret, job_uri=job_uri)
+    target.validate()
+    return K8sSubmit(target, username)
 
 
 def _load_result(path: Path) -> JobResult:
@@ -254,6 +294,24 @@ def replay(
     kafka_option: Annotated[list[str] | None, typer.Option(
         "--kafka-option", help="KEY=VALUE for Spark's Kafka client (security settings)")] = None,
     driver_memory: Annotated[str, typer.Option("--driver-memory")] = "1g",
+    k8s_namespace: Annotated[str | None, typer.Option(
+        "--k8s-namespace", help="k8s:// master: the namespace the driver and executors run in "
+        "(opskit writes their pod templates)", show_default=False)] = None,
+    k8s_image: Annotated[str | None, typer.Option(
+        "--k8s-image", help="k8s:// master: the Spark image with the job and the connector jars",
+        show_default=False)] = None,
+    k8s_service_account: Annotated[str, typer.Option(
+        "--k8s-service-account", help="k8s:// master: the driver's service account")] = "spark",
+    k8s_kafka_secret: Annotated[str | None, typer.Option(
+        "--k8s-kafka-secret", help="k8s:// master: a Secret (key 'password') with the SASL "
+        "password; it reaches the pods as an environment variable, never a command line",
+        show_default=False)] = None,
+    kafka_username: Annotated[str | None, typer.Option(
+        "--kafka-username", help="the SASL user the job logs in as (with --k8s-kafka-secret)",
+        show_default=False)] = None,
+    k8s_job_uri: Annotated[str, typer.Option(
+        "--k8s-job-uri", help="k8s:// master: the job file as the driver pod sees it")
+    ] = "local:///opt/opskit/lag_replay.py",
     execute: Annotated[bool, typer.Option("--execute", help="run the job and commit")] = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="plan and write the manifest "
                                           "only (default)")] = False,
@@ -281,6 +339,8 @@ def replay(
     opts = SubmitOptions(master=master, deploy_mode=deploy_mode, driver_memory=driver_memory,
                          conf=parse_conf(conf or []))
     check_submittable(opts)
+    k8s = _k8s(master, k8s_namespace, k8s_image, k8s_service_account, k8s_kafka_secret,
+               kafka_username, k8s_job_uri)
     if manifest is None and not group:
         raise UsageError("give --group NAME (or --manifest FILE)")
     if result_file is not None and manifest is None:
@@ -353,7 +413,7 @@ def replay(
                     result = JobResult(m.replay_id, (), 0)
                 else:
                     result = _run_job(m, base, opts, dead_letter_topic, billing_topic,
-                                      list(kafka_option or []))
+                                      list(kafka_option or []), k8s)
                 problems = verify_result(m, result)
                 if problems:
                     raise InconsistentStateError(

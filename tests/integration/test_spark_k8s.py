@@ -16,6 +16,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from k8s_apiserver import ApiServer
@@ -164,3 +165,43 @@ def test_bad_targets_are_usage_errors(tmp_path: Path) -> None:
                {"job_uri": "/opt/job.py"}, {"kafka_secret": "UPPER"}):
         with pytest.raises(UsageError):
             write_pod_templates(_target(**kw), tmp_path)
+
+
+def test_opskit_replay_submits_to_kubernetes(apiserver: ApiServer, namespace: str, kafka: Any,
+                                             tmp_path: Path, uniq: str) -> None:
+    """``opskit replay --master k8s://... --deploy-mode cluster`` writes the pod templates
+    and submits through the real spark-submit; the driver pod it creates carries them. No
+    kubelet runs the driver, so no result ever comes back: opskit says so (exit 3) and
+    commits nothing, the group keeps its offsets."""
+    from helpers import commit, create_topic, produce, run_cli
+    from kubernetes import client
+    from replay_helpers import committed
+
+    topic, group = f"k8s_replay_{uniq}", f"k8s-replay-{uniq}"
+    create_topic(kafka.bootstrap, topic, 2)
+    produce(kafka.bootstrap, topic, {0: 30, 1: 30})
+    commit(kafka.bootstrap, group, {(topic, 0): 10, (topic, 1): 10})
+    token_file = tmp_path / "token"
+    token_file.write_text(apiserver.token)
+    r = run_cli("replay", "-g", group, "-t", topic, "-b", kafka.bootstrap,
+                "--master", f"k8s://{apiserver.host}", "--deploy-mode", "cluster",
+                "--k8s-namespace", namespace, "--k8s-image", "apache/spark:4.0.0-python3",
+                "--k8s-kafka-secret", "kafka-replay", "--kafka-username", "replay",
+                "--conf", "spark.kubernetes.submission.waitAppCompletion=false",
+                "--conf", f"spark.kubernetes.authenticate.submission.oauthTokenFile={token_file}",
+                "--conf", f"spark.kubernetes.authenticate.submission.caCertFile={apiserver.ca_file}",
+                "--output-dir", str(tmp_path / "out"), "--execute", "--yes")
+    assert r.code == 3, r.err
+    assert "no result was found" in r.err and "nothing committed" in r.err
+    assert committed(kafka, group, topic) == {0: 10, 1: 10}
+    core = client.CoreV1Api(apiserver.client())
+    pods = core.list_namespaced_pod(namespace, label_selector="spark-role=driver").items
+    mine = [p for p in pods if any(topic in a for c in p.spec.containers for a in (c.args or []))]
+    assert len(mine) == 1
+    c = next(c for c in mine[0].spec.containers if c.name == "spark-kubernetes-driver")
+    assert "--kafka-password-env" in c.args and "replay" in c.args
+    assert next(e for e in c.env if e.name == PASSWORD_ENV).value_from.secret_key_ref.key == \
+        "password"
+    assert not any("/.cache/opskit/spark-jars" in a for a in c.args)   # jars are in the image
+    templates = list((tmp_path / "out").glob("*/k8s/driver-pod.yaml"))
+    assert len(templates) == 1
