@@ -65,6 +65,14 @@ class ReassignAdmin:
         self._ck: ck.AdminClient | None = None
         quiet_kafka_python(debug)
 
+    def _drop_kafka_python(self) -> None:
+        kp, self._kp = self._kp, None
+        if kp is not None:
+            try:
+                kp.close()
+            except Exception:  # closing is best effort
+                log.debug("closing kafka-python failed", exc_info=True)
+
     def close(self) -> None:
         if self._kp is not None:
             try:
@@ -92,6 +100,14 @@ class ReassignAdmin:
 
         if isinstance(exc, (kerr.UnsupportedVersionError, kerr.IncompatibleBrokerVersion)):
             return UnsupportedError(f"the broker does not support {what} ({exc})")
+        stale = getattr(kerr, "UnknownBrokerIdError", None)
+        if stale is not None and isinstance(exc, stale):
+            # kafka-python sent the request to a broker its cached metadata still names
+            # (the controller it knew, now stopped): transient; a new client reads fresh
+            # metadata on the next try
+            self._drop_kafka_python()
+            return KafkaUnavailableError(f"{what}: broker {exc} is not available (stopped or "
+                                         "restarting); will retry")
         unreachable = tuple(getattr(kerr, n) for n in (
             "KafkaTimeoutError", "NoBrokersAvailable", "KafkaConnectionError",
             "BrokerNotAvailableError", "MetadataEmptyBrokerList", "RequestTimedOutError",
