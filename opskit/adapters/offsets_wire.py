@@ -165,9 +165,16 @@ def fetch_calls(version: int, want: Mapping[TopicPartition, list[int]],
     return calls, no_leader
 
 
+#: partition errors of a Fetch that pass: a new topic whose leadership the broker has not
+#: applied yet, a leader moving (UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE,
+#: NOT_LEADER_OR_FOLLOWER, REPLICA_NOT_AVAILABLE, FENCED/UNKNOWN_LEADER_EPOCH,
+#: OFFSET_NOT_AVAILABLE)
+RETRIABLE_FETCH_ERRORS = frozenset({3, 5, 6, 9, 74, 75, 78})
+
+
 def take_fetch(answers: Iterable[Any], want: dict[TopicPartition, list[int]], found: Found,
-               give_up: set[Position], high_watermarks: dict[TopicPartition, int] | None = None
-               ) -> bool:
+               give_up: set[Position], high_watermarks: dict[TopicPartition, int] | None = None,
+               retry: set[TopicPartition] | None = None) -> bool:
     """Record what a fetch round answered into ``found``; a partition's offsets left
     unanswered stay in ``want`` (for a next round), or go to ``give_up`` on an error
     or a codec we lack. True when something was found. ``high_watermarks`` collects
@@ -181,6 +188,10 @@ def take_fetch(answers: Iterable[Any], want: dict[TopicPartition, list[int]], fo
                     high_watermarks[tp] = p.high_watermark
                 offs = want.get(tp) or []
                 if not offs:
+                    continue
+                if p.error_code and retry is not None and \
+                        p.error_code in RETRIABLE_FETCH_ERRORS:
+                    retry.add(tp)  # asked again in the next round; kept in ``want``
                     continue
                 if p.error_code:
                     # offset out of range, not leader, ...: the slow path handles it
@@ -227,8 +238,14 @@ def record_times(client: WireClient, positions: Iterable[Position],
             give_up.update((tp, o) for o in want.pop(tp))
         if not calls:
             break
-        progress = take_fetch(client.exchange(calls, deadline, lanes=LANES), want, found, give_up)
-        if not progress and round_no >= 1:
+        retry: set[TopicPartition] = set()
+        progress = take_fetch(client.exchange(calls, deadline, lanes=LANES), want, found, give_up,
+                              retry=retry)
+        if retry:
+            log.debug("fetch round %d: %d partition(s) answered a passing error; asking again",
+                      round_no, len(retry))
+            time.sleep(min(0.05 * (round_no + 1), max(0.0, deadline - time.monotonic())))
+        elif not progress and round_no >= 1:
             break
     for tp, offs in want.items():
         give_up.update((tp, o) for o in offs)
