@@ -129,6 +129,23 @@ def fmt_int(v: int | None) -> str:
     return "-" if v is None else f"{v:,}"
 
 
+def fmt_bytes(n: float) -> str:
+    """Bytes in decimal units (1,000 B = 1 KB), as the reassign commands show them."""
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if abs(n) < 1000 or unit == "TB":
+            return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
+        n /= 1000
+    return f"{n:.1f} TB"
+
+
+def fmt_duration(s: float | None) -> str:
+    """Seconds as 1h05m / 4m09s; ``unknown`` for None."""
+    if s is None:
+        return "unknown"
+    s = round(s)
+    return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
+
+
 def setup_logging(debug: bool, log_format: str) -> None:
     level = logging.DEBUG if debug else logging.WARNING
     handler = logging.StreamHandler(sys.stderr)

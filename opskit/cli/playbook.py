@@ -31,10 +31,10 @@ def _run_dir(sandbox: str) -> Path:
 
 def _context(sandbox: str) -> str:
     from opskit.sandbox.cluster import Sandbox
+    from opskit.sandbox.security import admin_context_name
 
     sb = Sandbox(sandbox)
-    st = sb.require()
-    return f"sandbox-{sandbox}" if st.security == "plaintext" else f"sandbox-{sandbox}-admin"
+    return admin_context_name(sandbox, sb.security(sb.require()))
 
 
 def _pager(routing_key_file: Path | None, base_url: str | None, run_id: str) -> Any:

@@ -27,6 +27,8 @@ from opskit.cli.common import (
     OutputOpt,
     TimeoutOpt,
     emit,
+    fmt_bytes,
+    fmt_duration,
     stderr,
 )
 from opskit.core.models import TopicPartition
@@ -52,21 +54,6 @@ from opskit.errors import KafkaOperationError, NotFoundError, RefusedError, Usag
 
 PlanArg = Annotated[str, typer.Argument(help="plan file (kafka-reassign-partitions JSON, "
                                               "from opskit reassign plan or Kafka's tool)")]
-
-
-def _fmt_bytes(n: float) -> str:
-    for unit in ("B", "KB", "MB", "GB", "TB"):
-        if abs(n) < 1000 or unit == "TB":
-            return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
-        n /= 1000
-    return f"{n:.1f} TB"
-
-
-def _fmt_s(s: float | None) -> str:
-    if s is None:
-        return "unknown"
-    s = round(s)
-    return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
 
 
 def _tp(tp: TopicPartition) -> str:
@@ -115,7 +102,7 @@ class _Progress:
         desc = f"{done}/{moves} moves done, {c['in_flight'] + c['submitting']} in flight"
         if self._bar is not None:
             self._bar.update(self._task, completed=max(0, self.total - t.bytes_remaining),
-                             description=desc, left=_fmt_bytes(t.bytes_remaining))
+                             description=desc, left=fmt_bytes(t.bytes_remaining))
             if t.state.waiting:
                 self._bar.console.print(f"opskit: {t.state.waiting}")
             return
@@ -123,8 +110,8 @@ class _Progress:
         if now - self._last_line >= 5 or t.state.waiting:
             self._last_line = now
             extra = f"; {t.state.waiting}" if t.state.waiting else ""
-            sys.stderr.write(f"opskit: reassign: {desc}, {_fmt_bytes(t.bytes_remaining)} left, "
-                             f"ETA {_fmt_s(eta)}{extra}\n")
+            sys.stderr.write(f"opskit: reassign: {desc}, {fmt_bytes(t.bytes_remaining)} left, "
+                             f"ETA {fmt_duration(eta)}{extra}\n")
             sys.stderr.flush()
 
     def note(self, text: str) -> None:
@@ -168,9 +155,9 @@ def _print_preview(data: dict[str, Any], con: Any, dry_run: bool) -> None:
               f"{data['compare_and_set']}")
     con.print(f"throttle {data['throttle_bytes_per_s']:,} B/s on brokers "
               f"{', '.join(map(str, data['throttled_brokers'])) or '-'}; bytes in per broker: "
-              + (", ".join(f"{b}: {_fmt_bytes(v)}" for b, v in data["bytes_in_per_broker"].items())
+              + (", ".join(f"{b}: {fmt_bytes(v)}" for b, v in data["bytes_in_per_broker"].items())
                  or "-")
-              + f"; at least {_fmt_s(data['duration_lower_bound_s'])}")
+              + f"; at least {fmt_duration(data['duration_lower_bound_s'])}")
     for t, lists in data["throttled_replicas"].items():
         con.print(f"  topic {t}: leader.replication.throttled.replicas={lists['leader']} "
                   f"follower.replication.throttled.replicas={lists['follower']}")

@@ -28,9 +28,10 @@ from opskit.cli.common import (
     TimeoutOpt,
     connect,
     emit,
+    fmt_bytes,
+    fmt_duration,
     stderr,
 )
-from opskit.cli.reassign_exec import _fmt_bytes, _fmt_s
 from opskit.core.reassign_exec_plan import parse_rate
 from opskit.core.reassign_model import (
     Goal,
@@ -169,11 +170,11 @@ def _table(console: Console, topology: Topology, plan: Plan) -> None:
                   f"{est.leaders_changed:,}", highlight=False)
     console.print(f"replicas moved: {est.replicas_moved:,} "
                   f"{_ratio(est.replicas_moved, est.replicas_lower_bound)}", highlight=False)
-    console.print(f"bytes moved: {_fmt_bytes(est.bytes_moved)} "
-                  f"({_fmt_bytes(est.bytes_lower_bound)} at least)", highlight=False)
+    console.print(f"bytes moved: {fmt_bytes(est.bytes_moved)} "
+                  f"({fmt_bytes(est.bytes_lower_bound)} at least)", highlight=False)
     if est.duration_s is not None and est.throttle_bytes_per_s is not None:
-        console.print(f"estimated duration at {_fmt_bytes(est.throttle_bytes_per_s)}/s per broker: "
-                      f"{_fmt_s(est.duration_s)} or more (busiest broker's bytes / throttle; "
+        console.print(f"estimated duration at {fmt_bytes(est.throttle_bytes_per_s)}/s per broker: "
+                      f"{fmt_duration(est.duration_s)} or more (busiest broker's bytes / throttle; "
                       "writes during the move add to it)", highlight=False)
     else:
         console.print("estimated duration: give --throttle RATE", highlight=False)
@@ -192,14 +193,14 @@ def _table(console: Console, topology: Topology, plan: Plan) -> None:
     for b in sorted(set(before) | set(after)):
         t.add_row(str(b), racks.get(b) or "-", f"{before[b][0]:,}", f"{after[b][0]:,}",
                   f"{before[b][1]:,}", f"{after[b][1]:,}",
-                  _fmt_bytes(est.broker_bytes_in.get(b, 0)), _fmt_bytes(est.broker_bytes_out.get(b, 0)))
+                  fmt_bytes(est.broker_bytes_in.get(b, 0)), fmt_bytes(est.broker_bytes_out.get(b, 0)))
     console.print(t)
     console.print("* preferred leaders (first replica); the leaders move after a preferred "
                   "election (opskit reassign execute runs one)", highlight=False)
     moves = Table("TOPIC", "PARTITION", "REPLICAS", "->", "TARGET", "SIZE", box=None, pad_edge=False)
     for base, a in list(plan.moves())[:_TABLE_MOVES]:
         moves.add_row(a.topic, str(a.partition), ",".join(map(str, base.replicas)), "->",
-                      ",".join(map(str, a.replicas)), _fmt_bytes(base.size_bytes))
+                      ",".join(map(str, a.replicas)), fmt_bytes(base.size_bytes))
     console.print(moves)
     if len(plan.partitions) > _TABLE_MOVES:
         console.print(f"... and {len(plan.partitions) - _TABLE_MOVES:,} more partitions "

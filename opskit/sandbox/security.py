@@ -246,6 +246,11 @@ class SandboxSecurity:
         return sec
 
 
+def admin_context_name(name: str, sec: SandboxSecurity) -> str:
+    """The context ``sandbox up`` writes for the sandbox's administrator."""
+    return f"sandbox-{name}-{ADMIN}" if sec.enabled else f"sandbox-{name}"
+
+
 def context_names(name: str) -> list[str]:
     """Every opskit context ``sandbox up`` may write for sandbox ``name``."""
     return [f"sandbox-{name}", f"sandbox-{name}-{ADMIN}", f"sandbox-{name}-{MONITOR}"]
@@ -263,7 +268,7 @@ def write_contexts(name: str, bootstrap: str, sec: SandboxSecurity, mechanism: s
     if sec.enabled:
         written = {f"sandbox-{name}-{u}": sec.context_security(u, mechanism) for u in (ADMIN, MONITOR)}
     else:
-        written = {f"sandbox-{name}": {}}
+        written = {admin_context_name(name, sec): {}}
     for ctx, security in written.items():
         cfg.set_context(ctx, bootstrap, "opskit", security or None)
     if not cfg.current_context:
