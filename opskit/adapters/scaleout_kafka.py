@@ -1,0 +1,221 @@
+"""The scale-out playbook's platform-independent steps: the ones that only talk to
+Kafka (and to opskit's reassignment engine), shared by the local and the Kubernetes
+step runners.
+
+Each step is idempotent: run again after a crash it finds its work done and says
+so. The reassignment is not re-implemented: ``raise_rf`` writes one plan with
+``opskit reassign plan --replication-factor`` (kept in the run's directory, so a
+resumed run executes the same plan) and runs it with ``opskit reassign execute``,
+whose own journal resumes, never cancels and never submits a move twice.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import time
+from collections.abc import Callable
+from contextlib import redirect_stderr, redirect_stdout
+from dataclasses import dataclass
+from pathlib import Path
+
+from opskit.adapters.kafka_admin import KafkaAdmin
+from opskit.core.connection import ConnectionConfig
+from opskit.core.scaleout.plan import INTERNAL_TOPICS, ClusterFacts, ScaleOutPlan
+from opskit.errors import InconsistentStateError, OpskitError, RefusedError
+
+log = logging.getLogger(__name__)
+
+#: broker settings that are read-only in Kafka (a restart applies them); the platform
+#: runner says how they reach the brokers' configuration
+STATIC_DEFAULTS = ("default.replication.factor", "offsets.topic.replication.factor",
+                   "transaction.state.log.replication.factor")
+
+#: health checks whose WARNING or CRITICAL stops a scale-out before it starts
+BLOCKING_CHECKS = ("brokers", "controller", "offline_partitions", "under_min_isr",
+                   "under_replicated")
+
+
+def read_kafka_facts(admin: KafkaAdmin, *, kafka_version: str, kraft_version: int,
+                     voters: tuple[int, ...]) -> ClusterFacts:
+    """Preflight facts Kafka itself answers (brokers, health, reassignments, RF and
+    bytes per topic); the platform gives what it knows better (version, quorum)."""
+    from opskit.adapters.cluster_health import gather_health_input
+    from opskit.adapters.log_dirs import read_partition_sizes
+    from opskit.core.health import HealthPolicy, evaluate_health
+    from opskit.core.models import Severity, TopicPartition
+
+    meta = admin.metadata()
+    report = evaluate_health(gather_health_input(admin), HealthPolicy())
+    problems = tuple(f.message for f in report.findings
+                     if f.check in BLOCKING_CHECKS and f.severity in (Severity.WARNING,
+                                                                     Severity.CRITICAL))
+    leaders = {TopicPartition(t, p.partition): p.leader
+               for t, parts in meta.topics.items() for p in parts if p.leader >= 0}
+    sizes = read_partition_sizes(admin.conn, sorted(meta.topics), leaders, admin.timeout).sizes
+    rf: dict[str, int] = {}
+    size: dict[str, int] = {}
+    for t, parts in meta.topics.items():
+        for p in parts:
+            rf[t] = min(rf.get(t, len(p.replicas)), len(p.replicas))
+            size[t] = size.get(t, 0) + sizes.get(TopicPartition(t, p.partition), 0)
+    return ClusterFacts(
+        kafka_version=kafka_version, kraft_version=kraft_version, voters=voters,
+        brokers=tuple(sorted(b.node_id for b in meta.brokers)), problems=problems,
+        reassignment_in_progress=any(f.check == "reassignments" and f.severity is Severity.WARNING
+                                     for f in report.findings),
+        topic_rf=rf, topic_bytes=size)
+
+
+@dataclass
+class KafkaSteps:
+    """The Kafka half of a scale-out; every method returns a one-line detail."""
+
+    conn: ConnectionConfig
+    context: str                      # the opskit context the reassign commands use
+    run_dir: Path                     # where the RF and leader plans are kept
+    throttle: str                     # e.g. "50MiB"
+    registry: Path | None = None
+    wait_s: float = 300.0
+    cli: Callable[[list[str]], int] | None = None
+
+    # --- helpers ------------------------------------------------------------
+    def admin(self) -> KafkaAdmin:
+        return KafkaAdmin(self.conn, timeout=10.0)
+
+    def opskit(self, *args: str) -> str:
+        """Run an opskit command in this process; its output is kept for the log."""
+        from opskit.cli.main import main
+
+        out, err = io.StringIO(), io.StringIO()
+        with redirect_stdout(out), redirect_stderr(err):
+            code = (self.cli or main)(list(args))
+        log.debug("opskit %s -> %s\n%s%s", " ".join(args), code, out.getvalue(), err.getvalue())
+        if code != 0:
+            last = (err.getvalue().strip().splitlines() or ["(no message)"])[-1]
+            raise InconsistentStateError(f"opskit {args[0]} {args[1]} exited {code}: {last}")
+        return out.getvalue()
+
+    def wait(self, what: str, check: Callable[[], str | None]) -> None:
+        """Poll ``check`` (None = satisfied, else what is still missing) until wait_s."""
+        deadline = time.monotonic() + self.wait_s
+        missing = ""
+        while time.monotonic() < deadline:
+            try:
+                got = check()
+            except OpskitError as e:
+                got = str(e)
+            if got is None:
+                return
+            missing = got
+            time.sleep(1.0)
+        raise InconsistentStateError(f"{what}: still {missing} after {self.wait_s:.0f}s")
+
+    def registered_brokers(self) -> set[int]:
+        with self.admin() as admin:
+            return {b.node_id for b in admin.metadata().brokers}
+
+    # --- steps --------------------------------------------------------------
+    def preflight(self, plan: ScaleOutPlan) -> str:
+        brokers = sorted(self.registered_brokers())
+        missing = [b for b in plan.existing if b not in brokers]
+        if missing:
+            raise RefusedError(f"preflight: broker(s) {missing} of the plan are not registered")
+        return f"brokers {brokers} registered"
+
+    def wait_registered(self, plan: ScaleOutPlan, nodes: tuple[int, ...] | None = None) -> str:
+        """Wait until ``nodes`` (default: the existing and the new ones) are registered."""
+        want = set(plan.existing) | set(plan.new_nodes) if nodes is None else set(nodes)
+
+        def check() -> str | None:
+            have = self.registered_brokers()
+            return None if want <= have else f"broker(s) {sorted(want - have)} not registered"
+
+        self.wait("waiting for the new brokers", check)
+        return f"brokers {sorted(want)} registered"
+
+    def raise_rf(self, plan: ScaleOutPlan) -> str:
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        plan_file = self.run_dir / "raise-rf.json"
+        if not plan_file.exists():
+            self.opskit("reassign", "plan", "--replication-factor", str(plan.target_rf),
+                        "--all-topics", "--include-internal", "--throttle", self.throttle,
+                        "--write-plan", str(plan_file), "--context", self.context)
+        self.opskit("reassign", "execute", str(plan_file), "--throttle", self.throttle,
+                    "--execute", "--context", self.context)
+        return f"every topic at RF {plan.target_rf} (plan {plan_file.name})"
+
+    def verify_isr(self, plan: ScaleOutPlan) -> str:
+        def check() -> str | None:
+            with self.admin() as admin:
+                meta = admin.metadata()
+            short = [f"{t}-{p.partition}" for t, parts in meta.topics.items() for p in parts
+                     if len(p.replicas) < plan.target_rf or len(p.isr) < len(p.replicas)]
+            return None if not short else f"{len(short)} partition(s) with ISR < RF (e.g. {short[0]})"
+
+        self.wait("waiting for ISR = RF everywhere", check)
+        return f"ISR = {plan.target_rf} on every partition"
+
+    def elect_leaders(self, plan: ScaleOutPlan) -> str:
+        # the RF raise keeps each partition's leader first, so every preferred leader is
+        # still an old broker: a rebalance plan reorders replicas (no data moves) and its
+        # execution ends with a preferred leader election
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        leaders_file = self.run_dir / "leaders.json"
+        if not leaders_file.exists():
+            self.opskit("reassign", "plan", "--rebalance", "--write-plan", str(leaders_file),
+                        "--context", self.context)
+        self.opskit("reassign", "execute", str(leaders_file), "--throttle", self.throttle,
+                    "--execute", "--context", self.context)
+
+        def check() -> str | None:
+            with self.admin() as admin:
+                meta = admin.metadata()
+            counts = {b.node_id: 0 for b in meta.brokers}
+            not_preferred = 0
+            for parts in meta.topics.values():
+                for p in parts:
+                    if p.leader >= 0:
+                        counts[p.leader] = counts.get(p.leader, 0) + 1
+                    if p.replicas and p.leader != p.replicas[0]:
+                        not_preferred += 1
+            spread = max(counts.values()) - min(counts.values()) if counts else 0
+            if not_preferred:
+                return f"{not_preferred} partition(s) not led by their preferred replica"
+            return None if spread <= 1 else f"leaders per broker {counts} (spread {spread})"
+
+        self.wait("waiting for balanced preferred leaders", check)
+        return "every partition led by its preferred replica; leaders per broker within 1"
+
+    def set_topic_min_isr(self, plan: ScaleOutPlan) -> int:
+        """``min.insync.replicas`` on every non-internal topic; the number of topics."""
+        want = str(plan.min_insync_replicas)
+        with self.admin() as admin:
+            meta = admin.metadata()
+            topics = [t for t in meta.topics if t not in INTERNAL_TOPICS]
+            admin.alter_topic_configs({t: {"min.insync.replicas": want} for t in topics})
+        return len(topics)
+
+    def update_registry(self, plan: ScaleOutPlan) -> str:
+        if self.registry is None:
+            return "no registry file given: skipped (topics diff compares with the packaged one)"
+        from opskit.adapters.scaleout_registry import raise_registry
+
+        changed = raise_registry(self.registry, plan.target_rf, plan.min_insync_replicas)
+        return f"registry {self.registry}: {'updated' if changed else 'already up to date'}"
+
+    def final_health(self, plan: ScaleOutPlan) -> str:
+        from opskit.adapters.cluster_health import gather_health_input
+        from opskit.core.health import HealthPolicy, evaluate_health
+        from opskit.core.models import Severity
+
+        def check() -> str | None:
+            with self.admin() as admin:
+                report = evaluate_health(gather_health_input(
+                    admin, expected_brokers=len(plan.existing) + len(plan.new_nodes)),
+                    HealthPolicy())
+            bad = [f.message for f in report.findings if f.severity is not Severity.OK]
+            return None if report.severity is Severity.OK else "; ".join(bad[:2]) or "not OK"
+
+        self.wait("final health", check)
+        return "health OK"
