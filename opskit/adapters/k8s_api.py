@@ -87,6 +87,8 @@ class KubeApi:
                 api = client.ApiClient(cfg)
             else:
                 try:
+                    if target.kubeconfig or target.context:
+                        raise config.ConfigException("a kubeconfig was asked for")
                     config.load_incluster_config()  # type: ignore[no-untyped-call]
                     api = client.ApiClient()
                 except config.ConfigException:
@@ -97,6 +99,7 @@ class KubeApi:
         self._api = api
         self.core = client.CoreV1Api(api)
         self.apps = client.AppsV1Api(api)
+        self.coordination = client.CoordinationV1Api(api)
         self._timeout = target.timeout_s
 
     # --- generic -------------------------------------------------------------
@@ -163,15 +166,58 @@ class KubeApi:
         """Create (``resource_version`` None: must not exist) or replace exactly the
         version read; RefusedError when someone else wrote it meanwhile. Returns the new
         resourceVersion."""
+        return self._cas("ConfigMap", self.core.create_namespaced_config_map,
+                         self.core.replace_namespaced_config_map, manifest, resource_version)
+
+    def _cas(self, kind: str, create: Any, replace: Any, manifest: Mapping[str, Any],
+             resource_version: str | None) -> str:
+        """Create (None: must not exist) or replace exactly ``resource_version``."""
         ns, name = manifest["metadata"]["namespace"], manifest["metadata"]["name"]
-        what = f"ConfigMap {ns}/{name}"
+        what = f"{kind} {ns}/{name}"
         if resource_version is None:
-            cm = self._call(what, self.core.create_namespaced_config_map, ns, manifest)
+            obj = self._call(what, create, ns, manifest)
         else:
             body = {**manifest, "metadata": {**manifest["metadata"],
                                              "resourceVersion": resource_version}}
-            cm = self._call(what, self.core.replace_namespaced_config_map, name, ns, body)
-        return str(cm.metadata.resource_version)
+            obj = self._call(what, replace, name, ns, body)
+        return str(obj.metadata.resource_version)
+
+    def delete_configmap(self, namespace: str, name: str) -> bool:
+        """Delete it; False when it was already absent."""
+        try:
+            self._call(f"ConfigMap {namespace}/{name}",
+                       self.core.delete_namespaced_config_map, name, namespace)
+        except NotFoundError:
+            return False
+        return True
+
+    # --- Pods ------------------------------------------------------------------
+    def pod_ready(self, namespace: str, name: str) -> bool | None:
+        """True when the pod's Ready condition is True, False when not, None when absent."""
+        try:
+            pod = self._call(f"Pod {namespace}/{name}", self.core.read_namespaced_pod,
+                             name, namespace)
+        except NotFoundError:
+            return None
+        conditions = (pod.status.conditions if pod.status is not None else None) or []
+        return any(c.type == "Ready" and c.status == "True" for c in conditions)
+
+    # --- Leases (one active run) -------------------------------------------------
+    def read_lease(self, namespace: str, name: str) -> tuple[dict[str, Any], str] | None:
+        """(spec, resourceVersion) of a coordination.k8s.io Lease, or None when absent."""
+        try:
+            obj = self._call(f"Lease {namespace}/{name}",
+                             self.coordination.read_namespaced_lease, name, namespace)
+        except NotFoundError:
+            return None
+        d = self.to_dict(obj)
+        return dict(d.get("spec") or {}), str(d["metadata"]["resourceVersion"])
+
+    def write_lease(self, manifest: Mapping[str, Any], resource_version: str | None) -> str:
+        """Create (``resource_version`` None) or replace exactly the version read;
+        RefusedError when another holder wrote it meanwhile."""
+        return self._cas("Lease", self.coordination.create_namespaced_lease,
+                         self.coordination.replace_namespaced_lease, manifest, resource_version)
 
 
 def _contains(live: Any, want: Any) -> bool:

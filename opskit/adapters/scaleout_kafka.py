@@ -18,6 +18,7 @@ from collections.abc import Callable
 from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from opskit.adapters.kafka_admin import KafkaAdmin
 from opskit.core.connection import ConnectionConfig
@@ -67,6 +68,17 @@ def read_kafka_facts(admin: KafkaAdmin, *, kafka_version: str, kraft_version: in
         topic_rf=rf, topic_bytes=size)
 
 
+class PlanStore(Protocol):
+    """Keeps the reassignment plans where the next run finds them when the run's
+    directory does not outlive the run (a CronJob pod)."""
+
+    def restore(self, path: Path) -> None:
+        """Write the kept copy of ``path`` there, if there is one."""
+
+    def keep(self, path: Path) -> None:
+        """Keep a copy of ``path`` (just written)."""
+
+
 @dataclass
 class KafkaSteps:
     """The Kafka half of a scale-out; every method returns a one-line detail."""
@@ -78,6 +90,7 @@ class KafkaSteps:
     registry: Path | None = None
     wait_s: float = 300.0
     cli: Callable[[list[str]], int] | None = None
+    plans: PlanStore | None = None
 
     # --- helpers ------------------------------------------------------------
     def admin(self) -> KafkaAdmin:
@@ -111,6 +124,18 @@ class KafkaSteps:
             time.sleep(1.0)
         raise InconsistentStateError(f"{what}: still {missing} after {self.wait_s:.0f}s")
 
+    def _plan_once(self, path: Path, *args: str) -> None:
+        """``opskit reassign plan ARGS --write-plan path`` unless the plan exists (here
+        or in the plan store): a resumed run executes the same plan."""
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        if not path.exists() and self.plans is not None:
+            self.plans.restore(path)
+        if not path.exists():
+            self.opskit("reassign", "plan", *args, "--write-plan", str(path),
+                        "--context", self.context)
+            if self.plans is not None:
+                self.plans.keep(path)
+
     def registered_brokers(self) -> set[int]:
         with self.admin() as admin:
             return {b.node_id for b in admin.metadata().brokers}
@@ -135,12 +160,9 @@ class KafkaSteps:
         return f"brokers {sorted(want)} registered"
 
     def raise_rf(self, plan: ScaleOutPlan) -> str:
-        self.run_dir.mkdir(parents=True, exist_ok=True)
         plan_file = self.run_dir / "raise-rf.json"
-        if not plan_file.exists():
-            self.opskit("reassign", "plan", "--replication-factor", str(plan.target_rf),
-                        "--all-topics", "--include-internal", "--throttle", self.throttle,
-                        "--write-plan", str(plan_file), "--context", self.context)
+        self._plan_once(plan_file, "--replication-factor", str(plan.target_rf),
+                        "--all-topics", "--include-internal", "--throttle", self.throttle)
         self.opskit("reassign", "execute", str(plan_file), "--throttle", self.throttle,
                     "--execute", "--context", self.context)
         return f"every topic at RF {plan.target_rf} (plan {plan_file.name})"
@@ -160,11 +182,8 @@ class KafkaSteps:
         # the RF raise keeps each partition's leader first, so every preferred leader is
         # still an old broker: a rebalance plan reorders replicas (no data moves) and its
         # execution ends with a preferred leader election
-        self.run_dir.mkdir(parents=True, exist_ok=True)
         leaders_file = self.run_dir / "leaders.json"
-        if not leaders_file.exists():
-            self.opskit("reassign", "plan", "--rebalance", "--write-plan", str(leaders_file),
-                        "--context", self.context)
+        self._plan_once(leaders_file, "--rebalance")
         self.opskit("reassign", "execute", str(leaders_file), "--throttle", self.throttle,
                     "--execute", "--context", self.context)
 

@@ -2,8 +2,9 @@
 performs the steps, pages on a halt or a failure.
 
 Platform independent: the steps (``StepRunner``), the journal store and the pager are
-passed in. An abort is asked for by a marker the runner reads between steps (so an
-operator's ``playbook abort`` never races the running process for the journal).
+passed in. An abort is asked for by a marker the runner reads between steps (a file, or on
+Kubernetes a ConfigMap of its own), so an operator's ``playbook abort`` never races
+the running process for the journal.
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Protocol
 
 from opskit.adapters.scaleout_journal import JournalStore
@@ -38,6 +38,12 @@ class StepRunner(Protocol):
     def run(self, step: Step, plan: ScaleOutPlan) -> str: ...
 
 
+class AbortMarker(Protocol):
+    """Where an operator's abort request is found: a file (``Path``), a ConfigMap."""
+
+    def exists(self) -> bool: ...
+
+
 def utc_now() -> datetime:
     return datetime.now(UTC)
 
@@ -47,7 +53,7 @@ def iso(t: datetime) -> str:
 
 
 def drive(state: RunState, version: str | None, store: JournalStore, steps: StepRunner, *,
-          window: Window | None = None, abort_marker: Path | None = None,
+          window: Window | None = None, abort_marker: AbortMarker | None = None,
           pager: Callable[[Page], None] | None = None,
           say: Callable[[str], None] = lambda _m: None,
           now: Callable[[], datetime] = utc_now) -> RunState:

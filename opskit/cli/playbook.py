@@ -1,13 +1,20 @@
-"""``opskit playbook scale-out|status|resume|abort``: HIP-30's 1 -> 3 broker scaling path.
+"""``opskit playbook scale-out|status|resume|abort|cronjob``: HIP-30's 1 -> 3 broker
+scaling path.
 
-This session's scope: ``--platform local`` (a sandbox). The Kubernetes platform's
-objects and journal exist (opskit.core.scaleout.k8s, adapters/k8s_api.py) but its
-runner does not yet: ``--platform kubernetes`` is refused with a usage error.
+- ``--platform local`` (default) drives a sandbox: nodes are started on this machine,
+  the journal is a file in opskit's state directory, an abort is a marker file.
+- ``--platform kubernetes --namespace NS --statefulset NAME --context KAFKA_CONTEXT``
+  drives HIP-30's bitnami-style combined StatefulSet (static quorum only): a broker-only
+  StatefulSet beside it, the journal in a ConfigMap, one run at a time by a Lease, an
+  abort as a ConfigMap (cli/playbook_k8s.py, adapters/scaleout_k8s.py).
+- ``cronjob`` prints or writes the CronJob (+ ServiceAccount/Role/RoleBinding) that runs
+  the Kubernetes scale-out on a schedule inside a window.
 """
 
 from __future__ import annotations
 
 import secrets
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -20,6 +27,37 @@ app = typer.Typer(help="Scheduled, resumable cluster playbooks (scale-out from 1
                   no_args_is_help=True)
 
 SandboxOpt = Annotated[str, typer.Option("--sandbox", help="the local sandbox to scale")]
+PlatformOpt = Annotated[str, typer.Option(
+    "--platform", help="local (a sandbox) or kubernetes (HIP-30's StatefulSet)")]
+NamespaceOpt = Annotated[str | None, typer.Option(
+    "--namespace", help="kubernetes: namespace of the StatefulSet", show_default=False)]
+StatefulSetOpt = Annotated[str | None, typer.Option(
+    "--statefulset", help="kubernetes: HIP-30's combined Kafka StatefulSet",
+    show_default=False)]
+KafkaContextOpt = Annotated[str | None, typer.Option(
+    "--context", help="kubernetes: the opskit context that reaches Kafka", show_default=False)]
+KubeconfigOpt = Annotated[Path | None, typer.Option(
+    "--kubeconfig", help="kubernetes: kubeconfig file (default: in-cluster, then "
+    "~/.kube/config)", show_default=False)]
+KubeContextOpt = Annotated[str | None, typer.Option(
+    "--kube-context", help="kubernetes: kubeconfig context", show_default=False)]
+
+
+def _platform(platform: str, namespace: str | None, statefulset: str | None,
+              context: str | None, kubeconfig: Path | None,
+              kube_context: str | None) -> Any:
+    """K8sArgs for --platform kubernetes, None for local (which refuses k8s options)."""
+    from opskit.cli.playbook_k8s import K8sArgs, local_only
+
+    args = K8sArgs(namespace, statefulset, context, kubeconfig, kube_context)
+    if platform == "kubernetes":
+        return args
+    if platform != "local":
+        raise UsageError(f"--platform {platform!r}: expected local or kubernetes")
+    local_only(args)
+    if context is not None:
+        raise UsageError("--context is for --platform kubernetes (a sandbox has its own)")
+    return None
 
 
 def _run_dir(sandbox: str) -> Path:
@@ -82,8 +120,13 @@ def _show(data: dict[str, Any], output: Output) -> None:
 @app.command("scale-out")
 def scale_out(
     brokers: Annotated[int, typer.Option("--brokers", min=2, max=32, help="brokers wanted")] = 3,
-    platform: Annotated[str, typer.Option("--platform", help="local (a sandbox)")] = "local",
+    platform: PlatformOpt = "local",
     sandbox: SandboxOpt = "default",
+    namespace: NamespaceOpt = None,
+    statefulset: StatefulSetOpt = None,
+    context: KafkaContextOpt = None,
+    kubeconfig: KubeconfigOpt = None,
+    kube_context: KubeContextOpt = None,
     throttle: Annotated[str, typer.Option(
         "--throttle", help="replication throttle per broker while copying (50MiB, 10MB, ...)")] = "50MiB",
     window: Annotated[str | None, typer.Option(
@@ -105,9 +148,14 @@ def scale_out(
     from opskit.core.scaleout.plan import ScaleOutRequest, plan_scale_out
     from opskit.core.scaleout.window import parse_window
 
-    if platform != "local":
-        raise UsageError(f"--platform {platform!r}: only 'local' is built so far (the Kubernetes "
-                         "runner is not; see the README)")
+    k8s = _platform(platform, namespace, statefulset, context, kubeconfig, kube_context)
+    if k8s is not None:
+        from opskit.cli import playbook_k8s
+
+        return playbook_k8s.scale_out(
+            k8s, brokers=brokers, throttle=throttle, window=window, registry=registry,
+            pager=lambda rid: _pager(routing_key_file, pagerduty_url, rid),
+            execute=do_execute, output=output, show=_show, finish=_finish)
     rate = parse_rate(throttle)
     win = parse_window(window) if window else None
     run_dir = _run_dir(sandbox)
@@ -156,11 +204,17 @@ def _resume(sandbox: str, state: Any, version: str | None, store: Any, throttle:
                 pager=_pager(routing_key_file, pagerduty_url, state.run_id),
                 say=lambda m: err.print(m, highlight=False))
     _show(end.to_dict(), output)
+    return _finish(end, lambda: (run_dir / "abort").unlink(missing_ok=True))
+
+
+def _finish(end: Any, clear_abort: Callable[[], object]) -> int:
+    """The exit of a run that stopped: 0 done; 5 aborted, outside the window or failed
+    (an operator or the next window must act); 3 halted on a retryable error."""
     if end.phase.value == "done":
-        (run_dir / "abort").unlink(missing_ok=True)
+        clear_abort()
         return 0
     if end.phase.value == "aborted":
-        (run_dir / "abort").unlink(missing_ok=True)
+        clear_abort()
         raise RefusedError(f"scale-out {end.run_id} aborted at a safe point: {end.reason}")
     if end.reason == "outside the maintenance window":
         raise RefusedError(f"scale-out {end.run_id} halted at a safe point: outside the "
@@ -173,9 +227,19 @@ def _resume(sandbox: str, state: Any, version: str | None, store: Any, throttle:
 
 
 @app.command("status")
-def status(sandbox: SandboxOpt = "default", output: OutputOpt = Output.table) -> int:
+def status(sandbox: SandboxOpt = "default", platform: PlatformOpt = "local",
+           namespace: NamespaceOpt = None, statefulset: StatefulSetOpt = None,
+           context: KafkaContextOpt = None, kubeconfig: KubeconfigOpt = None,
+           kube_context: KubeContextOpt = None, output: OutputOpt = Output.table) -> int:
     """The journaled run: steps done, the one in flight, why it stopped."""
     from opskit.adapters.scaleout_journal import FileJournal
+
+    k8s = _platform(platform, namespace, statefulset, context, kubeconfig, kube_context)
+    if k8s is not None:
+        from opskit.cli import playbook_k8s
+
+        _show(playbook_k8s.load(k8s).to_dict(), output)
+        return 0
 
     state, _ = FileJournal(_run_dir(sandbox) / "journal.json").load()
     if state is None:
@@ -192,11 +256,26 @@ def resume(
                                                help="daily UTC window, e.g. 02:00-05:00Z")] = None,
     registry: Annotated[Path | None, typer.Option("--registry", show_default=False,
                                                   help="topic registry file to update")] = None,
+    platform: PlatformOpt = "local",
+    namespace: NamespaceOpt = None,
+    statefulset: StatefulSetOpt = None,
+    context: KafkaContextOpt = None,
+    kubeconfig: KubeconfigOpt = None,
+    kube_context: KubeContextOpt = None,
     output: OutputOpt = Output.table,
 ) -> int:
     """Continue the journaled run (steps done are never run again)."""
     from opskit.adapters.scaleout_journal import FileJournal
     from opskit.core.scaleout.window import parse_window
+
+    k8s = _platform(platform, namespace, statefulset, context, kubeconfig, kube_context)
+    if k8s is not None:
+        from opskit.cli import playbook_k8s
+
+        k8s.require()
+        return playbook_k8s.drive(k8s, playbook_k8s.unfinished(k8s), throttle,
+                                  parse_window(window) if window else None, registry,
+                                  lambda _rid: None, output, _show, _finish)
 
     store = FileJournal(_run_dir(sandbox) / "journal.json")
     state, version = store.load()
@@ -209,10 +288,18 @@ def resume(
 @app.command("abort")
 def abort(sandbox: SandboxOpt = "default",
           do_execute: Annotated[bool, typer.Option("--execute", help="act (default: dry run)")] = False,
-          ) -> int:
+          platform: PlatformOpt = "local", namespace: NamespaceOpt = None,
+          statefulset: StatefulSetOpt = None, context: KafkaContextOpt = None,
+          kubeconfig: KubeconfigOpt = None, kube_context: KubeContextOpt = None) -> int:
     """Stop the run at its next safe point (a step under way finishes first)."""
     from opskit.adapters.safe_write import write_file
     from opskit.adapters.scaleout_journal import FileJournal
+
+    k8s = _platform(platform, namespace, statefulset, context, kubeconfig, kube_context)
+    if k8s is not None:
+        from opskit.cli import playbook_k8s
+
+        return playbook_k8s.abort(k8s, do_execute)
 
     run_dir = _run_dir(sandbox)
     state, _ = FileJournal(run_dir / "journal.json").load()
@@ -226,3 +313,36 @@ def abort(sandbox: SandboxOpt = "default",
     stdout().print(f"run {state.run_id}: abort requested; it stops at its next safe point "
                    "(the next 'scale-out --execute' or 'resume' applies it)")
     return 0
+
+
+@app.command("cronjob")
+def cronjob(
+    namespace: Annotated[str, typer.Option("--namespace", help="namespace of the StatefulSet")],
+    statefulset: Annotated[str, typer.Option("--statefulset",
+                                             help="HIP-30's combined Kafka StatefulSet")],
+    image: Annotated[str, typer.Option("--image", help="an image with opskit installed")],
+    schedule: Annotated[str, typer.Option("--schedule", help="cron schedule in UTC, e.g. "
+                                          "'0 2 * * *'")],
+    window: Annotated[str, typer.Option("--window", help="daily UTC window the run may act "
+                                        "in, e.g. 02:00-05:00Z")],
+    context: Annotated[str, typer.Option("--context", help="the opskit context (in the "
+                                         "Secret's config file) that reaches Kafka")] = "kafka",
+    config_secret: Annotated[str, typer.Option(
+        "--config-secret", help="Secret with key config.yaml: an opskit config holding the "
+        "context and its credentials")] = "opskit-config",
+    brokers: Annotated[int, typer.Option("--brokers", min=2, max=32, help="brokers wanted")] = 3,
+    throttle: Annotated[str, typer.Option("--throttle", help="replication throttle")] = "50MiB",
+    write: Annotated[Path | None, typer.Option("--write", help="write the manifest to this "
+                                               "file instead of printing it",
+                                               show_default=False)] = None,
+) -> int:
+    """The CronJob (+ ServiceAccount, Role, RoleBinding) running the Kubernetes scale-out."""
+    from opskit.cli import playbook_k8s
+    from opskit.core.reassign_exec_plan import parse_rate
+    from opskit.core.scaleout.cronjob import CronJobSpec
+    from opskit.core.scaleout.window import parse_window
+
+    parse_rate(throttle)
+    win = str(parse_window(window))
+    return playbook_k8s.cronjob(CronJobSpec(namespace, statefulset, image, schedule, win,
+                                            context, config_secret, brokers, throttle), write)

@@ -1,10 +1,11 @@
 """Scale-out on Kubernetes, against a real kube-apiserver (no kubelet, no controller
 manager: objects are validated and stored, pods are not created or run).
 
-Covers the Kubernetes half of the playbook that exists so far: the broker-only
+Covers the Kubernetes objects of the playbook on their own: the broker-only
 StatefulSet and its headless Service applied beside HIP-30's combined StatefulSet,
 idempotently, and the run journal in a ConfigMap resumed by another process with
-compare-and-set refusing a concurrent run.
+compare-and-set refusing a stale writer. The whole run on Kubernetes (with a played
+kubelet and real brokers) is tests/integration/test_playbook_k8s.py.
 """
 
 from __future__ import annotations

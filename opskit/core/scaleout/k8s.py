@@ -128,3 +128,57 @@ def journal_configmap(name: str, namespace: str, state_json: str) -> dict[str, A
 
 def broker_ids(first_id: int, replicas: int) -> Sequence[int]:
     return tuple(range(first_id, first_id + replicas))
+
+
+# --- names and small objects of a run on Kubernetes ------------------------------
+
+def journal_name(statefulset: str) -> str:
+    """The ConfigMap holding the journal of the scale-out of ``statefulset``."""
+    return f"opskit-scaleout-{statefulset}"
+
+
+def abort_name(statefulset: str) -> str:
+    """The ConfigMap whose presence asks the run to stop at its next safe point (its own
+    object, so that ``playbook abort`` never bumps the journal's resourceVersion)."""
+    return f"opskit-scaleout-{statefulset}-abort"
+
+
+def lease_name(statefulset: str) -> str:
+    """The coordination.k8s.io Lease held by the one active run."""
+    return f"opskit-scaleout-{statefulset}"
+
+
+def abort_configmap(statefulset: str, namespace: str, run_id: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": abort_name(statefulset), "namespace": namespace,
+                         "labels": {"app.kubernetes.io/name": "opskit-scaleout", **MANAGED_BY}},
+            "data": {"run_id": run_id}}
+
+
+def lease(statefulset: str, namespace: str, holder: str, duration_s: int,
+          renew_time: str) -> dict[str, Any]:
+    """``renew_time``: RFC 3339 with microseconds (``2026-01-01T00:00:00.000000Z``)."""
+    return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {"name": lease_name(statefulset), "namespace": namespace,
+                         "labels": {"app.kubernetes.io/name": "opskit-scaleout", **MANAGED_BY}},
+            "spec": {"holderIdentity": holder, "leaseDurationSeconds": duration_s,
+                     "renewTime": renew_time}}
+
+
+def env_name(setting: str) -> str:
+    """The bitnami image's environment variable of a broker setting."""
+    return "KAFKA_CFG_" + setting.upper().replace(".", "_")
+
+
+def env_changes(statefulsets: Sequence[Mapping[str, Any]],
+                wanted: Mapping[str, str]) -> dict[str, dict[str, str | None]]:
+    """Per StatefulSet, the ``KAFKA_CFG_*`` variables whose value differs from
+    ``wanted`` (setting -> value): name -> current value (None when unset)."""
+    out: dict[str, dict[str, str | None]] = {}
+    for sts in statefulsets:
+        env = _env(kafka_container(sts))
+        diff = {env_name(k): env.get(env_name(k)) for k, v in wanted.items()
+                if env.get(env_name(k)) != v}
+        if diff:
+            out[str(sts["metadata"]["name"])] = diff
+    return out
