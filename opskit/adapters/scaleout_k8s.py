@@ -208,10 +208,17 @@ class K8sSteps:
                 StepKind.FINAL_HEALTH: k.final_health}[step.kind](plan)
 
     def _first_id(self, plan: ScaleOutPlan) -> int:
-        first = min(plan.new_nodes)
-        if tuple(plan.new_nodes) != tuple(objs.broker_ids(first, len(plan.new_nodes))):
-            raise UnsupportedError(f"new node ids {list(plan.new_nodes)} are not consecutive: "
-                                   "a StatefulSet numbers its pods 0, 1, 2, ...")
+        """Node id of pod 0: the live broker StatefulSet's (a later scale-out appends
+        pods, never renumbers running brokers), else the plan's first new node."""
+        live = self.api.get_statefulset(self.namespace, self.broker_sts)
+        first = objs.broker_first_id(live) if live is not None else min(plan.new_nodes)
+        start = min(plan.new_nodes) - first
+        if start < 0 or tuple(plan.new_nodes) != tuple(objs.broker_ids(min(plan.new_nodes),
+                                                                        len(plan.new_nodes))):
+            raise UnsupportedError(
+                f"new node ids {list(plan.new_nodes)} are not the next ordinals of StatefulSet "
+                f"{self.broker_sts} (pod 0 is node {first}): a StatefulSet numbers its pods "
+                "0, 1, 2, ... without gaps")
         return first
 
     def _preflight(self, plan: ScaleOutPlan) -> str:
@@ -222,7 +229,12 @@ class K8sSteps:
             if not all(labels.get(k) == v for k, v in objs.MANAGED_BY.items()):
                 raise RefusedError(f"StatefulSet {self.namespace}/{self.broker_sts} exists and "
                                    "was not created by opskit: refusing to take it over")
-        self._first_id(plan)
+        first = self._first_id(plan)
+        have = int((live or {}).get("spec", {}).get("replicas") or 0)
+        if min(plan.new_nodes) - first > have:
+            raise RefusedError(f"StatefulSet {self.broker_sts} has {have} pod(s) (nodes "
+                               f"{first}..{first + have - 1}); new node {min(plan.new_nodes)} "
+                               "would leave a gap of pods with node ids outside the plan")
         return self.kafka.preflight(plan)
 
     def _add_node(self, node_id: int, plan: ScaleOutPlan) -> str:

@@ -332,6 +332,9 @@ def cronjob(
         "context and its credentials")] = "opskit-config",
     brokers: Annotated[int, typer.Option("--brokers", min=2, max=32, help="brokers wanted")] = 3,
     throttle: Annotated[str, typer.Option("--throttle", help="replication throttle")] = "50MiB",
+    page: Annotated[bool, typer.Option("--page", help="page PagerDuty when a run halts or "
+                                       "fails (the Secret also holds key "
+                                       "pagerduty-routing-key)")] = False,
     write: Annotated[Path | None, typer.Option("--write", help="write the manifest to this "
                                                "file instead of printing it",
                                                show_default=False)] = None,
@@ -345,4 +348,5 @@ def cronjob(
     parse_rate(throttle)
     win = str(parse_window(window))
     return playbook_k8s.cronjob(CronJobSpec(namespace, statefulset, image, schedule, win,
-                                            context, config_secret, brokers, throttle), write)
+                                            context, config_secret, brokers, throttle,
+                                            page=page), write)

@@ -137,7 +137,7 @@ def _cronjob_docs(tmp_path: Path) -> list[dict[str, Any]]:
     out = tmp_path / "cronjob.yaml"
     r = run_cli("playbook", "cronjob", "--namespace", NS, "--statefulset", STS,
                 "--image", "registry.example/opskit:1", "--schedule", "0 2 * * *",
-                "--window", "02:00-05:00Z", "--context", "hip30", "--write", str(out))
+                "--window", "02:00-05:00Z", "--context", "hip30", "--page", "--write", str(out))
     assert r.code == 0, r.err
     return [d for d in yaml.safe_load_all(out.read_text()) if d]
 

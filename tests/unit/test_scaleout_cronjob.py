@@ -6,8 +6,13 @@ import pytest
 from hip30_k8s import hip30_statefulset
 
 from opskit.core.scaleout.cronjob import CronJobSpec, cronjob_objects, rbac_rules
-from opskit.core.scaleout.k8s import broker_statefulset, env_changes, env_name
-from opskit.errors import UsageError
+from opskit.core.scaleout.k8s import (
+    broker_first_id,
+    broker_statefulset,
+    env_changes,
+    env_name,
+)
+from opskit.errors import InvalidInputError, UsageError
 
 
 def spec(**kw: object) -> CronJobSpec:
@@ -55,3 +60,20 @@ def test_env_changes_name_the_bitnami_variables_that_differ() -> None:
     assert env_name("default.replication.factor") == "KAFKA_CFG_DEFAULT_REPLICATION_FACTOR"
     assert got == {"insights-kafka": {"KAFKA_CFG_DEFAULT_REPLICATION_FACTOR": None},
                    "insights-kafka-broker": {"KAFKA_CFG_DEFAULT_REPLICATION_FACTOR": None}}
+
+
+def test_paging_mounts_the_routing_key_from_the_secret_only_when_asked() -> None:
+    plain = cronjob_objects(spec())[3]["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    paged = cronjob_objects(spec(page=True))[3]["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    assert "--routing-key-file" not in plain["containers"][0]["command"]
+    cmd = paged["containers"][0]["command"]
+    assert cmd[cmd.index("--routing-key-file") + 1] == "/etc/opskit/pagerduty-routing-key"
+    assert [i["key"] for i in paged["volumes"][0]["secret"]["items"]] == [
+        "config.yaml", "pagerduty-routing-key"]
+
+
+def test_broker_first_id_is_read_back_from_the_statefulset_opskit_made() -> None:
+    broker = broker_statefulset(hip30_statefulset(), first_id=3, replicas=1, namespace="hanzo")
+    assert broker_first_id(broker) == 3
+    with pytest.raises(InvalidInputError):
+        broker_first_id(hip30_statefulset())

@@ -6,7 +6,8 @@ The job runs ``opskit playbook scale-out --platform kubernetes ... --window W
 ConfigMap), outside it stops at a safe point. ``concurrencyPolicy: Forbid`` keeps
 Kubernetes from starting a second job while one runs, and the run's Lease refuses one
 anyway. Kafka credentials come from a Secret holding an opskit config file (its
-contexts), mounted read-only; nothing secret is on the command line.
+contexts), mounted read-only, and with ``page`` the PagerDuty routing key from the same
+Secret (a halted or failed run pages); nothing secret is on the command line.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from opskit.core.scaleout import k8s as objs
 from opskit.errors import UsageError
 
 CONFIG_DIR = "/etc/opskit"
+ROUTING_KEY = "pagerduty-routing-key"
 STATE_DIR = "/var/lib/opskit"
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _CRON_FIELD = re.compile(r"^[-*/,0-9A-Za-z?]+$")
@@ -36,6 +38,7 @@ class CronJobSpec:
     brokers: int = 3
     throttle: str = "50MiB"
     name: str = "opskit-scaleout"
+    page: bool = False            # the Secret also holds key pagerduty-routing-key
 
 
 def _check(spec: CronJobSpec) -> None:
@@ -57,7 +60,9 @@ def playbook_args(spec: CronJobSpec) -> list[str]:
     return ["opskit", "playbook", "scale-out", "--platform", "kubernetes",
             "--namespace", spec.namespace, "--statefulset", spec.statefulset,
             "--context", spec.context, "--brokers", str(spec.brokers),
-            "--throttle", spec.throttle, "--window", spec.window, "--execute"]
+            "--throttle", spec.throttle, "--window", spec.window,
+            *(["--routing-key-file", f"{CONFIG_DIR}/{ROUTING_KEY}"] if spec.page else []),
+            "--execute"]
 
 
 def rbac_rules(statefulset: str) -> list[dict[str, Any]]:
@@ -132,7 +137,8 @@ def cronjob_objects(spec: CronJobSpec) -> list[dict[str, Any]]:
                     "volumes": [
                         {"name": "opskit-config",
                          "secret": {"secretName": spec.config_secret, "defaultMode": 0o400,
-                                    "items": [{"key": "config.yaml", "path": "config.yaml"}]}},
+                                    "items": [{"key": k, "path": k} for k in (
+                                        "config.yaml", *([ROUTING_KEY] if spec.page else []))]}},
                         {"name": "opskit-state", "emptyDir": {}}],
                 }},
             }},
