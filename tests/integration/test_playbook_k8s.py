@@ -384,3 +384,28 @@ def test_abort_on_kubernetes_is_a_configmap_the_run_obeys_at_a_safe_point(
     assert r.code == 0 and r.json()["phase"] == "aborted", r.err
     r = run_cli(*cli, "--execute")             # nothing left to abort: one line, exit 4
     assert r.code == 4 and r.err.strip().count("\n") == 0, r.err
+
+
+def test_dynamic_quorum_statefulset_is_unsupported_in_one_line(
+        apiserver: ApiServer, admin_api: KubeApi, sandbox37: Sandbox) -> None:
+    from kubernetes import client
+
+    from opskit.sandbox.security import admin_context_name
+
+    ns = "hip30-dynamic"
+    admin_api.core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=ns)))
+    sts = hip30_statefulset()
+    sts["metadata"]["namespace"] = ns  # type: ignore[index]
+    env = sts["spec"]["template"]["spec"]["containers"][0]["env"]  # type: ignore[index]
+    env[:] = [e for e in env if e["name"] != "KAFKA_CFG_CONTROLLER_QUORUM_VOTERS"]
+    env.append({"name": "KAFKA_CFG_CONTROLLER_QUORUM_BOOTSTRAP_SERVERS",
+                "value": "insights-kafka-0.insights-kafka.hanzo.svc:9094"})
+    admin_api.apply_statefulset(sts)
+    context = admin_context_name(sandbox37.name, sandbox37.security(sandbox37.require()))
+    r = run_cli("playbook", "scale-out", "--platform", "kubernetes", "--namespace", ns,
+                "--statefulset", STS, "--context", context, "--kubeconfig",
+                str(apiserver.kubeconfig()), "--execute")
+    assert r.code == 3 and "static quorum only" in r.err, r.err
+    assert r.err.strip().count("\n") == 0, r.err
+    assert admin_api.get_statefulset(ns, BROKER_STS) is None
+    assert admin_api.read_configmap(ns, JOURNAL) is None   # nothing journaled, nothing made
