@@ -24,7 +24,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Self
 
@@ -234,6 +234,17 @@ def test_scale_out_on_kubernetes_killed_resumed_idempotent(
     assert plan["new_node_roles"] == "broker"
     assert admin_api.get_statefulset(NS, BROKER_STS) is None
 
+    # a scheduled run outside its window: journaled, halted at the first safe point (before
+    # any change), exit 5; the next run resumes this same run
+    soon = datetime.now(UTC) + timedelta(hours=2)
+    closed = f"{soon:%H}:00-{(soon + timedelta(hours=1)):%H}:00Z"
+    r = subprocess.run(_cli(kubeconfig, context, "scale-out", "--window", closed, "--execute"),
+                       cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
+    assert r.returncode == 5 and "outside the maintenance window" in r.stderr, r.stderr
+    halted = _journal(admin_api)
+    assert halted["phase"] == "halted" and halted["done"] == [], halted
+    assert admin_api.get_statefulset(NS, BROKER_STS) is None
+
     with FakeKubelet(admin_api, sandbox37) as kubelet:
         run = _cli(kubeconfig, context, "scale-out", "--throttle", "10MiB", "--execute")
         first = subprocess.Popen(run, cwd=ROOT, stdout=subprocess.DEVNULL,
@@ -280,7 +291,7 @@ def test_scale_out_on_kubernetes_killed_resumed_idempotent(
         assert sorted(set(kubelet.started)) == [1, 2]
 
     journal = _journal(admin_api)
-    assert journal["phase"] == "done"
+    assert journal["phase"] == "done" and journal["run_id"] == halted["run_id"]
     assert [e["what"] for e in journal["journal"] if e["step"] == "add_node:2"] == [
         "started", "resumed", "finished"]
     assert all(journal["done"].count(k) == 1 for k in journal["done"])
