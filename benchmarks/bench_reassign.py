@@ -70,21 +70,64 @@ def _plan(path: Path, topic: str, targets: dict[int, list[int]]) -> Path:
 
 
 class _Deliveries:
-    """Delivery reports of a fill: ``flush`` alone counts only records still queued, not
-    the ones that failed, so a fill that silently lost records would change D."""
+    """Delivery reports of a fill. ``flush`` alone counts only records still queued, not
+    the ones that failed (a just-created topic's partitions may not be known on every
+    broker yet: UNKNOWN_TOPIC_OR_PART), so failed records are produced again until every
+    record is delivered; a fill that silently lost records would change what is measured."""
 
     def __init__(self) -> None:
-        self.failed: list[str] = []
+        self.failed: list[tuple[str, int, bytes]] = []
+        self.first_error = ""
 
-    def __call__(self, err: Any, _msg: Any) -> None:
+    def __call__(self, err: Any, msg: Any) -> None:
         if err is not None:
-            self.failed.append(str(err))
+            self.failed.append((msg.topic(), msg.partition(), msg.value()))
+            self.first_error = self.first_error or str(err)
 
-    def check(self, producer: Any, timeout: float) -> None:
-        left = producer.flush(timeout)
-        if left or self.failed:
-            raise SystemExit(f"filling the topics failed: {left} undelivered, "
-                             f"{len(self.failed)} delivery errors (first: {self.failed[:1]})")
+    def check(self, producer: Any, timeout: float, rounds: int = 10) -> None:
+        for _ in range(rounds):
+            left = producer.flush(timeout)
+            if left:
+                raise SystemExit(f"filling the topics failed: {left} records undelivered")
+            again, self.failed = self.failed, []
+            if not again:
+                return
+            time.sleep(2)
+            for topic, part, value in again:
+                while True:
+                    try:
+                        producer.produce(topic, value=value, partition=part, on_delivery=self)
+                        break
+                    except BufferError:
+                        producer.poll(0.1)
+                    except Exception as e:  # the producer's metadata may lag: "Unknown topic"
+                        if "nknown topic" not in str(e):
+                            raise
+                        producer.poll(1.0)
+        raise SystemExit(f"filling the topics failed: records still not delivered after "
+                         f"{rounds} rounds ({self.first_error})")
+
+
+def _wait_partitions_known(nodes: Any, topics: list[str], partitions: int,
+                           timeout: float = 900) -> None:
+    """Until every broker's own metadata has every partition of ``topics`` with a leader:
+    on a loaded machine brokers apply a 10,000-partition creation late, and records sent
+    meanwhile fail with UNKNOWN_TOPIC_OR_PART."""
+    from confluent_kafka.admin import AdminClient
+
+    deadline = time.monotonic() + timeout
+    for node in nodes:
+        admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{node.port}"})
+        while True:
+            md = admin.list_topics(timeout=30)
+            ok = all(t in md.topics and len(md.topics[t].partitions) == partitions
+                     and all(p.leader >= 0 for p in md.topics[t].partitions.values())
+                     for t in topics)
+            if ok:
+                break
+            if time.monotonic() > deadline:
+                raise SystemExit(f"broker {node.node_id} never learnt every partition")
+            time.sleep(2)
 
 
 def _fill(bootstrap: str, topic: str, partitions: int, total_bytes: int) -> None:
@@ -283,6 +326,7 @@ def bench_plan(partitions: int, seed: int = 7) -> dict[str, Any]:
             # one topic per request: KRaft refuses more than 10,000 records in one operation
             for f in admin.create_topics([NewTopic(n, per_topic, rf)]).values():
                 f.result(300)
+        _wait_partitions_known(st.nodes, names, per_topic)
         _fill_random(bootstrap, names, per_topic, seed)
         st = sb.add_brokers(3, wait_timeout=900)
         bootstrap = st.bootstrap
