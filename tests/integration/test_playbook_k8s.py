@@ -196,6 +196,20 @@ def _journal(api: KubeApi) -> dict[str, Any]:
     return json.loads(got[0]["state.json"]) if got else {}
 
 
+def _wait_lease_free(api: KubeApi, timeout: float = 120) -> None:
+    """Until the run's Lease is released or expired (a killed run's lasts 30 s)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        got = api.read_lease(NS, f"opskit-scaleout-{STS}")
+        if got is None or not got[0].get("holderIdentity"):
+            return
+        renewed = datetime.fromisoformat(str(got[0]["renewTime"]))
+        if (datetime.now(UTC) - renewed).total_seconds() > got[0]["leaseDurationSeconds"] + 1:
+            return
+        assert time.monotonic() < deadline, got
+        time.sleep(1)
+
+
 def _rv(api: KubeApi) -> tuple[str, str]:
     sts = api.get_statefulset(NS, BROKER_STS)
     svc = api.core.read_namespaced_service(f"{BROKER_STS}-headless", NS)
@@ -221,7 +235,7 @@ def test_scale_out_on_kubernetes_killed_resumed_idempotent(
     create_topic(st.bootstrap, "billing", 3, 1)
     p = Producer({"bootstrap.servers": st.bootstrap, "acks": "all",
                   "enable.idempotence": True})
-    for i in range(3000):
+    for i in range(30000):      # ~6 MB: the RF raise takes seconds at 2 MiB/s
         p.produce("billing", value=b"x" * 200, key=str(i).encode())
     assert p.flush(60) == 0
 
@@ -246,7 +260,7 @@ def test_scale_out_on_kubernetes_killed_resumed_idempotent(
     assert admin_api.get_statefulset(NS, BROKER_STS) is None
 
     with FakeKubelet(admin_api, sandbox37) as kubelet:
-        run = _cli(kubeconfig, context, "scale-out", "--throttle", "10MiB", "--execute")
+        run = _cli(kubeconfig, context, "scale-out", "--throttle", "2MiB", "--execute")
         first = subprocess.Popen(run, cwd=ROOT, stdout=subprocess.DEVNULL,
                                  stderr=subprocess.PIPE, start_new_session=True)
         try:
@@ -275,25 +289,44 @@ def test_scale_out_on_kubernetes_killed_resumed_idempotent(
         assert _journal(admin_api)["done"] == ["preflight", "add_node:1"]
         assert _rv(admin_api)[1] == rv_before[1]   # the Service was not touched again
 
-        # resume in another process; the killed run's Lease blocks it until it expires
-        resume = _cli(kubeconfig, context, "resume", "--throttle", "10MiB")
-        deadline = time.monotonic() + 900
-        while True:
-            r = subprocess.run(resume, cwd=ROOT, capture_output=True, text=True,
-                               timeout=1200, check=False)
-            if r.returncode == 5 and "lease runs until" in r.stderr:
-                assert time.monotonic() < deadline, r.stderr
-                time.sleep(2)
-                continue
-            break
+        # resume in another process (once the killed run's Lease expired); kill -9 it too,
+        # inside the RF raise, once its reassignment plan is kept in the ConfigMap
+        resume = _cli(kubeconfig, context, "resume", "--throttle", "2MiB")
+        _wait_lease_free(admin_api)
+        again = subprocess.Popen(resume, cwd=ROOT, stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.PIPE, start_new_session=True)
+        try:
+            deadline = time.monotonic() + 600
+            while not (_journal(admin_api).get("in_flight") == "raise_rf"
+                       and "raise-rf.json" in (admin_api.read_configmap(
+                           NS, f"{JOURNAL}-plans") or ({}, ""))[0]):
+                assert again.poll() is None, again.stderr.read().decode()[-800:]  # type: ignore[union-attr]
+                assert time.monotonic() < deadline, "raise_rf never started"
+                time.sleep(0.1)
+            os.killpg(again.pid, signal.SIGKILL)
+            again.wait(30)
+            rf_plan = admin_api.read_configmap(NS, f"{JOURNAL}-plans")[0]["raise-rf.json"]  # type: ignore[index]
+        finally:
+            if again.poll() is None:
+                os.killpg(again.pid, signal.SIGKILL)
+                again.wait(30)
+        # the next run as a new CronJob pod would be: an empty state directory, so the RF
+        # plan comes back from the ConfigMap
+        _wait_lease_free(admin_api)
+        fresh = {**os.environ, "OPSKIT_STATE": str(tmp_path / "fresh-pod-state")}
+        r = subprocess.run(resume, cwd=ROOT, capture_output=True, text=True, timeout=1200,
+                           check=False, env=fresh)
         assert r.returncode == 0, r.stderr[-2000:]
+        restored = list((tmp_path / "fresh-pod-state").glob("playbooks/*/raise-rf.json"))
+        assert len(restored) == 1 and restored[0].read_text() == rf_plan   # the killed run's plan
         assert not kubelet.errors, kubelet.errors
         assert sorted(set(kubelet.started)) == [1, 2]
 
     journal = _journal(admin_api)
     assert journal["phase"] == "done" and journal["run_id"] == halted["run_id"]
-    assert [e["what"] for e in journal["journal"] if e["step"] == "add_node:2"] == [
-        "started", "resumed", "finished"]
+    for killed in ("add_node:2", "raise_rf"):
+        assert [e["what"] for e in journal["journal"] if e["step"] == killed] == [
+            "started", "resumed", "finished"], killed
     assert all(journal["done"].count(k) == 1 for k in journal["done"])
     min_isr = next(e["detail"] for e in journal["journal"]
                    if e["step"] == "set_min_isr" and e["what"] == "finished")
@@ -343,6 +376,12 @@ def test_scale_out_on_kubernetes_killed_resumed_idempotent(
         assert admin.topic_configs(["billing"])["billing"]["min.insync.replicas"][0] == "2"
         for b, cfg in admin.broker_configs([0, 1, 2]).items():
             assert cfg["min.insync.replicas"][0] == "2", b
+            for k in ("leader.replication.throttled.rate", "follower.replication.throttled.rate"):
+                assert cfg.get(k, (None, True))[1] or cfg[k][0] is None, (b, k, cfg[k])
+        for t, cfg in admin.topic_configs(list(meta.topics)).items():
+            for k in ("leader.replication.throttled.replicas",
+                      "follower.replication.throttled.replicas"):
+                assert not (cfg.get(k, (None, True))[0] or ""), (t, k)
 
 
 def test_abort_on_kubernetes_is_a_configmap_the_run_obeys_at_a_safe_point(
