@@ -28,18 +28,44 @@ RUNBOOKS = ROOT / "runbooks"
 PLACEHOLDER = re.compile(r"<([a-z-]+)>")
 
 
+#: runbooks whose commands change the cluster they run on, each run by a test of its own
+#: on a cluster of its own (not here, on the shared one); that test's SCENARIO_COMMANDS
+#: lists what it runs
+ROUTED = {"scale-out-1-to-3.md": Path(__file__).with_name("test_runbook_scaleout.py")}
+
+
+def fenced_commands(md: Path) -> Iterator[tuple[int, str]]:
+    """(line number, command) of every ``opskit ...`` line in a fenced block of ``md``."""
+    in_fence = False
+    for n, raw in enumerate(md.read_text().splitlines(), 1):
+        line = raw.strip()
+        if line.startswith("```"):
+            in_fence = not in_fence
+            continue
+        if in_fence and line.startswith("opskit "):
+            yield n, line
+
+
+def routed_commands(md_name: str) -> frozenset[str]:
+    """What the own test of a routed runbook runs (read from that test module)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(f"_routed_{md_name.replace('-', '_')}",
+                                                  ROUTED[md_name])
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return frozenset(module.SCENARIO_COMMANDS)
+
+
 def runbook_commands() -> dict[str, list[str]]:
-    """Distinct command line -> where it appears (``file:line``)."""
+    """Distinct command line -> where it appears (``file:line``), routed runbooks excepted."""
     found: dict[str, list[str]] = {}
     for md in sorted(RUNBOOKS.glob("*.md")):
-        in_fence = False
-        for n, raw in enumerate(md.read_text().splitlines(), 1):
-            line = raw.strip()
-            if line.startswith("```"):
-                in_fence = not in_fence
-                continue
-            if in_fence and line.startswith("opskit "):
-                found.setdefault(line, []).append(f"{md.name}:{n}")
+        if md.name in ROUTED:
+            continue
+        for n, line in fenced_commands(md):
+            found.setdefault(line, []).append(f"{md.name}:{n}")
     return found
 
 
@@ -50,9 +76,21 @@ def test_runbooks_contain_commands_and_every_alert_runbook_has_one() -> None:
     assert len(COMMANDS) >= 15
     pages_with_commands = {w.split(":")[0] for where in COMMANDS.values() for w in where}
     for md in RUNBOOKS.glob("*.md"):
-        if md.name == "Watchdog.md":
+        if md.name == "Watchdog.md" or md.name in ROUTED:
             continue
         assert md.name in pages_with_commands, f"{md.name} has no opskit command"
+
+
+def test_every_runbook_command_is_run_by_exactly_one_test() -> None:
+    """Here (the shared cluster) or by the routed runbook's own test, never both, never
+    neither: no command of a runbook is silently left unrun."""
+    for md in sorted(RUNBOOKS.glob("*.md")):
+        own = routed_commands(md.name) if md.name in ROUTED else frozenset()
+        for n, line in fenced_commands(md):
+            where = f"{md.name}:{n}"
+            here = where in COMMANDS.get(line, [])
+            routed = line.partition("#")[0].strip() in own
+            assert here != routed, f"{where} {line!r}: run here {here}, by its own test {routed}"
 
 
 def test_mutations_in_runbooks_are_dry_runs_unless_marked_execute() -> None:
