@@ -17,18 +17,18 @@ from rich.markup import escape
 from rich.table import Table
 
 from opskit.adapters.acls_admin import AclsAdmin, load_acl_backup, save_acl_backup
-from opskit.adapters.cluster_health import quiet_kafka_python
-from opskit.adapters.config_file import resolve_connection
-from opskit.adapters.registry_file import load_registry
+from opskit.adapters.registry_file import DEFAULT_REGISTRY, load_registry
 from opskit.cli import exits
 from opskit.cli.common import (
-    STATE,
     BootstrapOpt,
     ContextOpt,
+    ExecuteOpt,
     Output,
     OutputOpt,
     TimeoutOpt,
+    connect_as,
     emit,
+    registry_argument,
     stderr,
 )
 from opskit.core.acl_needs import COMMAND_NEEDS, MONITOR_COMMANDS
@@ -41,18 +41,12 @@ from opskit.core.acls import (
     monitor_acls,
     plan_acl_changes,
 )
-from opskit.core.registry import Registry
 from opskit.errors import InvalidInputError
 
 app = typer.Typer(help="HIP-30 ACLs as code: compare, apply, lint; what a monitor needs.",
                   no_args_is_help=True)
 
-RegistryArg = Annotated[
-    Path | None,
-    typer.Argument(help="registry YAML with a security section (default: the packaged HIP-30 "
-                        "registry)", show_default=False),
-]
-ExecuteOpt = Annotated[bool, typer.Option("--execute", help="make the changes (default: dry run)")]
+RegistryArg = Annotated[Path | None, registry_argument("registry YAML with a security section")]
 PruneOpt = Annotated[bool, typer.Option(
     "--prune", help="also delete ALLOW ACLs of the registry's principals that the registry does "
                     "not list (never ACLs of other principals, never DENY ACLs)")]
@@ -62,18 +56,16 @@ BackupDirOpt = Annotated[Path | None, typer.Option(
 
 
 def _admin(bootstrap: str | None, context: str | None, timeout: float) -> AclsAdmin:
-    quiet_kafka_python(STATE.debug)  # it may confirm an empty DescribeAcls answer
-    return AclsAdmin(resolve_connection(bootstrap, context), timeout=timeout)
+    # kafka-python may confirm an empty DescribeAcls answer
+    return connect_as(AclsAdmin, bootstrap, context, timeout, kafka_python=True)
 
 
-def _security(reg: Registry, registry: Path | None) -> SecuritySpec:
-    if reg.security is None:
-        raise InvalidInputError(f"registry {registry or 'hip30.yaml'} has no 'security' section")
-    return reg.security
-
-
-def registry_acls(reg: Registry, registry: Path | None) -> tuple[SecuritySpec, tuple[AclEntry, ...]]:
-    sec = _security(reg, registry)
+def registry_acls(registry: Path | None) -> tuple[SecuritySpec, tuple[AclEntry, ...]]:
+    """The registry file's security section and the ACLs it asks for."""
+    reg = load_registry(registry)
+    sec = reg.security
+    if sec is None:
+        raise InvalidInputError(f"registry {registry or DEFAULT_REGISTRY} has no 'security' section")
     return sec, desired_acls(sec, [t.name for t in reg.topics], [g.name for g in reg.groups])
 
 
@@ -114,8 +106,7 @@ def diff(
 ) -> int:
     """Compare the cluster's ACLs with the registry's security section. Exit 0 in sync, 1 drift
     (missing or extra ACLs of the registry's principals, or a blanket grant on the cluster)."""
-    reg = load_registry(registry)
-    sec, want = registry_acls(reg, registry)
+    sec, want = registry_acls(registry)
     with _admin(bootstrap_server, context, timeout) as admin:
         plan = plan_acl_changes(want, admin.acls(), sec.managed_principals)
     emit(plan.to_dict(), output, lambda c: _render_plan(c, plan, {"missing": "yes"}))
@@ -134,15 +125,14 @@ def apply(
 ) -> int:
     """Create the registry's missing ACLs (and with --prune delete its principals' extra ALLOW
     ACLs). Dry run unless --execute; every current ACL is backed up first."""
-    reg = load_registry(registry)
-    sec, want = registry_acls(reg, registry)
+    sec, want = registry_acls(registry)
     err = stderr()
     with _admin(bootstrap_server, context, timeout) as admin:
         current = admin.acls()
         plan = plan_acl_changes(want, current, sec.managed_principals)
         delete = plan.prunable() if prune else ()
         if execute:
-            _change(admin, current, plan.missing, delete, f"acls apply {registry or 'hip30.yaml'}",
+            _change(admin, current, plan.missing, delete, f"acls apply {registry or DEFAULT_REGISTRY}",
                     backup_dir)
     verb = "created" if execute else "would create"
     action = {"missing": verb}
@@ -199,8 +189,7 @@ def lint(
 ) -> int:
     """Blanket grants (wildcard or empty-prefix topics and groups, operation ALL, User:*) in
     the registry and on the cluster. Exit 0 none, 1 found."""
-    reg = load_registry(registry)
-    _sec, want = registry_acls(reg, registry)
+    _sec, want = registry_acls(registry)
     found = [("registry", b) for b in blanket_grants(want)]
     if not no_cluster:
         with _admin(bootstrap_server, context, timeout) as admin:

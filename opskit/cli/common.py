@@ -7,10 +7,12 @@ import logging
 import sys
 from collections.abc import Callable
 from enum import Enum
-from typing import TYPE_CHECKING, Annotated, Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
+from opskit.adapters.cluster_health import quiet_kafka_python
 from opskit.adapters.config_file import OpskitConfig, resolve_connection
 from opskit.adapters.kafka_admin import KafkaAdmin
 from opskit.errors import UsageError
@@ -48,6 +50,33 @@ TimeoutOpt = Annotated[
 ]
 
 
+def execute_option(what: str = "make the changes") -> Any:
+    """``--execute``, the flag that turns a command's dry run into the change."""
+    return typer.Option("--execute", help=f"{what} (default: dry run)")
+
+
+ExecuteOpt = Annotated[bool, execute_option()]
+ApplyPlanOpt = Annotated[bool, execute_option("apply the plan")]
+YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="do not ask for confirmation")]
+#: where offset backups go (ACL backups have their own option in ``opskit acls``)
+BackupDirOpt = Annotated[
+    Path | None,
+    typer.Option("--backup-dir", help="where backups go (default: <state dir>/backups)",
+                 show_default=False),
+]
+
+
+def registry_argument(what: str = "registry YAML") -> Any:
+    """The optional registry file argument; without it the packaged HIP-30 registry."""
+    return typer.Argument(help=f"{what} (default: the packaged HIP-30 registry)",
+                          show_default=False)
+
+
+RegistryArg = Annotated[Path | None, registry_argument()]
+
+AdminT = TypeVar("AdminT", bound=KafkaAdmin)
+
+
 def stdout() -> Console:
     from rich.console import Console
 
@@ -62,8 +91,16 @@ def stderr() -> Console:
 
 
 def connect(bootstrap: str | None, context: str | None, timeout: float) -> KafkaAdmin:
-    conn = resolve_connection(bootstrap, context)
-    return KafkaAdmin(conn, timeout=timeout)
+    return connect_as(KafkaAdmin, bootstrap, context, timeout)
+
+
+def connect_as(kind: type[AdminT], bootstrap: str | None, context: str | None, timeout: float,
+               *, kafka_python: bool = False) -> AdminT:
+    """An admin of ``kind`` on the connection the options and contexts name. ``kafka_python``:
+    it also talks through kafka-python, whose connection chatter only ``--debug`` shows."""
+    if kafka_python:
+        quiet_kafka_python(STATE.debug)
+    return kind(resolve_connection(bootstrap, context), timeout=timeout)
 
 
 def load_config() -> OpskitConfig:

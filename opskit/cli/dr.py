@@ -20,23 +20,23 @@ from rich.console import Console
 from rich.markup import escape
 
 from opskit.adapters.acls_admin import DrAdmin, NoAuthorizerError, save_acl_backup
-from opskit.adapters.cluster_health import quiet_kafka_python
-from opskit.adapters.config_file import resolve_connection
 from opskit.adapters.offsets_admin import save_backup
 from opskit.adapters.safe_read import parse_json, read_text
 from opskit.adapters.safe_write import check_writable_target, write_file
 from opskit.cli import exits
 from opskit.cli.common import (
-    STATE,
+    ApplyPlanOpt,
+    BackupDirOpt,
     BootstrapOpt,
     ContextOpt,
     Output,
     OutputOpt,
     TimeoutOpt,
+    YesOpt,
+    connect_as,
     emit,
     stderr,
 )
-from opskit.cli.offsets import BackupDirOpt, ExecuteOpt, YesOpt
 from opskit.core.dr import (
     DrPlan,
     GroupPosition,
@@ -61,8 +61,8 @@ def _now_ms() -> int:
 
 
 def _admin(bootstrap: str | None, context: str | None, timeout: float) -> DrAdmin:
-    quiet_kafka_python(STATE.debug)  # it may confirm an empty DescribeAcls answer
-    return DrAdmin(resolve_connection(bootstrap, context), timeout=timeout)
+    # kafka-python may confirm an empty DescribeAcls answer
+    return connect_as(DrAdmin, bootstrap, context, timeout, kafka_python=True)
 
 
 def take_snapshot(admin: DrAdmin, now_ms: int, only_topics: list[str] | None = None,
@@ -186,7 +186,7 @@ def _render(console: Console, plan: DrPlan) -> None:
 def restore(
     snapshot_file: Annotated[Path, typer.Argument(help="snapshot JSON from dr snapshot",
                                                   show_default=False)],
-    execute: ExecuteOpt = False,
+    execute: ApplyPlanOpt = False,
     yes: YesOpt = False,
     output: OutputOpt = Output.table,
     backup_dir: BackupDirOpt = None,

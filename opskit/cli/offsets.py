@@ -34,7 +34,6 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from opskit.adapters.config_file import resolve_connection
 from opskit.adapters.offsets_admin import (
     BackupFile,
     BackupStatus,
@@ -48,11 +47,15 @@ from opskit.adapters.offsets_admin import (
 from opskit.adapters.safe_read import read_text
 from opskit.cli import exits
 from opskit.cli.common import (
+    ApplyPlanOpt,
+    BackupDirOpt,
     BootstrapOpt,
     ContextOpt,
     Output,
     OutputOpt,
     TimeoutOpt,
+    YesOpt,
+    connect_as,
     emit,
     fmt_int,
     stderr,
@@ -76,13 +79,6 @@ app = typer.Typer(
     no_args_is_help=True,
 )
 
-BackupDirOpt = Annotated[
-    Path | None,
-    typer.Option("--backup-dir", help="where backups go (default: <state dir>/backups)",
-                 show_default=False),
-]
-ExecuteOpt = Annotated[bool, typer.Option("--execute", help="apply the plan (default: dry run)")]
-YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="do not ask for confirmation")]
 AllowNoopOpt = Annotated[
     bool, typer.Option("--allow-noop", help="exit 0 (not 1) when nothing would change")
 ]
@@ -124,7 +120,7 @@ def _now_ms() -> int:
 
 
 def _admin(bootstrap: str | None, context: str | None, timeout: float) -> OffsetsAdmin:
-    return OffsetsAdmin(resolve_connection(bootstrap, context), timeout=timeout)
+    return connect_as(OffsetsAdmin, bootstrap, context, timeout)
 
 
 def _test_pause(env: str, what: str) -> None:
@@ -440,7 +436,7 @@ def reset(
     from_file: Annotated[Path | None, typer.Option(
         "--from-file", help="CSV topic,partition,offset (or group,topic,partition,offset)",
         show_default=False)] = None,
-    execute: ExecuteOpt = False,
+    execute: ApplyPlanOpt = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="show the plan only (default)")] = False,
     export: Annotated[bool, typer.Option(
         "--export", help="print the plan as the tool's --export CSV")] = False,
@@ -481,7 +477,7 @@ def reset(
 def restore(
     backup_file: Annotated[Path, typer.Argument(help="backup JSON written by offsets reset",
                                                 show_default=False)],
-    execute: ExecuteOpt = False,
+    execute: ApplyPlanOpt = False,
     yes: YesOpt = False,
     allow_other_cluster: Annotated[bool, typer.Option(
         "--allow-other-cluster", help="restore into a cluster other than the backup's")] = False,
@@ -563,7 +559,7 @@ def import_(
                                          "export)", show_default=False)],
     group: Annotated[str, typer.Option("--group", "-g", help="consumer group",
                                        show_default=False)],
-    execute: ExecuteOpt = False,
+    execute: ApplyPlanOpt = False,
     yes: YesOpt = False,
     allow_noop: AllowNoopOpt = False,
     times: TimesOpt = True,

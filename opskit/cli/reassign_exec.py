@@ -27,6 +27,7 @@ from opskit.cli.common import (
     OutputOpt,
     TimeoutOpt,
     emit,
+    execute_option,
     fmt_bytes,
     fmt_duration,
     stderr,
@@ -54,6 +55,7 @@ from opskit.errors import KafkaOperationError, NotFoundError, RefusedError, Usag
 
 PlanArg = Annotated[str, typer.Argument(help="plan file (kafka-reassign-partitions JSON, "
                                               "from opskit reassign plan or Kafka's tool)")]
+ActOpt = Annotated[bool, execute_option("act")]
 
 
 def _tp(tp: TopicPartition) -> str:
@@ -190,7 +192,7 @@ def execute(
         "--adopt", help="wait for reassignments in flight that opskit did not start")] = False,
     resume: Annotated[bool, typer.Option(
         "--resume", help="continue the journaled execution of this plan (it must exist)")] = False,
-    do_execute: Annotated[bool, typer.Option("--execute", help="act (default: dry run)")] = False,
+    do_execute: ActOpt = False,
     rate_interval: Annotated[float, typer.Option(
         "--rate-interval", min=0, max=60,
         help="seconds over which the moving partitions' write rate is measured")] = 2.0,
@@ -322,7 +324,7 @@ def status(output: OutputOpt = Output.table, bootstrap: BootstrapOpt = None,
     emit(data, output, table)
 
 
-def cancel(do_execute: Annotated[bool, typer.Option("--execute", help="act (default: dry run)")] = False,
+def cancel(do_execute: ActOpt = False,
            output: OutputOpt = Output.table, bootstrap: BootstrapOpt = None,
            context: ContextOpt = None, timeout: TimeoutOpt = 10.0) -> None:
     """Cancel every reassignment in flight (KIP-455: they revert to their original replicas)."""

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Annotated
-
 import typer
 from rich.console import Console
 from rich.table import Table
@@ -15,8 +12,10 @@ from opskit.cli import exits
 from opskit.cli.common import (
     BootstrapOpt,
     ContextOpt,
+    ExecuteOpt,
     Output,
     OutputOpt,
+    RegistryArg,
     TimeoutOpt,
     connect,
     emit,
@@ -28,10 +27,6 @@ from opskit.errors import InvisibleError, NotAuthorisedError, UnsupportedError
 app = typer.Typer(help="Compare and reconcile topics with a registry (HIP-30 by default).",
                   no_args_is_help=True)
 
-RegistryArg = Annotated[
-    Path | None,
-    typer.Argument(help="registry YAML (default: the packaged HIP-30 registry)", show_default=False),
-]
 
 
 def read_actual(admin: KafkaAdmin, registry: Registry, notes: list[str] | None = None
@@ -112,7 +107,7 @@ def diff(
 
 def apply(
     registry: RegistryArg = None,
-    execute: Annotated[bool, typer.Option("--execute", help="make the changes (default: dry run)")] = False,
+    execute: ExecuteOpt = False,
     output: OutputOpt = Output.table,
     bootstrap_server: BootstrapOpt = None,
     context: ContextOpt = None,
