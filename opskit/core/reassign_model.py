@@ -32,6 +32,7 @@ from enum import Enum
 from typing import Any
 
 from opskit.core.models import TopicPartition
+from opskit.core.strict_read import PLAN_FILE, describe_value
 from opskit.errors import InvalidInputError
 
 PLAN_FORMAT = "opskit/reassign-plan"
@@ -165,7 +166,7 @@ class Goal:
     @classmethod
     def from_dict(cls, data: Any, where: str = "opskit.goal") -> Goal:
         d = _obj(data, where)
-        kind_name = _str(d, "kind", where)
+        kind_name = PLAN_FILE.str_field(d, "kind", where)
         try:
             kind = GoalKind(kind_name)
         except ValueError:
@@ -353,7 +354,7 @@ class Plan:
             partitions=partitions,
             base=base,
             goal=Goal.from_dict(_field(o, "goal", "opskit")),
-            created=_str(o, "created", "opskit"),
+            created=PLAN_FILE.str_field(o, "created", "opskit"),
             estimates=Estimates.from_dict(_field(o, "estimates", "opskit")),
             brokers=_id_list(o.get("brokers", []), "opskit.brokers", allow_empty=True),
         )
@@ -418,54 +419,26 @@ def _no_constant(name: str) -> Any:
     raise InvalidInputError(f"not valid JSON: {name} is not a number")
 
 
-def _obj(v: Any, where: str) -> dict[str, Any]:
-    if not isinstance(v, dict):
-        raise InvalidInputError(f"{where}: expected an object, got {_kind(v)}")
-    return v
-
-
-def _list(v: Any, where: str) -> list[Any]:
-    if not isinstance(v, list):
-        raise InvalidInputError(f"{where}: expected a list, got {_kind(v)}")
-    return v
-
-
-def _field(d: Mapping[str, Any], key: str, where: str) -> Any:
-    if key not in d:
-        raise InvalidInputError(f"{where}: missing field {key!r}")
-    return d[key]
+_obj = PLAN_FILE.as_dict
+_list = PLAN_FILE.as_list
+_field = PLAN_FILE.need
 
 
 def _int(d: Mapping[str, Any], key: str, where: str, lo: int = 0, hi: int | None = None) -> int:
-    return _int_item(_field(d, key, where), f"{where}.{key}", lo, hi)
+    return PLAN_FILE.int_field(d, key, where, lo, hi)
 
 
 def _int_item(v: Any, where: str, lo: int = 0, hi: int | None = None) -> int:
-    if isinstance(v, bool) or not isinstance(v, int):
-        raise InvalidInputError(f"{where}: expected an integer, got {_kind(v)}")
-    if v < lo:
-        raise InvalidInputError(f"{where}: {v} is below {lo}")
-    if hi is not None and v > hi:
-        raise InvalidInputError(f"{where}: {v} is above {hi}")
-    return v
+    return PLAN_FILE.as_int(v, where, lo, hi)
 
 
-def _str(d: Mapping[str, Any], key: str, where: str) -> str:
-    return _str_item(_field(d, key, where), f"{where}.{key}")
-
-
-def _str_item(v: Any, where: str) -> str:
-    if not isinstance(v, str):
-        raise InvalidInputError(f"{where}: expected a string, got {_kind(v)}")
-    if not v:
-        raise InvalidInputError(f"{where}: is empty")
-    return v
+_str_item = PLAN_FILE.as_str
 
 
 def _bool(d: Mapping[str, Any], key: str, where: str) -> bool:
     v = _field(d, key, where)
     if not isinstance(v, bool):
-        raise InvalidInputError(f"{where}.{key}: expected true or false, got {_kind(v)}")
+        raise InvalidInputError(f"{where}.{key}: expected true or false, got {describe_value(v)}")
     return v
 
 
@@ -485,7 +458,7 @@ def _replicas(d: Mapping[str, Any], where: str) -> tuple[int, ...]:
 
 def _assignment(item: Any, where: str) -> Assignment:
     d = _obj(item, where)
-    topic = _str(d, "topic", where)
+    topic = PLAN_FILE.str_field(d, "topic", where)
     partition = _int(d, "partition", where, 0, _INT32_MAX)
     replicas = _replicas(d, where)
     log_dirs: tuple[str, ...] | None = None
@@ -501,7 +474,7 @@ def _assignment(item: Any, where: str) -> Assignment:
 def _base(item: Any, where: str) -> PartitionBase:
     d = _obj(item, where)
     size = _int(d, "size_bytes", where, lo=0) if "size_bytes" in d else 0
-    return PartitionBase(_str(d, "topic", where), _int(d, "partition", where, 0, _INT32_MAX),
+    return PartitionBase(PLAN_FILE.str_field(d, "topic", where), _int(d, "partition", where, 0, _INT32_MAX),
                          _replicas(d, where), size)
 
 
@@ -513,19 +486,3 @@ def _broker_bytes(v: Any, where: str) -> dict[int, int]:
             raise InvalidInputError(f"{where}: key {k!r} is not a broker id")
         out[int(k)] = _int_item(x, f"{where}.{k}", 0)
     return out
-
-
-def _kind(v: Any) -> str:
-    if v is None:
-        return "null"
-    if isinstance(v, bool):
-        return "a boolean"
-    if isinstance(v, int | float):
-        return f"the number {v!r}"
-    if isinstance(v, str):
-        return "a string"
-    if isinstance(v, list):
-        return "a list"
-    if isinstance(v, dict):
-        return "an object"
-    return type(v).__name__

@@ -10,20 +10,20 @@ from opskit.core.models import GroupDescription, PartitionOffsets, TopicPartitio
 from opskit.core.offset_reset.document import (
     FORMAT_VERSION,
     as_dict,
-    as_int,
     as_list,
-    as_str,
-    as_topic,
-    check_format,
+    int_field,
     need,
     offsets_from_list,
     offsets_to_list,
     only_keys,
+    optional_str_field,
+    read_document,
+    str_field,
+    topic_partition,
 )
 from opskit.core.offset_reset.plan import ResetPlan
 from opskit.core.offset_reset.planner import offset_text, plan_offset_reset
 from opskit.core.offset_reset.request import FrozenOffsets, ResetRequest, ResetStrategy
-from opskit.core.offset_reset.topics import INT32_MAX
 from opskit.errors import InvalidInputError
 
 BACKUP_FORMAT = "opskit/offsets-backup"
@@ -88,10 +88,10 @@ class OffsetsBackup:
     def from_dict(cls, data: Any) -> OffsetsBackup:
         """Strict: raises ``InvalidInputError`` naming the first bad field."""
         where = "backup"
-        d = as_dict(data, where)
-        check_format(d, BACKUP_FORMAT, where)
-        only_keys(
-            d,
+        d = read_document(
+            data,
+            BACKUP_FORMAT,
+            where,
             {
                 "format",
                 "version",
@@ -103,30 +103,26 @@ class OffsetsBackup:
                 "offsets",
                 "uncommitted",
             },
-            where,
         )
-        cluster_id = need(d, "cluster_id", where)
-        bootstrap = need(d, "bootstrap", where)
+        cluster_id = optional_str_field(d, "cluster_id", where)
+        bootstrap = optional_str_field(d, "bootstrap", where)
         offsets = offsets_from_list(need(d, "offsets", where), f"{where}.offsets")
         uncommitted: list[TopicPartition] = []
         for i, item in enumerate(as_list(need(d, "uncommitted", where), f"{where}.uncommitted")):
             at = f"{where}.uncommitted[{i}]"
             u = as_dict(item, at)
             only_keys(u, {"topic", "partition"}, at)
-            tp = TopicPartition(
-                as_topic(need(u, "topic", at), f"{at}.topic"),
-                as_int(need(u, "partition", at), f"{at}.partition", 0, INT32_MAX),
-            )
+            tp = topic_partition(u, at)
             if tp in offsets or tp in uncommitted:
                 raise InvalidInputError(f"{at}: {tp} is listed twice")
             uncommitted.append(tp)
         return cls(
-            group_id=as_str(need(d, "group", where), f"{where}.group"),
-            taken_at_ms=as_int(need(d, "taken_at_ms", where), f"{where}.taken_at_ms", 0),
+            group_id=str_field(d, "group", where),
+            taken_at_ms=int_field(d, "taken_at_ms", where),
             offsets=offsets,
-            reason=as_str(need(d, "reason", where), f"{where}.reason", allow_empty=True),
-            cluster_id=None if cluster_id is None else as_str(cluster_id, f"{where}.cluster_id"),
-            bootstrap=None if bootstrap is None else as_str(bootstrap, f"{where}.bootstrap"),
+            reason=str_field(d, "reason", where, allow_empty=True),
+            cluster_id=cluster_id,
+            bootstrap=bootstrap,
             uncommitted=tuple(uncommitted),
         )
 

@@ -8,6 +8,7 @@ from typing import Any, TypeVar
 
 from opskit.core.models import TopicPartition
 from opskit.core.offset_reset.topics import INT32_MAX, INT64_MAX, INT64_MIN, topic_name_problem
+from opskit.core.strict_read import DOCUMENT
 from opskit.errors import InvalidInputError
 
 _E = TypeVar("_E", bound=Enum)
@@ -28,32 +29,31 @@ def offsets_from_list(data: Any, where: str) -> dict[TopicPartition, int]:
         at = f"{where}[{i}]"
         d = as_dict(item, at)
         only_keys(d, {"topic", "partition", "offset"}, at)
-        tp = TopicPartition(
-            as_topic(need(d, "topic", at), f"{at}.topic"),
-            as_int(need(d, "partition", at), f"{at}.partition", 0, INT32_MAX),
-        )
+        tp = topic_partition(d, at)
         if tp in out:
             raise InvalidInputError(f"{at}: {tp} is listed twice")
-        out[tp] = as_int(need(d, "offset", at), f"{at}.offset", 0)
+        out[tp] = int_field(d, "offset", at)
     return out
 
 
-def as_dict(data: Any, where: str) -> dict[str, Any]:
-    if not isinstance(data, dict) or not all(isinstance(k, str) for k in data):
-        raise InvalidInputError(f"{where} must be a mapping, got {type(data).__name__}")
-    return data
+def topic_partition(d: Mapping[str, Any], where: str) -> TopicPartition:
+    """The ``topic`` and ``partition`` fields of ``d``."""
+    return TopicPartition(as_topic(need(d, "topic", where), f"{where}.topic"),
+                          int_field(d, "partition", where, 0, INT32_MAX))
 
 
-def as_list(data: Any, where: str) -> list[Any]:
-    if not isinstance(data, list):
-        raise InvalidInputError(f"{where} must be a list, got {type(data).__name__}")
-    return data
+def read_document(data: Any, expected_format: str, where: str, fields: set[str]) -> dict[str, Any]:
+    """A saved document's top level: a mapping of ``expected_format`` (and this opskit's
+    version) with no field but ``fields``."""
+    d = as_dict(data, where)
+    check_format(d, expected_format, where)
+    only_keys(d, fields, where)
+    return d
 
 
-def need(d: Mapping[str, Any], key: str, where: str) -> Any:
-    if key not in d:
-        raise InvalidInputError(f"{where}.{key} is missing")
-    return d[key]
+as_dict = DOCUMENT.as_dict
+as_list = DOCUMENT.as_list
+need = DOCUMENT.need
 
 
 def only_keys(d: Mapping[str, Any], allowed: set[str], where: str) -> None:
@@ -63,17 +63,22 @@ def only_keys(d: Mapping[str, Any], allowed: set[str], where: str) -> None:
 
 
 def as_int(value: Any, where: str, minimum: int = INT64_MIN, maximum: int = INT64_MAX) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidInputError(f"{where} must be an integer, got {value!r}")
-    if not minimum <= value <= maximum:
-        raise InvalidInputError(f"{where} must be between {minimum} and {maximum}, got {value}")
-    return value
+    return DOCUMENT.as_int(value, where, minimum, maximum)
 
 
-def as_str(value: Any, where: str, *, allow_empty: bool = False) -> str:
-    if not isinstance(value, str) or (not value and not allow_empty):
-        raise InvalidInputError(f"{where} must be a non-empty string, got {value!r}")
-    return value
+as_str = DOCUMENT.as_str
+str_field = DOCUMENT.str_field
+optional_str_field = DOCUMENT.optional_str_field
+
+
+def int_field(d: Mapping[str, Any], key: str, where: str, minimum: int = 0,
+              maximum: int = INT64_MAX) -> int:
+    return DOCUMENT.int_field(d, key, where, minimum, maximum)
+
+
+def optional_int_field(d: Mapping[str, Any], key: str, where: str, minimum: int = 0,
+                       maximum: int = INT64_MAX) -> int | None:
+    return DOCUMENT.optional_int_field(d, key, where, minimum, maximum)
 
 
 def as_topic(value: Any, where: str) -> str:

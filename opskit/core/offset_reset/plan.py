@@ -10,17 +10,19 @@ from opskit.core.offset_reset.document import (
     FORMAT_VERSION,
     as_dict,
     as_enum,
-    as_int,
     as_list,
     as_str,
-    as_topic,
-    check_format,
+    int_field,
     need,
     only_keys,
+    optional_int_field,
+    optional_str_field,
+    read_document,
+    str_field,
+    topic_partition,
 )
 from opskit.core.offset_reset.offsets_csv import export_csv
 from opskit.core.offset_reset.request import ResetKind, ResetScope, ResetStrategy
-from opskit.core.offset_reset.topics import INT32_MAX
 from opskit.errors import InvalidInputError, RefusedError
 
 PLAN_FORMAT = "opskit/offset-reset-plan"
@@ -98,22 +100,19 @@ class ResetRow:
             | derived,
             where,
         )
-        current = need(d, "current_offset", where)
+        need(d, "current_offset", where)
         clamped = need(d, "clamped", where)
-        warning = need(d, "warning", where)
+        need(d, "warning", where)
         if not isinstance(clamped, bool):
             raise InvalidInputError(f"{where}.clamped must be true or false")
         row = cls(
-            TopicPartition(
-                as_topic(need(d, "topic", where), f"{where}.topic"),
-                as_int(need(d, "partition", where), f"{where}.partition", 0, INT32_MAX),
-            ),
-            None if current is None else as_int(current, f"{where}.current_offset", 0),
-            as_int(need(d, "target_offset", where), f"{where}.target_offset", 0),
-            as_int(need(d, "log_start_offset", where), f"{where}.log_start_offset", 0),
-            as_int(need(d, "log_end_offset", where), f"{where}.log_end_offset", 0),
+            topic_partition(d, where),
+            optional_int_field(d, "current_offset", where),
+            int_field(d, "target_offset", where),
+            int_field(d, "log_start_offset", where),
+            int_field(d, "log_end_offset", where),
             clamped,
-            None if warning is None else as_str(warning, f"{where}.warning", allow_empty=True),
+            optional_str_field(d, "warning", where, allow_empty=True),
         )
         if row.log_start > row.log_end:
             raise InvalidInputError(
@@ -194,10 +193,10 @@ class ResetPlan:
     def from_dict(cls, data: Any) -> ResetPlan:
         """Strict: raises ``InvalidInputError`` naming the first bad field."""
         where = "plan"
-        d = as_dict(data, where)
-        check_format(d, PLAN_FORMAT, where)
-        only_keys(
-            d,
+        d = read_document(
+            data,
+            PLAN_FORMAT,
+            where,
             {
                 "format",
                 "version",
@@ -214,12 +213,10 @@ class ResetPlan:
                 "records_skipped",
                 "records_replayed",
             },
-            where,
         )
         scope_raw = need(d, "scope", where)
-        refusal = need(d, "refusal", where)
-        planned = need(d, "planned_at_ms", where)
-        target_ts = need(d, "target_timestamp_ms", where)
+        for key in ("refusal", "planned_at_ms", "target_timestamp_ms"):
+            need(d, key, where)  # present before anything is read; typed below
         rows = tuple(
             ResetRow.from_dict(r, f"{where}.rows[{i}]")
             for i, r in enumerate(as_list(need(d, "rows", where), f"{where}.rows"))
@@ -230,7 +227,7 @@ class ResetPlan:
         if scope_raw is None and strategy.kind not in (ResetKind.FROM_FILE, ResetKind.RESTORE):
             raise InvalidInputError(f"{where}.scope is required for {strategy.kind.value}")
         return cls(
-            as_str(need(d, "group", where), f"{where}.group"),
+            str_field(d, "group", where),
             as_enum(GroupState, need(d, "group_state", where), f"{where}.group_state"),
             strategy,
             None if scope_raw is None else ResetScope.from_dict(scope_raw, f"{where}.scope"),
@@ -239,7 +236,7 @@ class ResetPlan:
                 as_str(w, f"{where}.warnings[{i}]", allow_empty=True)
                 for i, w in enumerate(as_list(need(d, "warnings", where), f"{where}.warnings"))
             ),
-            None if refusal is None else as_str(refusal, f"{where}.refusal"),
-            None if planned is None else as_int(planned, f"{where}.planned_at_ms", 0),
-            None if target_ts is None else as_int(target_ts, f"{where}.target_timestamp_ms", 0),
+            optional_str_field(d, "refusal", where),
+            optional_int_field(d, "planned_at_ms", where),
+            optional_int_field(d, "target_timestamp_ms", where),
         )
