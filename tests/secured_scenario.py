@@ -9,16 +9,14 @@ Read (a monitor never consumes events) and no DescribeConfigs.
 
 from __future__ import annotations
 
-import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
-from confluent_kafka import Consumer, KafkaException, Producer
-from confluent_kafka import TopicPartition as CkTP
-from confluent_kafka.admin import AdminClient, NewTopic
+
+from tests.helpers import Where, commit, create_topic, produce
 
 PARTITIONS = 4
 RECORDS = 10  # per partition
@@ -45,47 +43,21 @@ class Scenario:
         return list(self.cluster.cli_args(role))
 
 
-def _conf(cluster: Any) -> dict[str, Any]:
-    return dict(cluster.conn("admin").to_librdkafka()) if cluster.secured else {
-        "bootstrap.servers": cluster.bootstrap}
-
-
-def _commit(conf: dict[str, Any], group: str, offsets: dict[tuple[str, int], int]) -> None:
-    for attempt in range(60):
-        c = Consumer({**conf, "group.id": group, "enable.auto.commit": False})
-        try:
-            c.commit(offsets=[CkTP(t, p, o) for (t, p), o in offsets.items()], asynchronous=False)
-            return
-        except KafkaException as e:
-            if attempt == 59 or "COORDINATOR" not in str(e):
-                raise
-        finally:
-            c.close()
-        time.sleep(0.5)
+def _where(cluster: Any) -> Where:
+    """The test clients' settings: the admin's login on a secured cluster."""
+    return cluster.conn("admin").to_librdkafka() if cluster.secured else cluster.bootstrap
 
 
 def build(cluster: Any, tmp: Path) -> Scenario:
     u = uuid.uuid4().hex[:8]
     s = Scenario(cluster, f"sec_{u}", f"sec-{u}", f"sec-reset-a-{u}", f"sec-reset-m-{u}",
                  f"svc-{u}", tmp / f"registry-{u}.yaml", f"sec-hidden-{u}")
-    conf = _conf(cluster)
-    admin = AdminClient(conf)
-    for f in admin.create_topics([NewTopic(s.topic, PARTITIONS, 1)]).values():
-        f.result(30)
-    deadline = time.time() + 30
-    while time.time() < deadline:
-        t = admin.list_topics(s.topic, timeout=10).topics.get(s.topic)
-        if t is not None and t.error is None and all(p.leader >= 0 for p in t.partitions.values()):
-            break
-        time.sleep(0.2)
-    p = Producer({**conf, "acks": "all", "linger.ms": 5})
-    for part in range(PARTITIONS):
-        for i in range(RECORDS):
-            p.produce(s.topic, value=b"x" * 100, key=str(i).encode(), partition=part)
-    assert p.flush(60) == 0
+    where = _where(cluster)
+    create_topic(where, s.topic, PARTITIONS)
+    produce(where, s.topic, dict.fromkeys(range(PARTITIONS), RECORDS))
     for g, at in ((s.group, COMMITTED), (s.reset_group_admin, 5), (s.reset_group_monitor, 5),
                   (s.hidden_group, 1)):
-        _commit(conf, g, {(s.topic, part): at for part in range(PARTITIONS)})
+        commit(where, g, {(s.topic, part): at for part in range(PARTITIONS)})
     s.registry.write_text(yaml.safe_dump({
         "topics": [{"name": s.topic, "partitions": PARTITIONS, "retention": "7d"}],
         "groups": [{"name": g, "topics": [s.topic]}
