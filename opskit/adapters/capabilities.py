@@ -15,8 +15,10 @@ The probe sets the connection up as the config says (TLS, SASL login, see
 :mod:`opskit.adapters.broker_connect`), so it is also the check of the
 credentials every command makes first: a definite authentication or TLS
 mistake raises :class:`~opskit.errors.AuthenticationError` at once (one failed
-login, a one-line cause, exit 9). Otherwise the probe never raises: a broker
-that cannot be reached or does not answer gives ``Capabilities(known=False)``,
+login, a one-line cause, exit 9), and a server that answers something that is no
+Kafka frame (nor TLS) raises :class:`~opskit.errors.KafkaUnavailableError` saying so
+(exit 3) when no other bootstrap address answered. Otherwise the probe never
+raises: a broker that cannot be reached or does not answer gives ``Capabilities(known=False)``,
 for which every API counts as supported (the real request then fails with the
 usual, translated error). A dropped connection is treated as "unsupported"
 only by :func:`answers_api_versions`, which callers use after a request timed
@@ -52,7 +54,7 @@ from opskit.adapters.broker_connect import (
     uses_sasl,
 )
 from opskit.core.connection import ConnectionConfig
-from opskit.errors import UnsupportedError
+from opskit.errors import KafkaUnavailableError, UnsupportedError
 
 log = logging.getLogger(__name__)
 
@@ -218,8 +220,10 @@ def _cache_key(conn: ConnectionConfig) -> tuple[object, ...]:
 def probe(conn: ConnectionConfig, timeout: float = 5.0, *, refresh: bool = False) -> Capabilities:
     """ApiVersions of the first bootstrap broker that answers; cached for 5 minutes.
 
-    Never raises and never waits longer than ``timeout`` per bootstrap address.
-    Only answers are cached: an unknown result is retried on the next call.
+    Never waits longer than ``timeout`` in all. Raises only AuthenticationError (a
+    definite login or TLS mistake) and KafkaUnavailableError (no address answered, and
+    one answered something that is not the Kafka protocol). Only answers are cached: an
+    unknown result is retried on the next call.
     """
     key = _cache_key(conn)
     now = time.monotonic()
@@ -241,7 +245,10 @@ def answers_api_versions(conn: ConnectionConfig, timeout: float = 3.0) -> bool:
     After a request timed out or its connection dropped, True means the broker
     is up and it is the request's API that does not work (treat as unsupported).
     """
-    return _probe_uncached(conn, timeout).known
+    try:
+        return _probe_uncached(conn, timeout).known
+    except KafkaUnavailableError:  # it answers, but not as Kafka
+        return False
 
 
 def _addresses(bootstrap: str) -> list[tuple[str, int]]:
@@ -258,6 +265,7 @@ def _probe_uncached(conn: ConnectionConfig, timeout: float) -> Capabilities:
     if not addrs:
         return Capabilities(conn.bootstrap, reason="no host:port in the bootstrap list")
     reasons: list[str] = []
+    garbled: list[str] = []
     deadline = time.monotonic() + max(timeout, 0.5)
     for host, port in addrs:
         left = deadline - time.monotonic()
@@ -266,13 +274,28 @@ def _probe_uncached(conn: ConnectionConfig, timeout: float) -> Capabilities:
             break
         try:
             apis = api_versions(host, port, left, conn)
+        except NotKafkaAnswer as e:
+            garbled.append(f"{host}:{port}")
+            reasons.append(f"{host}:{port}: not Kafka: {e}")
+            continue
         except (OSError, ValueError) as e:  # ssl.SSLError is an OSError
             reasons.append(f"{host}:{port}: {type(e).__name__}: {e}")
             continue
         return Capabilities(conn.bootstrap, f"{host}:{port}", MappingProxyType(apis), known=True)
     reason = "; ".join(reasons) or "no answer"
     log.debug("ApiVersions probe of %s failed: %s", conn.bootstrap, reason)
+    if garbled:
+        who = "the server" if len(addrs) == 1 else garbled[0]
+        rest = "" if len(addrs) == 1 else ", and no other address answered"
+        raise KafkaUnavailableError(
+            f"cannot reach Kafka at {conn.bootstrap}: {who} answered something that is not the "
+            f"Kafka protocol (an undecodable answer to ApiVersions; --debug shows it){rest}")
     return Capabilities(conn.bootstrap, reason=reason)
+
+
+class NotKafkaAnswer(ValueError):
+    """An answer arrived that is no Kafka frame, from a port that does not speak TLS
+    either (the connection had no SASL login, which only a Kafka listener completes)."""
 
 
 def not_kafka(conn: ConnectionConfig, timeout: float) -> str | None:
@@ -325,7 +348,11 @@ def api_versions(host: str, port: int, timeout: float,
         except (ConnectionError, ValueError, struct.error) as e:
             if uses_sasl(conn):  # a login went through: the port speaks what we expect
                 raise
-            raise plaintext_mismatch(host, port, conn, deadline, e) from e
+            err = plaintext_mismatch(host, port, conn, deadline, e)
+            if err is e and not isinstance(e, ConnectionError):
+                # bytes came back, and they are neither a Kafka answer nor TLS
+                raise NotKafkaAnswer(f"{type(e).__name__}: {e}") from e
+            raise err from e
         if err != 0:
             raise ValueError(f"ApiVersions error code {err}")
         lo, hi = apis.get(kp.API_METADATA, (0, -1))
