@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import socket
 import threading
 import time
 from collections.abc import Iterable, Mapping
@@ -158,3 +159,40 @@ def parse_describe(text: str) -> dict[tuple[str, str, int], dict[str, str | None
         key = (str(row["GROUP"]), str(row["TOPIC"]), int(str(row["PARTITION"])))
         rows[key] = row
     return rows
+
+
+class SilentServer:
+    """A TCP listener on 127.0.0.1 (a free port) that accepts every connection and then
+    holds it without reading or writing: a black-holed or hung server (a Kafka broker, an
+    HTTPS endpoint: a TLS handshake never completes). ``accepted`` counts connections."""
+
+    def __init__(self) -> None:
+        self._srv = socket.socket()
+        self._srv.bind(("127.0.0.1", 0))
+        self._srv.listen(16)
+        self.address = f"127.0.0.1:{self._srv.getsockname()[1]}"
+        self.accepted: list[socket.socket] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._accept, daemon=True)
+
+    def _accept(self) -> None:
+        self._srv.settimeout(0.2)
+        while not self._stop.is_set():
+            try:
+                conn, _ = self._srv.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            self.accepted.append(conn)
+
+    def __enter__(self) -> Self:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(5)
+        for c in self.accepted:
+            c.close()
+        self._srv.close()

@@ -9,10 +9,8 @@ pytest-timeout is the hang detector; nothing here asserts on speed.
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,6 +22,7 @@ from opskit.adapters.pagerduty_events import (
     PagerDutyUnavailableError,
 )
 from opskit.cli import exits
+from tests.helpers import SilentServer
 
 KEY = "0123456789abcdef0123456789abcdef"
 ROOT = Path(__file__).resolve().parents[2]
@@ -31,33 +30,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.fixture
 def silent_server() -> Iterator[str]:
-    srv = socket.socket()
-    srv.bind(("127.0.0.1", 0))
-    srv.listen(16)
-    held: list[socket.socket] = []
-    stop = threading.Event()
-
-    def accept() -> None:
-        srv.settimeout(0.2)
-        while not stop.is_set():
-            try:
-                conn, _ = srv.accept()
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-            held.append(conn)
-
-    t = threading.Thread(target=accept, daemon=True)
-    t.start()
-    try:
-        yield f"https://127.0.0.1:{srv.getsockname()[1]}"
-    finally:
-        stop.set()
-        t.join(5)
-        for c in held:
-            c.close()
-        srv.close()
+    with SilentServer() as srv:
+        yield f"https://{srv.address}"
 
 
 @pytest.mark.timeout(60)
