@@ -143,6 +143,9 @@ class Capabilities:
     known: bool = False
     #: why the probe has no answer (known=False)
     reason: str | None = None
+    #: every bootstrap address was tried and none answered in time (connected or not,
+    #: it said nothing: a black-holed or hung broker), as opposed to refused or untried
+    silent: bool = False
 
     def supports(self, api_key: int, min_version: int = 0) -> bool:
         """True when the API is advertised at ``min_version`` or above (or nothing is known)."""
@@ -266,6 +269,7 @@ def _probe_uncached(conn: ConnectionConfig, timeout: float) -> Capabilities:
         return Capabilities(conn.bootstrap, reason="no host:port in the bootstrap list")
     reasons: list[str] = []
     garbled: list[str] = []
+    timed_out = 0
     deadline = time.monotonic() + max(timeout, 0.5)
     for host, port in addrs:
         left = deadline - time.monotonic()
@@ -280,6 +284,7 @@ def _probe_uncached(conn: ConnectionConfig, timeout: float) -> Capabilities:
             continue
         except (OSError, ValueError) as e:  # ssl.SSLError is an OSError
             reasons.append(f"{host}:{port}: {type(e).__name__}: {e}")
+            timed_out += isinstance(e, TimeoutError)  # socket.timeout is TimeoutError
             continue
         return Capabilities(conn.bootstrap, f"{host}:{port}", MappingProxyType(apis), known=True)
     reason = "; ".join(reasons) or "no answer"
@@ -290,7 +295,7 @@ def _probe_uncached(conn: ConnectionConfig, timeout: float) -> Capabilities:
         raise KafkaUnavailableError(
             f"cannot reach Kafka at {conn.bootstrap}: {who} answered something that is not the "
             f"Kafka protocol (an undecodable answer to ApiVersions; --debug shows it){rest}")
-    return Capabilities(conn.bootstrap, reason=reason)
+    return Capabilities(conn.bootstrap, reason=reason, silent=timed_out == len(addrs))
 
 
 class NotKafkaAnswer(ValueError):
@@ -358,7 +363,10 @@ def api_versions(host: str, port: int, timeout: float,
         lo, hi = apis.get(kp.API_METADATA, (0, -1))
         if plain_check is not None and lo <= _PLAIN_CHECK_VERSION <= hi:
             # (a broker without Metadata v4 may never answer it: not waited for)
-            plain_request_refused(sock, plain_check, deadline, corr + 1, host, port, conn)
+            try:
+                plain_request_refused(sock, plain_check, deadline, corr + 1, host, port, conn)
+            except TimeoutError as e:  # it did answer ApiVersions: not a silent broker
+                raise OSError(f"ApiVersions answered, then no answer to Metadata: {e}") from e
         return dict(apis)
     finally:
         sock.close()

@@ -1,0 +1,59 @@
+"""A broker that accepts connections and never answers (black-holed, hung): a command
+fails within its timeout, after the login probe alone, with one line (exit 3).
+
+Before, the probe gave up after min(timeout, 5 s) and librdkafka then waited the whole
+timeout again. What is asserted is not a duration (no timing assertions) but that only
+the probe's connection was made: librdkafka never started, so it could not add a wait.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from opskit.adapters import capabilities
+from opskit.adapters.kafka_admin import KafkaAdmin
+from opskit.cli import exits
+from opskit.core.connection import ConnectionConfig
+from opskit.errors import KafkaUnavailableError
+from tests.helpers import SilentServer, run_cli
+
+
+@pytest.fixture
+def silent() -> Iterator[SilentServer]:
+    capabilities.clear_cache()
+    with SilentServer() as srv:
+        yield srv
+
+
+def test_kafka_admin_fails_after_the_probe_alone(silent: SilentServer) -> None:
+    t0 = time.monotonic()
+    with KafkaAdmin(ConnectionConfig(silent.address), timeout=1.0) as admin, \
+            pytest.raises(KafkaUnavailableError) as e:
+        admin.metadata()
+    assert str(e.value) == f"cannot reach Kafka at {silent.address} (no answer within timeout 1s)"
+    assert len(silent.accepted) == 1  # the probe's connection; librdkafka never connected
+    assert time.monotonic() - t0 < 30  # never a hang (not a speed assertion)
+
+
+@pytest.mark.parametrize("argv", [["topics", "diff"], ["acls", "diff"], ["dr", "snapshot"],
+                                  ["reassign", "status"], ["health"]])
+def test_commands_end_with_one_line_and_exit_3(silent: SilentServer, argv: list[str]) -> None:
+    r = run_cli(*argv, "-b", silent.address, "--timeout", "1")
+    assert r.code == exits.UNKNOWN == 3, r.err
+    assert r.err.strip() == (f"opskit: error: cannot reach Kafka at {silent.address} "
+                             "(no answer within timeout 1s)")
+    assert len(silent.accepted) == 1
+
+
+def test_several_addresses_still_leave_the_rest_to_librdkafka(silent: SilentServer) -> None:
+    """With a second address the probe does not decide alone: a silent first address
+    must not hide a live second one, so the command goes on to librdkafka (its error
+    then names the operation). Here the second address refuses connections."""
+    conn = ConnectionConfig(f"{silent.address},127.0.0.1:1")
+    with KafkaAdmin(conn, timeout=1.0) as admin, pytest.raises(KafkaUnavailableError) as e:
+        admin.metadata()
+    assert "reading cluster metadata" in str(e.value)
+    assert len(silent.accepted) >= 2  # the probe's, then librdkafka's own
