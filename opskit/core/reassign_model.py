@@ -373,6 +373,8 @@ def load_json(text: str) -> Any:
         raise InvalidInputError(f"not valid JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
     except RecursionError:
         raise InvalidInputError("not valid JSON: nested too deeply") from None
+    except ValueError:  # Python's limit on integer digits (JSONDecodeError is caught above)
+        raise InvalidInputError("not valid JSON: a number has too many digits to read") from None
 
 
 def parse_assignments(data: Any) -> tuple[Assignment, ...]:

@@ -9,7 +9,7 @@ command or option is covered without editing this file. Kinds of input:
 - text: empty, not UTF-8 (argv bytes decoded as surrogate escapes), control
   characters, 10,000 characters; choices: a value not offered;
 - files: binary, UTF-16, JSON and YAML nested 5,000 deep (deeper in
-  test_safe_files.py), endless (/dev/zero),
+  test_safe_files.py), a number of 5,000 digits, endless (/dev/zero),
   a directory, missing, empty; as targets to write: a character device node, a
   FIFO, a directory and a symlink to the FIFO (all inside the test's temporary
   directory: a regression could then only replace those);
@@ -53,6 +53,10 @@ UNREACHABLE = "127.0.0.1:1"
 #: str parameters that take a duration (``5s``, ``10m``)
 DURATION_PARAMS = {"interval", "window", "duration", "quiet_period", "update_interval",
                    "collection_timeout", "stale_after", "status_window", "by_duration"}
+#: str parameters that name a file to read (given every bad input file) or to write
+#: (given every bad target)
+FILE_PARAMS = {"plan_file", "from_json"}
+TARGET_PARAMS = {"write_plan"}
 #: parameters whose value is a name: empty or non-UTF-8 must be refused
 NAME_PARAMS = {"group", "topic", "context", "bootstrap_server", "bootstrap", "name",
                "dead_letter_topic", "billing_topic", "cluster", "dedup_key"}
@@ -201,6 +205,10 @@ def _values(param: Any, files: Files) -> list[tuple[str, str, bool]]:
                 ("long", "x" * 10000, True)]
         if is_name:
             out += [("empty", "", True), ("blank", "  ", True)]
+        if param.name in FILE_PARAMS:
+            out += [(k, v, False) for k, v in files.inputs.items()]
+        if param.name in TARGET_PARAMS:
+            out += [(k, v, False) for k, v in files.targets.items()]
         if param.name in DURATION_PARAMS:
             out += [("dur-huge", "99999999999999999999s", True),
                     ("dur-1e9", "1000000000s", True), ("dur-nan", "nan", True),
@@ -250,12 +258,14 @@ def _make_files(tmp: Path) -> Files:
     deep_json.write_text("[" * 5_000 + "]" * 5_000)
     deep_yaml = tmp / "deep.yaml"
     deep_yaml.write_text("a: " + "[" * 5_000 + "]" * 5_000 + "\n")
+    long_int = tmp / "long-int.json"  # beyond Python's int() digit limit, as JSON and YAML
+    long_int.write_text('{"version": 1, "a": ' + "1" * 5_000 + "}\n")
     empty = tmp / "empty.txt"
     empty.write_text("")
     a_dir = tmp / "a-dir"
     a_dir.mkdir()
     inputs = {"binary": str(binary), "utf16": str(utf16), "deep-json": str(deep_json),
-              "deep-yaml": str(deep_yaml), "endless": "/dev/zero", "directory": str(a_dir),
+              "deep-yaml": str(deep_yaml), "long-int": str(long_int), "endless": "/dev/zero", "directory": str(a_dir),
               "missing": str(tmp / "missing.json"), "empty-file": str(empty)}
     fifo = tmp / "fifo"
     os.mkfifo(fifo)

@@ -135,6 +135,8 @@ def test_missing_fields(path: list[Any], message: str) -> None:
     ('{"version": 1, "partitions": [{"topic": "t", "partition": NaN, "replicas": [1]}]}',
      "NaN is not a number"),
     ("[" * 100000, "not valid JSON"),
+    ('{"version": 1, "partitions": [{"topic": "t", "partition": ' + "1" * 5000 + "}]}",
+     "not valid JSON: a number has too many digits to read"),
 ])
 def test_not_json(text: str, message: str) -> None:
     with pytest.raises(InvalidInputError, match=message):
