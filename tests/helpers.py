@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import socket
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Self
 
 from confluent_kafka import Consumer, Producer
@@ -196,3 +198,23 @@ class SilentServer:
         for c in self.accepted:
             c.close()
         self._srv.close()
+
+
+#: the generated table of a matrix document (docs/*-matrix.md) stands between these
+MATRIX_BEGIN, MATRIX_END = "<!-- matrix:begin -->", "<!-- matrix:end -->"
+
+
+def check_matrix_doc(doc: Path, table: str, write_env: str, test_file: str,
+                     not_run: Callable[[], list[Any]], write: Callable[[], None]) -> None:
+    """The matrix document shows exactly ``table`` (the expected cells). With
+    ``write_env``=1 it is first rewritten from the observed cells (``write``), which
+    needs every cell to have run (``not_run`` lists those that did not)."""
+    if os.environ.get(write_env) == "1":
+        missing = sorted(not_run())
+        assert not missing, f"{len(missing)} cells did not run (e.g. {missing[0]}): not written"
+        write()
+    assert doc.exists(), f"{doc} is missing: run with {write_env}=1"
+    text = doc.read_text()
+    shown = text[text.index(MATRIX_BEGIN) + len(MATRIX_BEGIN):text.index(MATRIX_END)].strip()
+    assert shown == table.strip(), (
+        f"{doc.name} is stale: rerun with {write_env}=1 python -m pytest {Path(test_file).name}")

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import csv
 import io
-import os
 import re
 import time
 import uuid
@@ -41,7 +40,15 @@ import pytest
 from broker_double import BrokerDouble, hanzo_gateway
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
-from helpers import CliResult, commit, create_topic, run_cli
+from helpers import (
+    MATRIX_BEGIN,
+    MATRIX_END,
+    CliResult,
+    check_matrix_doc,
+    commit,
+    create_topic,
+    run_cli,
+)
 
 from opskit.cli import exits
 from opskit.sandbox import compat
@@ -482,7 +489,6 @@ def test_api_versions_probe(target: Target) -> None:
 
 # --------------------------------------------------------------------------- the document
 
-_BEGIN, _END = "<!-- matrix:begin -->", "<!-- matrix:end -->"
 
 
 def render_table(cells: dict[tuple[str, str], tuple[str, str]]) -> str:
@@ -502,11 +508,6 @@ def render_table(cells: dict[tuple[str, str], tuple[str, str]]) -> str:
     lines.append("")
     lines += [f"[{i}] {n}" for i, n in enumerate(notes, 1)]
     return "\n".join(lines)
-
-
-def _doc_table(text: str) -> str:
-    start, end = text.index(_BEGIN) + len(_BEGIN), text.index(_END)
-    return text[start:end].strip()
 
 
 def write_doc(observed: dict[tuple[str, str], tuple[str, str]]) -> None:
@@ -551,9 +552,9 @@ gateway's cells (`hanzo-stream`, expected the same) run only where its binary is
 installed; they are not in this table. This file is only rewritten by a run that
 covered every cell of the table.
 
-{_BEGIN}
+{MATRIX_BEGIN}
 {render_table(cells)}
-{_END}
+{MATRIX_END}
 
 ## Observed in the last run
 
@@ -568,13 +569,9 @@ def test_doc_matches_expected() -> None:
 
     Defined last, so it runs after every cell; with OPSKIT_WRITE_COMPAT_MATRIX=1 it
     first rewrites the doc from the observed cells (a run must cover them all)."""
-    if os.environ.get(WRITE_ENV) == "1":
-        not_run = sorted(k for k in EXPECTED if k not in OBSERVED and k[1] in DOC_BROKERS)
-        assert not not_run, f"{len(not_run)} cells did not run (e.g. {not_run[0]}): not written"
-        write_doc(OBSERVED)
-    assert DOC.exists(), f"{DOC} is missing: run with {WRITE_ENV}=1"
-    assert _doc_table(DOC.read_text()) == render_table(EXPECTED).strip(), (
-        f"{DOC.name} is stale: rerun with {WRITE_ENV}=1 python -m pytest {Path(__file__).name}")
+    check_matrix_doc(DOC, render_table(EXPECTED), WRITE_ENV, __file__,
+                     lambda: [k for k in EXPECTED if k not in OBSERVED and k[1] in DOC_BROKERS],
+                     lambda: write_doc(OBSERVED))
 
 
 def test_expected_covers_every_cell() -> None:

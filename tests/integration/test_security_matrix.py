@@ -23,7 +23,6 @@ complete run writes docs/security-matrix.md from the observed cells;
 from __future__ import annotations
 
 import json
-import os
 import re
 import time
 from collections.abc import Callable
@@ -31,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import CliResult, run_cli
+from helpers import MATRIX_BEGIN, MATRIX_END, CliResult, check_matrix_doc, run_cli
 from prometheus_client.parser import text_string_to_metric_families
 from secured_scenario import COMMITTED, PARTITIONS, RECORDS, Scenario, build
 
@@ -327,7 +326,6 @@ def test_cell(scenario: Scenario, command: str, role: str, tmp_path: Path) -> No
 
 # --------------------------------------------------------------------------- the document
 
-_BEGIN, _END = "<!-- matrix:begin -->", "<!-- matrix:end -->"
 
 
 def render_table(cells: dict[tuple[str, str, str], str]) -> str:
@@ -337,10 +335,6 @@ def render_table(cells: dict[tuple[str, str, str], str]) -> str:
     for cmd in COMMANDS:
         lines.append(f"| `{cmd}` | " + " | ".join(cells[(cmd, p, r)] for p, r in cols) + " |")
     return "\n".join(lines)
-
-
-def _doc_table(text: str) -> str:
-    return text[text.index(_BEGIN) + len(_BEGIN):text.index(_END)].strip()
 
 
 def write_doc(observed: dict[tuple[str, str, str], tuple[str, str]]) -> None:
@@ -371,9 +365,9 @@ principal with its ACL.
 What each command needs is in the README ("ACLs each command needs") and
 `opskit acls monitor-principal NAME`.
 
-{_BEGIN}
+{MATRIX_BEGIN}
 {render_table(EXPECTED)}
-{_END}
+{MATRIX_END}
 
 ## Observed in the last run
 
@@ -386,13 +380,9 @@ What each command needs is in the README ("ACLs each command needs") and
 def test_doc_matches_expected() -> None:
     """docs/security-matrix.md shows exactly the EXPECTED cells (defined last: runs after
     the cells; with OPSKIT_WRITE_SECURITY_MATRIX=1 it first rewrites the doc)."""
-    if os.environ.get(WRITE_ENV) == "1":
-        not_run = sorted(k for k in EXPECTED if k not in OBSERVED)
-        assert not not_run, f"{len(not_run)} cells did not run (e.g. {not_run[0]}): not written"
-        write_doc(OBSERVED)
-    assert DOC.exists(), f"{DOC} is missing: run with {WRITE_ENV}=1"
-    assert _doc_table(DOC.read_text()) == render_table(EXPECTED).strip(), (
-        f"{DOC.name} is stale: rerun with {WRITE_ENV}=1 python -m pytest {Path(__file__).name}")
+    check_matrix_doc(DOC, render_table(EXPECTED), WRITE_ENV, __file__,
+                     lambda: [k for k in EXPECTED if k not in OBSERVED],
+                     lambda: write_doc(OBSERVED))
 
 
 def test_expected_covers_every_cell() -> None:
