@@ -173,18 +173,21 @@ class KafkaAdmin:
     def capabilities(self) -> Capabilities:
         """ApiVersions of the cluster (probed on first use, cached per bootstrap).
 
-        One bootstrap address: the probe may take the whole timeout, and when the broker
-        says nothing in that time the command fails at once (KafkaUnavailableError)
-        instead of librdkafka waiting the timeout again. Several: at most 5 s, so that a
-        silent first address leaves librdkafka (which tries every address at once) time
-        to reach the others; the total can then exceed the timeout by those 5 s."""
+        One bootstrap address: the probe may take the whole timeout, and when the server
+        says nothing in that time the command fails (KafkaUnavailableError) after at most
+        one more second (asking whether it is an HTTP server, to name it) instead of
+        librdkafka waiting the timeout again. Several: at most 5 s, so that a silent first
+        address leaves librdkafka (which tries every address at once) time to reach the
+        others; the total can then exceed the timeout by those 5 s."""
         if self._caps is None:
             single = len(self.conn.bootstrap.split(",")) == 1
             budget = self.timeout if single else min(self.timeout, 5.0)
             caps = caps_mod.probe(self.conn, timeout=budget)
             if caps.silent and single:
-                raise KafkaUnavailableError(f"cannot reach Kafka at {self.conn.bootstrap} (no "
-                                            f"answer within timeout {self.timeout:g}s)")
+                raise KafkaUnavailableError(
+                    caps_mod.not_kafka(self.conn, min(self.timeout, 1.0))
+                    or f"cannot reach Kafka at {self.conn.bootstrap} (no answer within timeout "
+                       f"{self.timeout:g}s)")
             self._caps = caps
         return self._caps
 

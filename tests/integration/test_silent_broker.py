@@ -1,9 +1,11 @@
 """A broker that accepts connections and never answers (black-holed, hung): a command
-fails within its timeout, after the login probe alone, with one line (exit 3).
+fails after the login probe (the whole timeout) and one short check whether the server is
+an HTTP server (at most 1 s more), with one line (exit 3).
 
 Before, the probe gave up after min(timeout, 5 s) and librdkafka then waited the whole
-timeout again. What is asserted is not a duration (no timing assertions) but that only
-the probe's connection was made: librdkafka never started, so it could not add a wait.
+timeout again. What is asserted is not a duration (no timing assertions) but which
+connections were made: the probe's and the HTTP check's; librdkafka never started, so it
+could not add a wait.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ def test_kafka_admin_fails_after_the_probe_alone(silent: SilentServer) -> None:
             pytest.raises(KafkaUnavailableError) as e:
         admin.metadata()
     assert str(e.value) == f"cannot reach Kafka at {silent.address} (no answer within timeout 1s)"
-    assert len(silent.accepted) == 1  # the probe's connection; librdkafka never connected
+    assert len(silent.accepted) == 2  # the probe's and the HTTP check's; never librdkafka's
     assert time.monotonic() - t0 < 30  # never a hang (not a speed assertion)
 
 
@@ -45,7 +47,7 @@ def test_commands_end_with_one_line_and_exit_3(silent: SilentServer, argv: list[
     assert r.code == exits.UNKNOWN == 3, r.err
     assert r.err.strip() == (f"opskit: error: cannot reach Kafka at {silent.address} "
                              "(no answer within timeout 1s)")
-    assert len(silent.accepted) == 1
+    assert len(silent.accepted) == 2
 
 
 def test_several_addresses_still_leave_the_rest_to_librdkafka(silent: SilentServer) -> None:
@@ -56,4 +58,4 @@ def test_several_addresses_still_leave_the_rest_to_librdkafka(silent: SilentServ
     with KafkaAdmin(conn, timeout=1.0) as admin, pytest.raises(KafkaUnavailableError) as e:
         admin.metadata()
     assert "reading cluster metadata" in str(e.value)
-    assert len(silent.accepted) >= 2  # the probe's, then librdkafka's own
+    assert len(silent.accepted) >= 3  # the probe's, librdkafka's, the HTTP check's
