@@ -38,10 +38,10 @@ from prometheus_client.core import Metric
 
 from opskit.errors import OpskitError
 from opskit.exporter.assemble import CycleInputs, assemble_snapshot
-from opskit.exporter.families import ExporterStatus, render_partition_families, small_families
+from opskit.exporter.families import render_partition_families, small_families
 from opskit.exporter.history import History
 from opskit.exporter.options import ExporterOptions
-from opskit.exporter.serving import ListCollector, Rendered, ServedState
+from opskit.exporter.serving import ListCollector, Rendered, ServedState, ServesState
 from opskit.exporter.snapshot import Snapshot
 
 log = logging.getLogger(__name__)
@@ -83,7 +83,7 @@ def _release_memory() -> None:
         _MALLOC_TRIM(0)
 
 
-class Exporter:
+class Exporter(ServesState):
     def __init__(self, source: CycleSource, options: ExporterOptions,
                  clock: Callable[[], float] = time.time,
                  on_change: Callable[[], None] | None = None) -> None:
@@ -204,18 +204,9 @@ class Exporter:
         parts.append(comp.flush())
         return Rendered(snap.taken_at_ms, b"".join(parts), series)
 
-    # ----- serving (delegated to the served state) -----
+    # ----- serving (status, scrape, ready: from the served state) -----
     def served(self) -> Rendered | None:
         return self.state.served()
-
-    def status(self) -> ExporterStatus:
-        return self.state.status()
-
-    def scrape(self, gzipped: bool = False) -> bytes:
-        return self.state.scrape(gzipped)
-
-    def ready(self) -> tuple[bool, str]:
-        return self.state.ready()
 
     def healthy(self) -> tuple[bool, str]:
         """False only when the collection loop died or a cycle is wedged far beyond its timeout."""

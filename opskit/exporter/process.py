@@ -30,9 +30,8 @@ from typing import Any
 
 from opskit.core.connection import ConnectionConfig
 from opskit.core.models import LagThresholds
-from opskit.exporter.families import ExporterStatus
 from opskit.exporter.options import ExporterOptions
-from opskit.exporter.serving import Rendered, ServedState, StateReport
+from opskit.exporter.serving import Rendered, ServedState, ServesState, StateReport
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +85,7 @@ def _child_main(conn: ConnectionConfig, options: ExporterOptions,
     engine.loop()
 
 
-class ProcessExporter:
+class ProcessExporter(ServesState):
     """Same serving interface as :class:`~opskit.exporter.engine.Exporter`."""
 
     def __init__(self, conn: ConnectionConfig, options: ExporterOptions,
@@ -208,16 +207,7 @@ class ProcessExporter:
     def wait_first_cycle(self, timeout: float) -> bool:
         return self.state.first_done.wait(timeout)
 
-    # ----- serving -----
-    def status(self) -> ExporterStatus:
-        return self.state.status()
-
-    def scrape(self, gzipped: bool = False) -> bytes:
-        return self.state.scrape(gzipped)
-
-    def ready(self) -> tuple[bool, str]:
-        return self.state.ready()
-
+    # ----- serving (status, scrape, ready: from the served state) -----
     def healthy(self) -> tuple[bool, str]:
         if self._thread is not None and not self._thread.is_alive() and not self._stop.is_set():
             return False, "supervisor thread is not running"

@@ -179,3 +179,19 @@ class ServedState:
     def last_error(self) -> str | None:
         with self._lock:
             return self._last_error
+
+
+class ServesState:
+    """What an exporter answers, from its :class:`ServedState`: the in-process engine and
+    the process runner serve the same way (only how ``state`` is filled differs)."""
+
+    state: ServedState
+
+    def status(self) -> ExporterStatus:
+        return self.state.status()
+
+    def scrape(self, gzipped: bool = False) -> bytes:
+        return self.state.scrape(gzipped)
+
+    def ready(self) -> tuple[bool, str]:
+        return self.state.ready()
