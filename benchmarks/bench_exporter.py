@@ -32,7 +32,6 @@ import gzip
 import json
 import os
 import re
-import signal
 import socket
 import statistics
 import subprocess
@@ -46,6 +45,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from tests.helpers import stop_process
+
 CACHE = Path(os.environ.get("OPSKIT_CACHE", Path.home() / ".cache" / "opskit"))
 BIN = CACHE / "compat" / "bin"
 STATUS = CACHE / "compat" / "exporters.status"
@@ -292,16 +293,6 @@ def measure(name: str, proc: subprocess.Popen[bytes], url: str, scrapes: int, sp
             "series": sum(1 for ln in body.splitlines() if ln and not ln.startswith(b"#"))}
 
 
-def stop(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
-
-
 # --------------------------------------------------------------------------- modes
 
 
@@ -345,7 +336,7 @@ def run_bench(bs: str, topics: list[str], args: argparse.Namespace) -> dict[str,
         m["lag_vs_truth"] = {"compared": len(truth), "mismatches": len(wrong), "examples": wrong[:5]}
         report["opskit"] = m
     finally:
-        stop(proc)
+        stop_process(proc)
     for name in ("kafka_exporter", "kminion"):
         cport = free_port()
         cproc = start_competitor(name, bs, cport)
@@ -368,7 +359,7 @@ def run_bench(bs: str, topics: list[str], args: argparse.Namespace) -> dict[str,
         except SystemExit as e:
             report[name] = {"name": name, "missing": f"did not start: {e}"}
         finally:
-            stop(cproc)
+            stop_process(cproc)
     return report
 
 
@@ -436,7 +427,7 @@ def run_soak(bs: str, topics: list[str], args: argparse.Namespace) -> dict[str, 
         cycles = (self_metric(url, "opskit_exporter_collections_total") or 0.0) - cycles0
         cpu_per_cycle = (proc_stats(proc.pid)["cpu_s"] - cpu0) / cycles if cycles else None
     finally:
-        stop(proc)
+        stop_process(proc)
     def med(key: str, lo: float, hi: float) -> float | None:
         xs = [s[key] for s in samples if lo <= s["t"] < hi]
         return statistics.median(xs) if xs else None

@@ -5,7 +5,9 @@ from __future__ import annotations
 import io
 import json
 import os
+import signal
 import socket
+import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -218,3 +220,14 @@ def check_matrix_doc(doc: Path, table: str, write_env: str, test_file: str,
     shown = text[text.index(MATRIX_BEGIN) + len(MATRIX_BEGIN):text.index(MATRIX_END)].strip()
     assert shown == table.strip(), (
         f"{doc.name} is stale: rerun with {write_env}=1 python -m pytest {Path(test_file).name}")
+
+
+def stop_process(proc: subprocess.Popen[Any], grace: float = 30.0) -> int:
+    """SIGTERM, then SIGKILL when it has not ended ``grace`` seconds later; its exit code."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            return proc.wait(grace)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+    return proc.wait(10)

@@ -4,7 +4,6 @@ group's series gone, brokers stopped and restarted under a running exporter."""
 from __future__ import annotations
 
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -26,7 +25,7 @@ from opskit.exporter.collector import KafkaSource
 from opskit.exporter.engine import Exporter
 from opskit.exporter.options import ExporterOptions, NameFilter
 from opskit.exporter.server import ExporterHTTPServer, WebConfig, serve_in_thread
-from tests.helpers import ActiveMember, commit, create_topic, produce
+from tests.helpers import ActiveMember, commit, create_topic, produce, stop_process
 
 ROOT = Path(__file__).resolve().parents[2]
 Values = dict[str, dict[tuple[tuple[str, str], ...], float]]
@@ -292,11 +291,6 @@ def test_cli_exporter_survives_all_brokers_down_and_recovers(tmp_path: Path):
         assert v["kafka_brokers"][()] == 1
         assert proc.poll() is None  # never crashed
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            rc = proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            rc = proc.wait(5)
+        rc = stop_process(proc, grace=20)
         sb.down()
     assert rc == 0, proc.stderr.read().decode()[-2000:] if proc.stderr else ""

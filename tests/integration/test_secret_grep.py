@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import base64
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -33,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import stop_process
 from secured_scenario import Scenario, build
 
 from opskit.paths import config_file, state_dir
@@ -208,12 +208,7 @@ def test_exporter_child_has_no_password(scenario: Scenario, log_format: str, tmp
                 found += [f"child {k} {what}: {w}" for w in leaks(raw.decode(errors="replace"), forms)]
         assert proc.poll() is None, log.read_text()[-1000:]
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
+        stop_process(proc)
     text = log.read_text()
     assert "DEBUG" in text or '"level": "DEBUG"' in text, "no debug logging: nothing was checked"
     found += [f"exporter log: {w}" for w in leaks(text, forms)]
