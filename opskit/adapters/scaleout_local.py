@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from opskit.adapters.kafka_admin import KafkaAdmin
 from opskit.adapters.scaleout_kafka import (
@@ -21,20 +22,79 @@ from opskit.adapters.scaleout_kafka import (
 )
 from opskit.core.connection import ConnectionConfig
 from opskit.core.scaleout.plan import ClusterFacts, ScaleOutPlan, Step, StepKind
-from opskit.errors import InconsistentStateError
+from opskit.core.scaleout.quorum import QuorumUpgradePlan, plan_quorum_upgrade
+from opskit.errors import InconsistentStateError, RefusedError
 from opskit.sandbox.cluster import Sandbox
 
-__all__ = ["BLOCKING_CHECKS", "STATIC_DEFAULTS", "LocalSteps", "read_local_facts"]
+__all__ = ["BLOCKING_CHECKS", "STATIC_DEFAULTS", "LocalSteps", "quorum_upgrade_plan",
+           "read_local_facts", "upgrade_quorum"]
 
 
 def read_local_facts(sb: Sandbox, admin: KafkaAdmin) -> ClusterFacts:
-    """Preflight facts of a sandbox: version, quorum, voters, brokers, health, data."""
+    """Preflight facts of a sandbox: version, quorum (the cluster's finalized
+    kraft.version), voters, brokers, health, data."""
+    from opskit.adapters.kraft_features import read_kraft_version
     from opskit.sandbox.scale import voters
 
     st = sb.require()
-    return read_kafka_facts(admin, kafka_version=st.version,
-                            kraft_version=1 if st.quorum == "dynamic" else 0,
+    kraft = read_kraft_version(admin.conn)
+    if kraft >= 1 and st.quorum == "static":
+        raise RefusedError(
+            f"the cluster's kraft.version is {kraft} (a dynamic quorum) but sandbox "
+            f"{sb.name!r} still names static voters in its nodes' files: it was upgraded "
+            "outside opskit (kafka-features upgrade --release-version does it, KAFKA-21426); "
+            f"run 'opskit playbook upgrade-quorum --sandbox {sb.name} --execute' to record it")
+    return read_kafka_facts(admin, kafka_version=st.version, kraft_version=kraft,
                             voters=tuple(voters(sb, st)))
+
+
+def quorum_upgrade_plan(sb: Sandbox) -> QuorumUpgradePlan:
+    """What ``playbook upgrade-quorum`` would do on sandbox ``sb`` (RefusedError: nothing)."""
+    from opskit.adapters.kraft_features import read_kraft_version
+    from opskit.sandbox.scale import voters
+
+    st = sb.require()
+    return plan_quorum_upgrade(st.version, read_kraft_version(sb.connection()),
+                               tuple(voters(sb, st)), files_static=st.quorum == "static")
+
+
+def upgrade_quorum(sb: Sandbox, plan: QuorumUpgradePlan, record: Path) -> dict[str, Any]:
+    """Raise kraft.version to 1, verify it and the voters, rewrite the nodes' files, and
+    append what was done to ``record`` (JSON). Rerunnable: a cluster already at 1 only
+    gets its files rewritten."""
+    import json
+    from datetime import UTC, datetime
+
+    from opskit.adapters.kraft_features import read_kraft_version, upgrade_kraft_version
+    from opskit.adapters.safe_read import parse_json, read_text
+    from opskit.adapters.safe_write import write_file
+    from opskit.sandbox.scale import use_dynamic_quorum_config, voters
+
+    conn = sb.connection()
+    if read_kraft_version(conn) < 1:
+        upgrade_kraft_version(conn)
+    after = read_kraft_version(conn)
+    now_voters = tuple(voters(sb))
+    if after < 1 or now_voters != plan.voters:
+        raise InconsistentStateError(f"after the upgrade kraft.version reads {after} and the "
+                                     f"voters {list(now_voters)} (expected 1 and "
+                                     f"{list(plan.voters)})")
+    files = use_dynamic_quorum_config(sb)
+    entry = {"at": datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z"),
+             "what": "kraft.version 0 -> 1" if not plan.files_only
+             else "kraft.version was 1 already (upgraded outside opskit): files only",
+             "kafka_version": plan.kafka_version, "kraft_version_before": plan.kraft_version,
+             "kraft_version_after": after, "voters": list(now_voters),
+             "files_rewritten": files,
+             "restart_needed": "each node reads controller.quorum.bootstrap.servers at its "
+                               "next restart; running nodes keep working meanwhile"}
+    history: list[Any] = []
+    if record.exists():
+        old = parse_json(read_text(record, "quorum upgrade record"), str(record))
+        history = list(old.get("history", [])) if isinstance(old, dict) else []
+    write_file(record, json.dumps({"history": [*history, entry]}, indent=1),
+               what="quorum upgrade record", mode=0o644)
+    return entry
 
 
 @dataclass
@@ -74,7 +134,7 @@ class LocalSteps:
         from opskit.sandbox.scale import add_node
 
         assert step.node_id is not None
-        role = "broker" if plan.new_node_roles == "broker" else "controller"
+        role = "controller" if step.node_id in plan.new_voters else "broker"
         node = add_node(self.sb, role, step.node_id)
         return f"node {node.node_id} ({node.roles}) running on port {node.port}"
 

@@ -10,6 +10,8 @@ the running process for the journal.
 from __future__ import annotations
 
 import logging
+import os
+import signal
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Protocol
@@ -52,6 +54,19 @@ def iso(t: datetime) -> str:
     return t.astimezone(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
+#: TEST ONLY: ``OPSKIT_TEST_KILL_AT=started:<step>`` (or ``finished:<step>``) makes the
+#: running process SIGKILL itself right after the journal recorded that step started (or
+#: finished): the kill -9 tests use it to stop a run at every step boundary
+#: deterministically. Never set it outside tests.
+KILL_AT_ENV = "OPSKIT_TEST_KILL_AT"
+
+
+def _failpoint(what: str, key: str) -> None:
+    if os.environ.get(KILL_AT_ENV) == f"{what}:{key}":
+        log.warning("test failpoint %s:%s: killing this process", what, key)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
 def drive(state: RunState, version: str | None, store: JournalStore, steps: StepRunner, *,
           window: Window | None = None, abort_marker: AbortMarker | None = None,
           pager: Callable[[Page], None] | None = None,
@@ -91,6 +106,7 @@ def drive(state: RunState, version: str | None, store: JournalStore, steps: Step
                     say(f"halted: {a.reason}")
             return state
         key = run.step.key
+        _failpoint("started", key)
         say(f"{'resuming' if run.resumed else 'step'} {key} ...")
         try:
             detail = steps.run(run.step, state.plan)
@@ -103,6 +119,8 @@ def drive(state: RunState, version: str | None, store: JournalStore, steps: Step
             say(f"  {key}: {detail}")
         state, acts = transition(state, ev)
         save(state)
+        if isinstance(ev, StepSucceeded):
+            _failpoint("finished", key)
         page(acts)
         if any(isinstance(a, (Finish, Halt)) for a in acts):
             return state

@@ -7,6 +7,8 @@ scaling path.
   drives HIP-30's bitnami-style combined StatefulSet (static quorum only): a broker-only
   StatefulSet beside it, the journal in a ConfigMap, one run at a time by a Lease, an
   abort as a ConfigMap (cli/playbook_k8s.py, adapters/scaleout_k8s.py).
+- ``upgrade-quorum --sandbox N`` (Kafka 4.1+): the explicit, irreversible static ->
+  dynamic controller quorum upgrade of a sandbox; never done by ``scale-out``.
 - ``cronjob`` prints or writes the CronJob (+ ServiceAccount/Role/RoleBinding) that runs
   the Kubernetes scale-out on a schedule inside a window.
 """
@@ -75,7 +77,8 @@ def _context(sandbox: str) -> str:
     return admin_context_name(sandbox, sb.security(sb.require()))
 
 
-def _pager(routing_key_file: Path | None, base_url: str | None, run_id: str) -> Any:
+def _pager(routing_key_file: Path | None, base_url: str | None, run_id: str,
+           ca_file: Path | None = None) -> Any:
     if routing_key_file is None:
         return None
     from opskit.adapters.pagerduty_events import (
@@ -86,7 +89,8 @@ def _pager(routing_key_file: Path | None, base_url: str | None, run_id: str) -> 
         read_routing_key,
     )
 
-    settings = PagerDutySettings(read_routing_key(routing_key_file), base_url or DEFAULT_BASE_URL)
+    settings = PagerDutySettings(read_routing_key(routing_key_file), base_url or DEFAULT_BASE_URL,
+                                 str(ca_file) if ca_file else None)
 
     def page(p: Any) -> None:
         sev = p.severity if p.severity in ("critical", "error", "warning", "info") else "error"
@@ -120,6 +124,11 @@ def _show(data: dict[str, Any], output: Output) -> None:
 @app.command("scale-out")
 def scale_out(
     brokers: Annotated[int, typer.Option("--brokers", min=2, max=32, help="brokers wanted")] = 3,
+    controllers: Annotated[int | None, typer.Option(
+        "--controllers", min=1, max=32, show_default=False,
+        help="controller voters wanted in the end: refused on a static quorum unless it is "
+        "the voters it has; on a dynamic one, how many new nodes become voters (default: "
+        "every new node on a dynamic quorum, none on a static one)")] = None,
     platform: PlatformOpt = "local",
     sandbox: SandboxOpt = "default",
     namespace: NamespaceOpt = None,
@@ -140,6 +149,9 @@ def scale_out(
         "fails", show_default=False)] = None,
     pagerduty_url: Annotated[str | None, typer.Option(
         "--pagerduty-url", help="Events API base URL (tests)", show_default=False)] = None,
+    pagerduty_ca_file: Annotated[Path | None, typer.Option(
+        "--pagerduty-ca-file", help="CA bundle that signs the Events API's certificate "
+        "(a local receiver)", show_default=False)] = None,
     do_execute: Annotated[bool, typer.Option("--execute", help="act (default: show the plan)")] = False,
     output: OutputOpt = Output.table,
 ) -> int:
@@ -152,9 +164,15 @@ def scale_out(
     if k8s is not None:
         from opskit.cli import playbook_k8s
 
+        if controllers is not None:
+            raise RefusedError(
+                f"--controllers {controllers}: the Kubernetes runner keeps HIP-30's static "
+                "voter set (new brokers are broker-only), which Kafka cannot change on a live "
+                "cluster; a dynamic quorum (Kafka 4.1+, kraft.version 1) is needed first, and "
+                "'playbook upgrade-quorum' is built for sandboxes only so far")
         return playbook_k8s.scale_out(
             k8s, brokers=brokers, throttle=throttle, window=window, registry=registry,
-            pager=lambda rid: _pager(routing_key_file, pagerduty_url, rid),
+            pager=lambda rid: _pager(routing_key_file, pagerduty_url, rid, pagerduty_ca_file),
             execute=do_execute, output=output, show=_show, finish=_finish)
     rate = parse_rate(throttle)
     win = parse_window(window) if window else None
@@ -169,7 +187,7 @@ def scale_out(
             stderr().print("a run is journaled; add --execute to resume it")
             return 0
         return _resume(sandbox, existing, version, store, throttle, win, registry,
-                       routing_key_file, pagerduty_url, output)
+                       routing_key_file, pagerduty_url, output, pagerduty_ca_file)
     from opskit.adapters.kafka_admin import KafkaAdmin
     from opskit.adapters.scaleout_local import read_local_facts
     from opskit.sandbox.cluster import Sandbox
@@ -178,7 +196,7 @@ def scale_out(
     with KafkaAdmin(sb.connection(), timeout=10.0) as admin:
         facts = read_local_facts(sb, admin)
     plan = plan_scale_out(facts, ScaleOutRequest(target_brokers=brokers, throttle_bytes_per_s=rate,
-                                                 window=win))
+                                                 window=win, controllers=controllers))
     if not do_execute:
         _show({"dry_run": True, "plan": plan.to_dict()}, output)
         return 0
@@ -186,12 +204,14 @@ def scale_out(
 
     state = RunState(f"so-{secrets.token_hex(4)}", plan)
     return _resume(sandbox, state, version, store, throttle, win, registry, routing_key_file,
-                   pagerduty_url, output)
+                   pagerduty_url, output, pagerduty_ca_file)
 
 
 def _resume(sandbox: str, state: Any, version: str | None, store: Any, throttle: str,
             win: Any, registry: Path | None, routing_key_file: Path | None,
-            pagerduty_url: str | None, output: Output) -> int:
+            pagerduty_url: str | None, output: Output, pagerduty_ca_file: Path | None = None,
+            ) -> int:
+    from opskit.adapters.run_lock import RunLock
     from opskit.adapters.scaleout_local import LocalSteps
     from opskit.adapters.scaleout_runner import drive
     from opskit.sandbox.cluster import Sandbox
@@ -200,9 +220,17 @@ def _resume(sandbox: str, state: Any, version: str | None, store: Any, throttle:
     run_dir = _run_dir(sandbox)
     steps = LocalSteps(sb, sb.connection(), _context(sandbox), run_dir, throttle, registry)
     err = stderr()
-    end = drive(state, version, store, steps, window=win, abort_marker=run_dir / "abort",
-                pager=_pager(routing_key_file, pagerduty_url, state.run_id),
-                say=lambda m: err.print(m, highlight=False))
+    # held for the whole run: a second run refuses at once, naming the holder; the kernel
+    # drops it when a run dies (kill -9 too), so a killed run never blocks its resume
+    with RunLock(run_dir / "run.lock", f"playbook scale-out {state.run_id}"):
+        _, now_version = store.load()
+        if now_version != version:
+            raise RefusedError(f"scale-out journal {store.path} changed while this run was "
+                               "starting (another run?); rerun to see its state")
+        end = drive(state, version, store, steps, window=win, abort_marker=run_dir / "abort",
+                    pager=_pager(routing_key_file, pagerduty_url, state.run_id,
+                                 pagerduty_ca_file),
+                    say=lambda m: err.print(m, highlight=False))
     _show(end.to_dict(), output)
     return _finish(end, lambda: (run_dir / "abort").unlink(missing_ok=True))
 
@@ -256,6 +284,14 @@ def resume(
                                                help="daily UTC window, e.g. 02:00-05:00Z")] = None,
     registry: Annotated[Path | None, typer.Option("--registry", show_default=False,
                                                   help="topic registry file to update")] = None,
+    routing_key_file: Annotated[Path | None, typer.Option(
+        "--routing-key-file", help="PagerDuty Events v2 routing key: page when the run halts "
+        "or fails", show_default=False)] = None,
+    pagerduty_url: Annotated[str | None, typer.Option(
+        "--pagerduty-url", help="Events API base URL (tests)", show_default=False)] = None,
+    pagerduty_ca_file: Annotated[Path | None, typer.Option(
+        "--pagerduty-ca-file", help="CA bundle that signs the Events API's certificate "
+        "(a local receiver)", show_default=False)] = None,
     platform: PlatformOpt = "local",
     namespace: NamespaceOpt = None,
     statefulset: StatefulSetOpt = None,
@@ -275,14 +311,17 @@ def resume(
         k8s.require()
         return playbook_k8s.drive(k8s, playbook_k8s.unfinished(k8s), throttle,
                                   parse_window(window) if window else None, registry,
-                                  lambda _rid: None, output, _show, _finish)
+                                  lambda rid: _pager(routing_key_file, pagerduty_url, rid,
+                                                     pagerduty_ca_file),
+                                  output, _show, _finish)
 
     store = FileJournal(_run_dir(sandbox) / "journal.json")
     state, version = store.load()
     if state is None or state.phase.value in ("done", "aborted"):
         raise NotFoundError(f"no unfinished scale-out run for sandbox {sandbox!r}")
     return _resume(sandbox, state, version, store, throttle,
-                   parse_window(window) if window else None, registry, None, None, output)
+                   parse_window(window) if window else None, registry, routing_key_file,
+                   pagerduty_url, output, pagerduty_ca_file)
 
 
 @app.command("abort")
@@ -312,6 +351,50 @@ def abort(sandbox: SandboxOpt = "default",
     write_file(run_dir / "abort", state.run_id + "\n", what="abort marker")
     stdout().print(f"run {state.run_id}: abort requested; it stops at its next safe point "
                    "(the next 'scale-out --execute' or 'resume' applies it)")
+    return 0
+
+
+@app.command("upgrade-quorum")
+def upgrade_quorum(
+    sandbox: SandboxOpt = "default",
+    do_execute: Annotated[bool, typer.Option("--execute", help="act (default: dry run)")] = False,
+    output: OutputOpt = Output.table,
+) -> int:
+    """Kafka 4.1+: make a static controller quorum dynamic (kraft.version 0 -> 1), its own
+    explicit, irreversible step; scale-out never does it. Dry run by default."""
+    from opskit.adapters.run_lock import RunLock
+    from opskit.adapters.scaleout_local import quorum_upgrade_plan
+    from opskit.adapters.scaleout_local import upgrade_quorum as do_upgrade
+    from opskit.sandbox.cluster import Sandbox
+
+    sb = Sandbox(sandbox)
+    sb.require()
+    run_dir = _run_dir(sandbox)
+    done: dict[str, Any] | None = None
+    if do_execute:
+        # the scale-out's lock: never while a scale-out (or another upgrade) runs
+        with RunLock(run_dir / "run.lock", f"playbook upgrade-quorum --sandbox {sandbox}"):
+            plan = quorum_upgrade_plan(sb)
+            done = do_upgrade(sb, plan, run_dir / "quorum-upgrade.json")
+    else:
+        plan = quorum_upgrade_plan(sb)
+    data: dict[str, Any] = {"sandbox": sandbox, "kafka_version": plan.kafka_version,
+                            "kraft_version": plan.kraft_version, "voters": list(plan.voters),
+                            "actions": list(plan.actions), "dry_run": not do_execute}
+    if done is not None:
+        data["done"] = done
+
+    def table(con: Any) -> None:
+        verb = "did" if do_execute else "would do (add --execute)"
+        con.print(f"sandbox {sandbox}: Kafka {plan.kafka_version}, kraft.version "
+                  f"{plan.kraft_version}, voters {list(plan.voters)}; opskit {verb}:")
+        for a in plan.actions:
+            con.print(f"  - {a}")
+        if do_execute:
+            con.print(f"  kraft.version now {data['done']['kraft_version_after']}; recorded in "
+                      f"{run_dir / 'quorum-upgrade.json'}")
+
+    emit(data, output, table)
     return 0
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import re
 import time
+from pathlib import Path
 
 from opskit.errors import RefusedError, SandboxError, UsageError
 from opskit.sandbox.cluster import Node, Sandbox, SandboxState, _pid_runs, free_port_block
@@ -47,7 +48,13 @@ def add_node(sb: Sandbox, role: str = "broker", node_id: int | None = None,
         if existing.roles != want:
             raise RefusedError(f"node {node_id} exists with roles {existing.roles}, not {want}")
         if not _pid_runs(existing.pid, existing.config_path):
-            sb._start_node(dist, existing)
+            # a run killed between starting the JVM and saving its pid left it running
+            # unrecorded: adopt it rather than start a second JVM for the same node
+            running = _find_node_pid(existing.config_path)
+            if running is not None:
+                existing.pid = running
+            else:
+                sb._start_node(dist, existing)
             sb.save(st)
         sb._wait_ready(st, wait_timeout)
         return existing
@@ -74,6 +81,38 @@ def add_node(sb: Sandbox, role: str = "broker", node_id: int | None = None,
         raise
     log.info("added node %s (%s) on port %s", new_id, node.roles, port)
     return node
+
+
+def _find_node_pid(config_path: Path) -> int | None:
+    """The pid of a live JVM started with this node's config, if any (Linux /proc)."""
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit() and _pid_runs(int(d.name), config_path):
+            return int(d.name)
+    return None
+
+
+def use_dynamic_quorum_config(sb: Sandbox) -> list[str]:
+    """After kraft.version was raised to 1: record the sandbox's quorum as dynamic, and
+    replace ``controller.quorum.voters`` by ``controller.quorum.bootstrap.servers`` in
+    every node's server.properties (Kafka's documented configuration for a dynamic
+    quorum), applied at each node's next restart. Idempotent. Returns the files changed."""
+    from opskit.adapters.safe_write import write_file
+
+    st = sb.require()
+    st.quorum = "dynamic"
+    servers = ",".join(f"127.0.0.1:{st.controller_port_of(c)}" for c in st.controllers)
+    changed = []
+    for node in st.nodes:
+        text = node.config_path.read_text()
+        lines = [f"controller.quorum.bootstrap.servers={servers}"
+                 if ln.startswith("controller.quorum.voters=") else ln
+                 for ln in text.splitlines()]
+        new = "\n".join(lines) + "\n"
+        if new != text:
+            write_file(node.config_path, new, what="node config", mode=0o600)
+            changed.append(str(node.config_path))
+    sb.save(st)
+    return changed
 
 
 def voters(sb: Sandbox, st: SandboxState | None = None) -> list[int]:

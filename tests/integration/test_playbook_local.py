@@ -2,10 +2,12 @@
 
 From one node to three under continuous traffic from an idempotent ``acks=all``
 producer and a consuming group: no acknowledged record lost, per-key order kept, the
-group keeps consuming; the run is killed with SIGKILL at a step boundary and inside
-the RF raise and resumed each time; the end state is RF 3, ISR 3,
+group keeps consuming; the run is killed with SIGKILL at every step boundary (right
+after each step is journaled started, and right after it is journaled finished) and
+inside the reassignment, and resumed each time; the end state is RF 3, ISR 3,
 ``min.insync.replicas=2``, preferred leaders spread within 1, health OK, the topic
-registry updated so ``topics diff`` is clean, no throttle left, no duplicate node.
+registry updated so ``topics diff`` is clean, no throttle left, no duplicate node, no
+second reassignment. (Refusals, paging and the run lock: test_playbook_safety.py.)
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ from confluent_kafka import Consumer, Producer
 from helpers import run_cli
 
 from opskit.adapters.kafka_admin import KafkaAdmin
+from opskit.adapters.reassign_journal import Journal
+from opskit.adapters.scaleout_runner import KILL_AT_ENV
 from opskit.paths import state_dir
 from opskit.sandbox.cluster import Sandbox, free_port_block
 from opskit.sandbox.scale import voters
@@ -138,28 +142,72 @@ def journal(sb: Sandbox) -> dict[str, object]:
         return {}
 
 
-def run_until_killed(sb: Sandbox, args: list[str], when: str, timeout: float = 600) -> None:
-    """Start the playbook in a child process; SIGKILL it once step ``when`` is in flight."""
-    proc = subprocess.Popen([sys.executable, "-m", "opskit.cli.main", *args], cwd=ROOT,
+def _launch(args: list[str], kill_at: str) -> subprocess.Popen[bytes]:
+    env = {**os.environ, KILL_AT_ENV: kill_at}
+    return subprocess.Popen([sys.executable, "-m", "opskit.cli.main", *args], cwd=ROOT,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            start_new_session=True)
-    deadline = time.monotonic() + timeout
+                            start_new_session=True, env=env)
+
+
+def run_killed_at(args: list[str], kill_at: str, timeout: float = 600) -> None:
+    """Run the playbook in a child process that SIGKILLs itself at ``kill_at``
+    (``started:<step>`` / ``finished:<step>``, the runner's test-only failpoint)."""
+    proc = _launch(args, kill_at)
     try:
-        while time.monotonic() < deadline:
-            if proc.poll() is not None:
-                raise AssertionError(f"the playbook ended before {when} ({proc.returncode}): "
-                                     f"{proc.stderr.read().decode()[-500:] if proc.stderr else ''}")
-            if journal(sb).get("in_flight") == when:
-                time.sleep(1.0 if when == "raise_rf" else 0.0)
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(30)
-                return
-            time.sleep(0.1)
-        raise AssertionError(f"step {when} never started")
+        _, err = proc.communicate(timeout=timeout)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(30)
+    assert proc.returncode == -signal.SIGKILL, \
+        f"{kill_at}: exited {proc.returncode}: {err.decode()[-800:]}"
+
+
+def reassign_journals(sb: Sandbox) -> Journal:
+    return Journal(sb.require().cluster_id)
+
+
+def kill_inside_reassignment(sb: Sandbox, args: list[str], timeout: float = 600) -> None:
+    """Run the playbook (raise_rf in flight) and SIGKILL it from outside once the RF plan's
+    moves are submitted and before its throttles are removed."""
+    journals = reassign_journals(sb)
+
+    def events() -> list[str]:
+        plans = [d.name for d in journals.root.iterdir()] if journals.root.exists() else []
+        return [e["kind"] for p in plans for e in journals.events(p)]
+
+    before = events().count("submit")
+    proc = _launch(args, "finished:raise_rf")
+    deadline = time.monotonic() + timeout
+    try:
+        while events().count("submit") == before:
+            assert proc.poll() is None, f"ended before submitting ({proc.returncode})"
+            assert time.monotonic() < deadline, "the RF plan was never submitted"
+            time.sleep(0.05)
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(30)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(30)
+    kinds = events()
+    assert "remove_throttles" not in kinds and "finished" not in kinds, kinds  # mid-move
+
+
+def jvms_of(sb: Sandbox) -> dict[int, int]:
+    """How many live processes run each node's config (a duplicate node shows as 2)."""
+    counts: dict[int, int] = {}
+    for n in sb.require().nodes:
+        counts[n.node_id] = 0
+        for d in Path("/proc").iterdir():
+            if d.name.isdigit():
+                try:
+                    cmd = (d / "cmdline").read_bytes().decode(errors="replace")
+                except OSError:
+                    continue
+                if str(n.config_path) in cmd and "kafka.Kafka" in cmd:
+                    counts[n.node_id] += 1
+    return counts
 
 
 def no_throttles(admin: KafkaAdmin, brokers: list[int], topics: list[str]) -> None:
@@ -190,26 +238,45 @@ def check_end_state(sb: Sandbox, registry: Path, context: str) -> None:
             assert cfg["min.insync.replicas"][0] == "2", t
         no_throttles(admin, brokers, list(meta.topics))
     assert [n.node_id for n in sb.require().nodes] == [0, 1, 2]   # no duplicate node
+    assert jvms_of(sb) == {0: 1, 1: 1, 2: 1}
     r = run_cli("health", "--context", context)
     assert r.code == 0, r.out + r.err
     r = run_cli("topics", "diff", str(registry), "--context", context)
     assert r.code == 0, r.out + r.err
 
 
-def test_static_quorum_scale_out_under_traffic_killed_and_resumed(
+def test_static_quorum_scale_out_under_traffic_killed_at_every_step(
         one_node: Sandbox, tmp_path: Path) -> None:
+    """SIGKILL right after each step is journaled started (before it acts) and right
+    after it is journaled finished (before the next starts), and once inside the
+    reassignment; every run after a kill resumes from the journal."""
     sb = one_node
     ctx = f"sandbox-{sb.name}"
     assert run_cli("topics", "apply", "--context", ctx, "--execute").code == 0
     registry = tmp_path / "hip30.yaml"
     shutil.copy(REGISTRY, registry)
+    plan = run_cli("playbook", "scale-out", "--sandbox", sb.name, "-o", "json")
+    assert plan.code == 0, plan.err
+    steps: list[str] = plan.json()["plan"]["steps"]
+    assert "raise_rf" in steps and not any(k.startswith("promote_voter") for k in steps)
     args = ["playbook", "scale-out", "--sandbox", sb.name, "--throttle", "20MiB",
             "--registry", str(registry), "--execute"]
+    lock = state_dir() / "playbooks" / sb.name / "run.lock"
     bootstrap = sb.require().bootstrap
     with Traffic(bootstrap) as traffic:
         time.sleep(3)
-        run_until_killed(sb, args, "add_node:2")        # a step boundary
-        run_until_killed(sb, args, "raise_rf")          # inside the reassignment
+        for key in steps:
+            run_killed_at(args, f"started:{key}")
+            j = journal(sb)
+            assert j["in_flight"] == key and key not in j["done"], (key, j)  # type: ignore[operator]
+            if key == steps[0]:      # the killed run's lock file stays; it must not block
+                assert lock.exists() and "pid" in lock.read_text()
+            if key == "raise_rf":
+                kill_inside_reassignment(sb, args)
+                assert journal(sb)["in_flight"] == "raise_rf"
+            run_killed_at(args, f"finished:{key}")
+            j = journal(sb)
+            assert j["in_flight"] is None and key in j["done"], (key, j)  # type: ignore[operator]
         r = run_cli("playbook", "resume", "--sandbox", sb.name, "--throttle", "20MiB",
                     "--registry", str(registry))
         assert r.code == 0, r.err
@@ -218,9 +285,21 @@ def test_static_quorum_scale_out_under_traffic_killed_and_resumed(
     assert traffic.errors == []
     assert traffic.consumed_after_mark > 0                   # the group kept consuming
     state = journal(sb)
-    assert state["phase"] == "done" and state["done"] == state["plan"]["steps"]  # type: ignore[index]
-    resumed = [e for e in state["journal"] if e["what"] == "resumed"]  # type: ignore[index,union-attr]
-    assert {e["step"] for e in resumed} >= {"add_node:2", "raise_rf"}
+    assert state["phase"] == "done" and state["done"] == steps
+    entries = state["journal"]
+    resumed = [e["step"] for e in entries if e["what"] == "resumed"]  # type: ignore[index,union-attr]
+    assert resumed == [*steps[:steps.index("raise_rf") + 1], "raise_rf",
+                       *steps[steps.index("raise_rf") + 1:]]
+    started = [e["step"] for e in entries if e["what"] == "started"]  # type: ignore[index,union-attr]
+    assert started == steps                                    # each step started once
+    # no second reassignment: one execution per plan (RF raise, leader reorder), every
+    # partition submitted once in each
+    journals = reassign_journals(sb)
+    plans = sorted(d.name for d in journals.root.iterdir())
+    assert len(plans) == 2, plans
+    for p in plans:
+        subs = journals.submissions(p)
+        assert subs and set(subs.values()) == {1}, (p, subs.most_common(3))
     check_end_state(sb, registry, ctx)
     assert voters(sb) == [0]                                  # the static voter set unchanged
     got = read_all(sb.require().bootstrap)
@@ -256,18 +335,3 @@ def test_dynamic_quorum_scale_out_adds_voters(one_node_dynamic: Sandbox, tmp_pat
     assert traffic.errors == [] and traffic.consumed_after_mark > 0
     assert voters(sb) == [0, 1, 2]
     check_end_state(sb, registry, ctx)
-
-
-def test_refusals(one_node: Sandbox, tmp_path: Path) -> None:
-    sb = one_node
-    # a window that is closed now: halts at once, before any change, exit 5
-    now = time.gmtime()
-    start = (now.tm_hour + 2) % 24
-    closed = f"{start:02d}:00-{(start + 1) % 24:02d}:00Z"
-    r = run_cli("playbook", "scale-out", "--sandbox", sb.name, "--window", closed, "--execute")
-    assert r.code == 5 and "maintenance window" in r.err, r.err
-    assert len(sb.require().nodes) == 1
-    assert journal(sb)["done"] == []
-    # unknown platform, bad window: usage errors
-    assert run_cli("playbook", "scale-out", "--sandbox", sb.name, "--platform", "kubernetes").code == 2
-    assert run_cli("playbook", "scale-out", "--sandbox", sb.name, "--window", "25:00-01:00").code == 2

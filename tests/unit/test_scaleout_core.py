@@ -1,7 +1,11 @@
-"""Scale-out playbook, pure parts: window, plan, state machine, Kubernetes objects."""
+"""Scale-out playbook, pure parts: window, plan, state machine, quorum upgrade plan,
+Kubernetes objects; the journal file and the run lock."""
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -10,6 +14,7 @@ from hip30_k8s import hip30_statefulset
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from opskit.adapters.run_lock import RunLock
 from opskit.adapters.scaleout_journal import FileJournal
 from opskit.core.scaleout.k8s import broker_headless_service, broker_statefulset, combined_facts
 from opskit.core.scaleout.machine import (
@@ -33,6 +38,7 @@ from opskit.core.scaleout.plan import (
     StepKind,
     plan_scale_out,
 )
+from opskit.core.scaleout.quorum import plan_quorum_upgrade
 from opskit.core.scaleout.window import parse_window
 from opskit.errors import InvalidInputError, RefusedError, UsageError
 
@@ -93,7 +99,7 @@ def test_dynamic_quorum_promotes_each_new_node_after_adding() -> None:
     keys = [s.key for s in p.steps]
     assert keys[:5] == ["preflight", "add_node:1", "add_node:2", "promote_voter:1",
                         "promote_voter:2"]
-    assert p.new_node_roles == "broker,controller"
+    assert p.new_node_roles == "broker,controller" and p.new_voters == (1, 2)
 
 
 def test_node_ids_skip_taken_ids() -> None:
@@ -104,7 +110,10 @@ def test_node_ids_skip_taken_ids() -> None:
 @pytest.mark.parametrize("kw,req,msg", [
     ({"problems": ("2 under-replicated partitions",)}, {}, "not healthy"),
     ({"reassignment_in_progress": True}, {}, "reassignment is in progress"),
-    ({}, {"change_static_voters": True}, "static controller voter set"),
+    ({}, {"controllers": 3}, "static controller voter set"),
+    ({"kraft_version": 1}, {"controllers": 4}, "cannot make 4 voters"),
+    ({"kraft_version": 1, "voters": (0, 1, 2), "brokers": (0, 1)}, {"controllers": 2},
+     "never removes"),
     ({"brokers": (0, 1, 2)}, {}, "already has 3 brokers"),
     ({"free_disk_bytes": 100}, {}, "free"),
 ])
@@ -113,8 +122,37 @@ def test_refusals(kw: dict[str, object], req: dict[str, object], msg: str) -> No
         plan_scale_out(facts(**kw), ScaleOutRequest(**req))  # type: ignore[arg-type]
 
 
-def test_dynamic_quorum_may_change_voters() -> None:
-    plan_scale_out(facts(kraft_version=1), ScaleOutRequest(change_static_voters=True))
+def test_static_refusal_names_the_reason_and_the_fix() -> None:
+    with pytest.raises(RefusedError) as e:
+        plan_scale_out(facts(), ScaleOutRequest(controllers=3))
+    assert "cannot do on a live cluster" in str(e.value)
+    assert "opskit playbook upgrade-quorum" in str(e.value)
+    # asking for the voters it has is no change: planned, broker-only
+    p = plan_scale_out(facts(), ScaleOutRequest(controllers=1))
+    assert p.new_voters == () and p.new_node_roles == "broker"
+
+
+def test_controllers_bounds_how_many_new_nodes_become_voters() -> None:
+    dyn = facts(kafka_version="4.3.1", kraft_version=1)
+    p = plan_scale_out(dyn, ScaleOutRequest(target_brokers=5, controllers=3))
+    assert p.new_nodes == (1, 2, 3, 4) and p.new_voters == (1, 2)
+    assert [s.key for s in p.steps if s.kind is StepKind.PROMOTE_VOTER] == \
+        ["promote_voter:1", "promote_voter:2"]
+    assert p.roles_of(1) == "broker,controller" and p.roles_of(3) == "broker"
+    assert ScaleOutPlan.from_dict(p.to_dict()) == p
+    none = plan_scale_out(dyn, ScaleOutRequest(controllers=1))
+    assert none.new_voters == () and StepKind.PROMOTE_VOTER not in [s.kind for s in none.steps]
+    even = plan_scale_out(dyn, ScaleOutRequest(controllers=2))
+    assert even.new_voters == (1,) and any("odd number" in n for n in even.notes)
+    with pytest.raises(UsageError):
+        plan_scale_out(dyn, ScaleOutRequest(controllers=0))
+
+
+def test_a_journal_without_per_node_roles_reads_as_before() -> None:
+    p = plan_scale_out(facts(kraft_version=1), ScaleOutRequest())
+    old = p.to_dict()
+    del old["new_voters"]
+    assert ScaleOutPlan.from_dict(old).new_voters == (1, 2)
 
 
 # --- state machine ---------------------------------------------------------------
@@ -260,3 +298,52 @@ def test_broker_statefulset_keeps_voters_and_cluster_id() -> None:
     assert svc["metadata"]["name"] == sts["spec"]["serviceName"]
     with pytest.raises(InvalidInputError):
         broker_statefulset(combined, first_id=0, replicas=2, namespace="hanzo")
+
+
+# --- run lock ----------------------------------------------------------------------
+
+def test_run_lock_refuses_a_second_run_and_names_the_holder(tmp_path: Path) -> None:
+    lock = tmp_path / "run.lock"
+    with (RunLock(lock, "playbook scale-out so-1"),
+          pytest.raises(RefusedError, match=r"another run is active \(pid \d+ .*so-1"),
+          RunLock(lock, "playbook scale-out so-2")):
+        pass
+    with RunLock(lock, "playbook scale-out so-3"):       # released: the next run gets it
+        assert "so-3" in lock.read_text()
+
+
+def test_a_lock_left_by_a_killed_run_does_not_block(tmp_path: Path) -> None:
+    lock = tmp_path / "run.lock"
+    code = ("import sys, time; sys.path.insert(0, sys.argv[2]);"
+            "from pathlib import Path; from opskit.adapters.run_lock import RunLock;"
+            "l = RunLock(Path(sys.argv[1]), 'killed run'); l.__enter__();"
+            "print('held', flush=True); time.sleep(60)")
+    child = subprocess.Popen([sys.executable, "-c", code, str(lock),
+                              str(Path(__file__).resolve().parents[2])],
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "held"
+        with pytest.raises(RefusedError, match="killed run"):
+            RunLock(lock, "second").__enter__()
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait(10)
+    assert "killed run" in lock.read_text()               # the stale file is still there
+    with RunLock(lock, "resume"):
+        pass
+
+
+# --- quorum upgrade ------------------------------------------------------------------
+
+def test_quorum_upgrade_needs_4_1_and_a_static_quorum() -> None:
+    with pytest.raises(RefusedError, match="4.1"):
+        plan_quorum_upgrade("3.7.2", 0, (0,), files_static=True)
+    with pytest.raises(RefusedError, match="4.1"):
+        plan_quorum_upgrade("4.0.1", 0, (0,), files_static=True)
+    with pytest.raises(RefusedError, match="already dynamic"):
+        plan_quorum_upgrade("4.3.1", 1, (0,), files_static=False)
+    p = plan_quorum_upgrade("4.3.1", 0, (0,), files_static=True)
+    assert not p.files_only and any("irreversible" in a for a in p.actions)
+    # upgraded outside opskit (KAFKA-21426): only the files are brought in line
+    q = plan_quorum_upgrade("4.3.1", 1, (0,), files_static=True)
+    assert q.files_only and not any("UpdateFeatures" in a for a in q.actions)

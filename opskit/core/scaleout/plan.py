@@ -87,8 +87,11 @@ class ScaleOutRequest:
     throttle_bytes_per_s: int = 50 * 1024 * 1024
     window: Window | None = None
     min_insync_replicas: int = 2
-    #: asked to change the voter set of a static quorum (refused: unsafe on a live cluster)
-    change_static_voters: bool = False
+    #: controller voters wanted in the end (``--controllers``); None: every new node of a
+    #: dynamic quorum becomes a voter, a static voter set stays as it is. More voters than a
+    #: static quorum has is refused (unsafe on a live cluster); on a dynamic quorum it bounds
+    #: how many new nodes become voters (the rest join as broker-only nodes)
+    controllers: int | None = None
     #: fixed waits that do not depend on data: node start, registration, elections (s)
     fixed_wait_s: float = 120.0
 
@@ -99,13 +102,19 @@ class ScaleOutPlan:
     kafka_version: str
     existing: tuple[int, ...]
     new_nodes: tuple[int, ...]
-    new_node_roles: str                 # "broker" or "broker,controller"
+    new_node_roles: str                 # "broker", "broker,controller" or a per-node summary
     steps: tuple[Step, ...]
     target_rf: int
     min_insync_replicas: int
     bytes_to_copy: int
     estimated_seconds: float
     notes: tuple[str, ...]
+    #: the new nodes that become controller voters (dynamic quorum only)
+    new_voters: tuple[int, ...] = ()
+
+    def roles_of(self, node_id: int) -> str:
+        """``process.roles`` of new node ``node_id``."""
+        return "broker,controller" if node_id in self.new_voters else "broker"
 
     def to_dict(self) -> dict[str, Any]:
         return {"quorum": self.quorum.value, "kafka_version": self.kafka_version,
@@ -114,7 +123,7 @@ class ScaleOutPlan:
                 "target_rf": self.target_rf, "min_insync_replicas": self.min_insync_replicas,
                 "bytes_to_copy": self.bytes_to_copy,
                 "estimated_seconds": self.estimated_seconds,
-                "notes": list(self.notes)}
+                "notes": list(self.notes), "new_voters": list(self.new_voters)}
 
     @staticmethod
     def from_dict(d: Mapping[str, Any]) -> ScaleOutPlan:
@@ -123,7 +132,10 @@ class ScaleOutPlan:
             tuple(d["new_nodes"]), str(d["new_node_roles"]),
             tuple(Step.from_key(k) for k in d["steps"]), int(d["target_rf"]),
             int(d["min_insync_replicas"]), int(d["bytes_to_copy"]),
-            float(d["estimated_seconds"]), tuple(d["notes"]))
+            float(d["estimated_seconds"]), tuple(d["notes"]),
+            # journals written before per-node roles: every new node of a dynamic quorum
+            tuple(d["new_voters"]) if "new_voters" in d else (
+                tuple(d["new_nodes"]) if d["quorum"] == QuorumKind.DYNAMIC.value else ()))
 
 
 def plan_scale_out(facts: ClusterFacts, request: ScaleOutRequest) -> ScaleOutPlan:
@@ -142,13 +154,22 @@ def plan_scale_out(facts: ClusterFacts, request: ScaleOutRequest) -> ScaleOutPla
         raise RefusedError("preflight: a partition reassignment is in progress; let it finish "
                            "(opskit reassign status) before scaling out")
     quorum = facts.quorum
-    if request.change_static_voters and quorum is QuorumKind.STATIC:
-        raise RefusedError(
-            "this plan would change a static controller voter set, which Kafka cannot do on a "
-            "live cluster (new empty voters could elect a leader without the committed "
-            "metadata); new nodes join as broker-only nodes instead. To get more controllers, "
-            "make the quorum dynamic first (Kafka 4.1+: kafka-features upgrade --feature "
-            "kraft.version=1) as its own step")
+    voters_now = len(set(facts.voters))
+    if request.controllers is not None:
+        if request.controllers < 1:
+            raise UsageError(f"--controllers {request.controllers}: expected 1 or more")
+        if quorum is QuorumKind.STATIC and request.controllers != voters_now:
+            raise RefusedError(
+                f"--controllers {request.controllers}: this plan would change the static "
+                f"controller voter set ({voters_now} voter(s): "
+                f"{', '.join(map(str, sorted(set(facts.voters))))}), which Kafka cannot do on a "
+                "live cluster (new empty voters could elect a leader without the committed "
+                "metadata); new nodes join as broker-only nodes. Fix: make the quorum dynamic "
+                "first (Kafka 4.1+: opskit playbook upgrade-quorum), then scale out with "
+                "--controllers")
+        if request.controllers < voters_now:
+            raise RefusedError(f"--controllers {request.controllers}: the quorum has "
+                               f"{voters_now} voters already; a scale-out never removes one")
     present = sorted(set(facts.brokers))
     if len(present) >= request.target_brokers:
         raise RefusedError(f"the cluster already has {len(present)} brokers "
@@ -161,11 +182,20 @@ def plan_scale_out(facts: ClusterFacts, request: ScaleOutRequest) -> ScaleOutPla
             new_nodes.append(candidate)
         candidate += 1
     target_rf = min(3, request.target_brokers)
+    new_voters: tuple[int, ...] = ()
+    if quorum is QuorumKind.DYNAMIC:
+        wanted = len(new_nodes) if request.controllers is None else \
+            request.controllers - voters_now
+        if wanted > len(new_nodes):
+            raise RefusedError(
+                f"--controllers {request.controllers}: {voters_now} voter(s) + "
+                f"{len(new_nodes)} new node(s) cannot make {request.controllers} voters; "
+                "ask for more --brokers or fewer --controllers")
+        new_voters = tuple(new_nodes[:wanted])
 
     steps: list[Step] = [Step(StepKind.PREFLIGHT)]
     steps += [Step(StepKind.ADD_NODE, n) for n in new_nodes]
-    if quorum is QuorumKind.DYNAMIC:
-        steps += [Step(StepKind.PROMOTE_VOTER, n) for n in new_nodes]
+    steps += [Step(StepKind.PROMOTE_VOTER, n) for n in new_voters]
     steps += [Step(StepKind.WAIT_REGISTERED), Step(StepKind.RAISE_RF),
               Step(StepKind.VERIFY_ISR), Step(StepKind.ELECT_LEADERS),
               Step(StepKind.SET_MIN_ISR), Step(StepKind.UPDATE_REGISTRY),
@@ -183,18 +213,35 @@ def plan_scale_out(facts: ClusterFacts, request: ScaleOutRequest) -> ScaleOutPla
         notes.append(
             f"static quorum (voters {', '.join(map(str, facts.voters))}): new nodes "
             f"{', '.join(map(str, new_nodes))} join as broker-only nodes; the controller "
-            "remains a single point of failure. To remove it: on Kafka 4.1+ upgrade "
-            "kraft.version to 1 (its own, explicit step), then add controllers")
+            "remains a single point of failure. To remove it: on Kafka 4.1+ make the quorum "
+            "dynamic (its own, explicit step: opskit playbook upgrade-quorum), then scale out "
+            "with --controllers")
     else:
-        notes.append("dynamic quorum: each new node starts as an observer and is added as a "
-                     "voter (add-controller) only after it caught up, one at a time")
+        if new_voters:
+            notes.append(f"dynamic quorum: new node(s) {', '.join(map(str, new_voters))} start "
+                         "as observers and each is added as a voter (add-controller) only "
+                         "after it caught up, one at a time")
+        rest = [n for n in new_nodes if n not in new_voters]
+        if rest:
+            notes.append(f"new node(s) {', '.join(map(str, rest))} join as broker-only nodes "
+                         f"(--controllers {request.controllers})")
+        final = voters_now + len(new_voters)
+        if final % 2 == 0:
+            notes.append(f"{final} voters tolerate no more failures than {final - 1}: an odd "
+                         "number of controllers is usual")
     per_node = sum(int(facts.topic_bytes.get(t, 0)) for t in facts.topic_rf)
     if facts.free_disk_bytes is not None and per_node * 1.1 > facts.free_disk_bytes:
         raise RefusedError(f"preflight: each new node must hold about {per_node:,} bytes "
                            f"(+10%) but has {facts.free_disk_bytes:,} free")
     notes.append("min.insync.replicas is raised to "
                  f"{request.min_insync_replicas} only after ISR = {target_rf} everywhere")
-    return ScaleOutPlan(quorum, facts.kafka_version, tuple(present), tuple(new_nodes),
-                        "broker" if quorum is QuorumKind.STATIC else "broker,controller",
+    if not new_voters:
+        roles = "broker"
+    elif len(new_voters) == len(new_nodes):
+        roles = "broker,controller"
+    else:
+        roles = (f"broker,controller ({', '.join(map(str, new_voters))}); broker "
+                 f"({', '.join(str(n) for n in new_nodes if n not in new_voters)})")
+    return ScaleOutPlan(quorum, facts.kafka_version, tuple(present), tuple(new_nodes), roles,
                         tuple(steps), target_rf, request.min_insync_replicas,
-                        bytes_to_copy, estimated, tuple(notes))
+                        bytes_to_copy, estimated, tuple(notes), new_voters)
