@@ -180,3 +180,23 @@ def test_refusals_paging_lock_and_secured_scale_out(secured: Sandbox, tmp_path: 
     ctx = admin_context_name(sb.name, sb.security(st))
     r = run_cli("health", "--context", ctx)
     assert r.code == 0, r.out + r.err
+
+    # a run killed after a node's JVM started but before its pid was saved: the rerun of
+    # add_node adopts that JVM instead of starting a second one for the same node
+    st = sb.require()
+    pid = st.nodes[2].pid
+    st.nodes[2].pid = None
+    sb.save(st)
+    r = run_cli("sandbox", "add-node", "--name", sb.name, "--node-id", "2")
+    assert r.code == 0, r.err
+    assert sb.require().nodes[2].pid == pid
+    jvms = [d for d in Path("/proc").iterdir() if d.name.isdigit()
+            and str(st.nodes[2].config_path) in _cmdline(d)]
+    assert len(jvms) == 1, jvms
+
+
+def _cmdline(proc_dir: Path) -> str:
+    try:
+        return (proc_dir / "cmdline").read_bytes().decode(errors="replace")
+    except OSError:
+        return ""
