@@ -10,11 +10,13 @@ SIGKILLed while the RF raise is in flight, as a crash would; resume to the end; 
 afterwards and a node's rolling restart. Each command's exit status must be the one the
 runbook's comment documents, and the one this story expects.
 
-The whole story runs on Kafka 3.7 (static quorum). The dynamic quorum uses the same
-commands; here only its dry run is checked, on a 4.x sandbox (the plan the runbook
-describes: add_node then promote_voter per node); its execution end to end is
-test_playbook_local.py's 4.x scenario, as a second full run here would double this
-test's minutes.
+The whole story runs on Kafka 3.7 (static quorum). The static -> dynamic upgrade runs on
+a 4.3.1 sandbox formatted static, and the scale-out's plan after it (add_node then
+promote_voter per node) is checked as a dry run only: a dynamic-quorum execution end to end
+is test_playbook_local.py's 4.x scenario, and a second full run here would double this
+test's minutes. The Kubernetes lines run against the real API server (dry run, status,
+abort, the CronJob manifest); the execute step there runs inside the CronJob's pod, tested
+end to end by test_playbook_k8s.py.
 """
 
 from __future__ import annotations
@@ -67,6 +69,10 @@ AFTER = ("opskit health --context <context> --expected-brokers 3",
 RESTART = ("opskit sandbox stop-node 1 --name <sandbox>",
            "opskit sandbox start-node 1 --name <sandbox>")
 
+CONTROLLERS = ("opskit playbook scale-out --brokers 3 --controllers 3 --sandbox <sandbox> "
+               "--throttle 20MiB")
+UPGRADE_DRY = "opskit playbook upgrade-quorum --sandbox <sandbox>"
+UPGRADE = "opskit playbook upgrade-quorum --sandbox <sandbox> --execute"
 K8S = ("--platform kubernetes --namespace <namespace> --statefulset <statefulset> "
        "--kubeconfig <kubeconfig>")
 K8S_DRY_RUN = ("opskit playbook scale-out --brokers 3 --platform kubernetes --namespace "
@@ -80,9 +86,10 @@ K8S_ABORT_DRY = f"opskit playbook abort {K8S}"
 K8S_ABORT = f"opskit playbook abort {K8S} --execute"
 
 #: every command this test runs; the shared runbook test reads it (exactly-one coverage)
-SCENARIO_COMMANDS = frozenset({*PREFLIGHT, DRY_RUN, SCHEDULED, STATUS, ABORT_DRY, ABORT,
-                               RESUME, EXECUTE, *AFTER, *RESTART, K8S_DRY_RUN, K8S_CRONJOB,
-                               K8S_STATUS, K8S_ABORT_DRY, K8S_ABORT})
+SCENARIO_COMMANDS = frozenset({*PREFLIGHT, DRY_RUN, CONTROLLERS, UPGRADE_DRY, UPGRADE,
+                               SCHEDULED, STATUS, ABORT_DRY, ABORT, RESUME, EXECUTE, *AFTER,
+                               *RESTART, K8S_DRY_RUN, K8S_CRONJOB, K8S_STATUS, K8S_ABORT_DRY,
+                               K8S_ABORT})
 
 
 def runbook_commands() -> dict[str, set[int]]:
@@ -140,8 +147,8 @@ def cluster(uniq: str, tmp_path: Path) -> Iterator[dict[str, str]]:
 
 
 @pytest.fixture
-def cluster_dynamic(uniq: str, tmp_path: Path) -> Iterator[dict[str, str]]:
-    with one_node_sandbox(f"rd{uniq}", "4.x", "dynamic", tmp_path) as values:
+def cluster4_static(uniq: str, tmp_path: Path) -> Iterator[dict[str, str]]:
+    with one_node_sandbox(f"rd{uniq}", "4.x", "static", tmp_path) as values:
         yield values
 
 
@@ -196,7 +203,9 @@ def test_scale_out_runbook_from_preflight_to_rolling_restart(cluster: dict[str, 
     for command in PREFLIGHT:
         rb.run(command, 0)
     assert "(broker)" in rb.run(DRY_RUN, 0)                 # broker-only nodes: static quorum
-    assert rb.journal() == {}                                # the dry run changed nothing
+    assert "static" in rb.run(CONTROLLERS, 5)               # more voters: refused
+    assert "4.1" in rb.run(UPGRADE_DRY, 5)                  # 3.7 cannot become dynamic
+    assert rb.journal() == {}                                # nothing changed so far
 
     out = rb.run(SCHEDULED, 5)                               # outside the window
     assert "maintenance window" in out
@@ -223,18 +232,29 @@ def test_scale_out_runbook_from_preflight_to_rolling_restart(cluster: dict[str, 
         rb.run(command, 0)
     # the restarted node runs with the read-only defaults the playbook wrote for it
     assert "default.replication.factor=3" in sb.require().nodes[1].config_path.read_text()
-    assert rb.ran == SCENARIO_COMMANDS - KUBERNETES_STORY
+    assert rb.ran == SCENARIO_COMMANDS - KUBERNETES_STORY - {UPGRADE}
 
 
 @pytest.mark.kafka4
-def test_dry_run_on_a_dynamic_quorum_shows_the_add_controller_path(
-        cluster_dynamic: dict[str, str]) -> None:
-    rb = Runbook(cluster_dynamic)
-    out = rb.run(DRY_RUN, 0)
-    assert "dynamic quorum" in out and "(broker,controller)" in out
-    steps = [ln.split()[-1] for ln in out.splitlines() if ln.strip().startswith("-  ")]
-    assert steps[1:5] == ["add_node:1", "add_node:2", "promote_voter:1", "promote_voter:2"]
-    assert rb.journal() == {} and len(Sandbox(cluster_dynamic["sandbox"]).require().nodes) == 1
+def test_static_to_dynamic_upgrade_then_the_add_controller_plan(
+        cluster4_static: dict[str, str]) -> None:
+    """Kafka 4.3.1 formatted with a static voter set: the upgrade's dry run, its execute
+    step, then the scale-out plans the dynamic path (observers promoted to voters one at
+    a time). The scale-out itself on a dynamic quorum runs end to end in
+    test_playbook_local.py; here only its plan."""
+    rb = Runbook(cluster4_static)
+    sb = Sandbox(cluster4_static["sandbox"])
+    assert "kraft.version" in rb.run(UPGRADE_DRY, 0)
+    assert sb.require().quorum == "static"                    # the dry run changed nothing
+    rb.run(UPGRADE, 0)
+    assert sb.require().quorum == "dynamic"
+    for command in (DRY_RUN, CONTROLLERS):
+        out = rb.run(command, 0)
+        assert "dynamic quorum" in out and "(broker,controller)" in out
+        steps = [ln.split()[-1] for ln in out.splitlines() if ln.strip().startswith("-  ")]
+        assert steps[1:5] == ["add_node:1", "add_node:2", "promote_voter:1", "promote_voter:2"]
+    assert rb.journal() == {} and len(sb.require().nodes) == 1
+    assert rb.ran == {UPGRADE_DRY, UPGRADE, DRY_RUN, CONTROLLERS}
 
 
 KUBERNETES_STORY = frozenset({K8S_DRY_RUN, K8S_CRONJOB, K8S_STATUS, K8S_ABORT_DRY, K8S_ABORT})
