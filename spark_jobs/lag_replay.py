@@ -85,6 +85,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--kafka-password-env", default=None, metavar="VAR",
                    help="read the SASL password from this environment variable (a Kubernetes "
                         "Secret): it never appears on a command line")
+    p.add_argument("--kafka-password-file", default=None, metavar="PATH",
+                   help="read the SASL password from this file or named pipe (opskit serves it "
+                        "over a pipe): it never appears on a command line or in an environment")
     p.add_argument("--min-partitions", type=int, default=None)
     p.add_argument("--sink-partitions", type=int, default=4)
     return p.parse_args(argv)
@@ -112,12 +115,20 @@ def kafka_options(args: argparse.Namespace) -> dict[str, str]:
     for item in args.kafka_option:
         k, _, v = item.partition("=")
         opts[f"kafka.{k}"] = v
-    if args.kafka_password_env:
+    password: str | None = None
+    if getattr(args, "kafka_password_file", None):
+        try:
+            with open(args.kafka_password_file, encoding="utf-8") as f:
+                password = f.read()
+        except OSError as e:
+            raise SystemExit(f"lag_replay: cannot read --kafka-password-file: {e.strerror}") from None
+    elif args.kafka_password_env:
         password = os.environ.get(args.kafka_password_env)
         if password is None:
             raise SystemExit(f"lag_replay: ${args.kafka_password_env} is not set")
+    if password is not None:
         if not args.kafka_username:
-            raise SystemExit("lag_replay: --kafka-password-env needs --kafka-username")
+            raise SystemExit("lag_replay: a password needs --kafka-username")
         mechanism = opts.get("kafka.sasl.mechanism", "PLAIN")
         opts["kafka.sasl.jaas.config"] = sasl_login(mechanism, args.kafka_username, password)
     return opts

@@ -181,6 +181,13 @@ def kafka_sasl_plaintext() -> Iterator[Cluster]:
     yield from _start("tsp", 1, os.environ.get("OPSKIT_TEST_KAFKA_VERSION", "3.7"), "sasl_plaintext")
 
 
+@pytest.fixture(scope="module")
+def kafka3_sasl_ssl() -> Iterator[Cluster]:
+    """As :func:`kafka_sasl_ssl` with three nodes (reassignment to RF 3 on SASL_SSL). Per
+    module: started for the module that asks for it and stopped after it."""
+    yield from _start("ts3", 3, os.environ.get("OPSKIT_TEST_KAFKA_VERSION", "3.7"), "sasl_ssl")
+
+
 @pytest.fixture(params=["sasl_plaintext", "sasl_ssl"])
 def any_secured_kafka(request: pytest.FixtureRequest) -> Cluster:
     """Both secured listeners, for tests that must hold on each."""

@@ -9,13 +9,18 @@ Read (a monitor never consumes events) and no DescribeConfigs.
 
 from __future__ import annotations
 
+import base64
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from opskit.paths import config_file, state_dir
+from opskit.sandbox.cluster import sandboxes_root
+from opskit.sandbox.security import PRINCIPALS
 from tests.helpers import Where, commit, create_topic, produce
 
 PARTITIONS = 4
@@ -73,3 +78,75 @@ def build(cluster: Any, tmp: Path) -> Scenario:
                                                                 s.reset_group_monitor]),
                            AclEntry(f"User:{s.service}", "TOPIC", s.topic, "WRITE")])
     return s
+
+
+# ----------------------------------------------------------------- the secret grep's tools
+
+
+def secrets(cluster: Any) -> dict[str, list[str]]:
+    """user -> the forms its password could leak in (as written, repr-escaped, the base64
+    PLAIN token, base64)."""
+    out = {}
+    for user in PRINCIPALS:
+        pw = cluster.password(user)
+        assert len(pw) >= 16, "a password too short to grep for without false positives"
+        plain_token = base64.b64encode(f"\0{user}\0{pw}".encode()).decode()
+        out[user] = [pw, repr(pw)[1:-1], plain_token, base64.b64encode(pw.encode()).decode()]
+    return out
+
+
+def leaks(text: str, forms: dict[str, list[str]]) -> list[str]:
+    return [f"{user}'s password" for user, fs in forms.items() if any(f in text for f in fs)]
+
+
+def written_files(extra: list[Path]) -> Iterator[Path]:
+    """Every file opskit may have written, except the sandbox brokers' own directories."""
+    skip = sandboxes_root().resolve()
+    roots = [state_dir(), *extra]
+    for root in roots:
+        if not root.exists():
+            continue
+        for p in [root] if root.is_file() else root.rglob("*"):
+            if p.is_file() and skip not in p.resolve().parents:
+                yield p
+    if config_file().exists():
+        yield config_file()
+
+
+def _parents() -> dict[int, int]:
+    out = {}
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            out[int(d.name)] = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+    return out
+
+
+def children(pid: int) -> list[int]:
+    """The direct children of ``pid``."""
+    return [c for c, ppid in _parents().items() if ppid == pid]
+
+
+def descendants(pid: int) -> list[int]:
+    """Children, grandchildren... of ``pid`` (spark-submit -> JVM -> Python driver)."""
+    parents = _parents()
+    out: list[int] = []
+    todo = [pid]
+    while todo:
+        p = todo.pop()
+        kids = [c for c, pp in parents.items() if pp == p]
+        out += kids
+        todo += kids
+    return out
+
+
+def proc_text(pid: int, what: str) -> str | None:
+    """``/proc/PID/cmdline`` or ``environ`` as text (NULs as spaces); None once gone."""
+    try:
+        raw = (Path("/proc") / str(pid) / what).read_bytes()
+    except OSError:
+        return None
+    return raw.replace(b"\0", b" ").decode(errors="replace")

@@ -27,6 +27,7 @@ _WHERE = {
     "KafkaError": "confluent_kafka",
     "KafkaException": "confluent_kafka",
     "TopicPartition": "confluent_kafka",
+    "TopicCollection": "confluent_kafka",
 }
 
 

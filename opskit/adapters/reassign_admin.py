@@ -35,8 +35,10 @@ from opskit.core.models import TopicPartition
 from opskit.core.reassign_exec import ConfigBaseline, InFlight, Move, Submitted
 from opskit.core.reassign_exec_checks import ClusterView
 from opskit.errors import (
+    AuthenticationError,
     KafkaOperationError,
     KafkaUnavailableError,
+    NotAuthorisedError,
     OpskitError,
     UnsupportedError,
 )
@@ -50,6 +52,12 @@ NEEDED_APIS: tuple[tuple[str, int], ...] = (
     ("ListPartitionReassignments", 0), ("AlterPartitionReassignments", 0),
     ("ElectLeaders", 0), ("IncrementalAlterConfigs", 0), ("DescribeConfigs", 0),
 )
+#: what a kafka-python request needs, by the words of its ``what`` (first match wins)
+_REQUEST_ACLS = (("ListPartitionReassignments", "Describe on the cluster"),
+                 ("AlterPartitionReassignments", "Alter on the cluster"),
+                 ("cancelling reassignments", "Alter on the cluster"),
+                 ("ElectLeaders", "Alter on the cluster"),
+                 ("DescribeLogDirs", "Describe on the cluster"))
 _DYNAMIC_BROKER = 2  # ConfigSource.DYNAMIC_BROKER_CONFIG
 _DYNAMIC_TOPIC = 1  # ConfigSource.DYNAMIC_TOPIC_CONFIG
 
@@ -100,6 +108,17 @@ class ReassignAdmin:
 
         if isinstance(exc, (kerr.UnsupportedVersionError, kerr.IncompatibleBrokerVersion)):
             return UnsupportedError(f"the broker does not support {what} ({exc})")
+        if "AuthorizationFailed" in type(exc).__name__:
+            # kafka-python's text carries the whole request and the broker's session: one
+            # line naming the ACL instead
+            acl = next((a for key, a in _REQUEST_ACLS if key in what), "an ACL")
+            return NotAuthorisedError(f"not authorised for {what}: {self.conn.principal} needs "
+                                      f"{acl}")
+        if isinstance(exc, (kerr.SaslAuthenticationFailedError,
+                            kerr.UnsupportedSaslMechanismError)):
+            return AuthenticationError(f"authentication failed at {self.conn.bootstrap} ({what}) "
+                                       f"for {self.conn.principal} with mechanism "
+                                       f"{self.conn.sasl_mechanism}: {type(exc).__name__}")
         stale = getattr(kerr, "UnknownBrokerIdError", None)
         if stale is not None and isinstance(exc, stale):
             # kafka-python sent the request to a broker its cached metadata still names
@@ -127,6 +146,42 @@ class ReassignAdmin:
                 raise UnsupportedError(
                     f"the broker at {caps.broker or caps.bootstrap} does not support {name} "
                     f"(API key {caps_mod.API_KEYS[name]}), needed for partition reassignment")
+
+    def require_acls(self, command: str, topics: Iterable[str]) -> None:
+        """Before a mutation: NotAuthorisedError (exit 6) naming every required ACL of
+        ``command`` (:data:`opskit.core.acl_needs.COMMAND_NEEDS`) the principal lacks, from
+        the operations DescribeCluster / DescribeTopics say it may perform, so a refused
+        run changes nothing. Not judged when the broker does not tell."""
+        from opskit.core.acl_needs import missing_acls
+
+        a = self.admin
+        try:
+            res = a._result(a._admin.describe_cluster(include_authorized_operations=True,
+                                                      request_timeout=self.timeout),
+                            "describing the cluster's authorized operations")
+        except (UnsupportedError, NotAuthorisedError):
+            return  # the broker does not tell (or the principal may not ask): not judged
+        cluster_ops = _op_names(res.authorized_operations)
+        topic_ops: dict[str, frozenset[str] | None] = {}
+        names = sorted(set(topics))
+        if names:
+            futs = a._admin.describe_topics(ck.TopicCollection(names),
+                                            include_authorized_operations=True,
+                                            request_timeout=self.timeout)
+            for name, fut in futs.items():
+                try:
+                    topic_ops[name] = _op_names(a._result(fut, f"describing topic {name}")
+                                                .authorized_operations)
+                except (NotAuthorisedError, UnsupportedError):
+                    topic_ops[name] = frozenset()  # no Describe on it: lacks everything
+                except OpskitError as e:
+                    log.debug("authorized operations of topic %s unknown: %s", name, e)
+        missing = missing_acls(command, cluster_ops, topic_ops)
+        if missing:
+            raise NotAuthorisedError(
+                f"{command.split(' --')[0]} refused before any change: {self.conn.principal} "
+                f"lacks {', '.join(missing)} (grant them, or run as an admin principal); "
+                "nothing changed")
 
     # ------------------------------------------------------------------ clients
     @property
@@ -378,3 +433,7 @@ class ReassignAdmin:
         return [f"{r} {k}: {now.get(r, k)!r} (expected {v!r})"
                 for r, k, v in baseline.values if now.get(r, k) != v]
 
+
+
+def _op_names(ops: Iterable[Any] | None) -> frozenset[str] | None:
+    return None if ops is None else frozenset(o.name for o in ops)

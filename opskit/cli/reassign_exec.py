@@ -209,6 +209,8 @@ def execute(
     pid = plan_id(plan)
     with _admin(bootstrap, context, timeout) as admin:
         admin.require()
+        if do_execute:  # refused before any change when an ACL is missing
+            admin.require_acls("reassign execute --execute", plan.topics)
         journal = Journal(admin.admin.metadata().cluster_id)
         existing = journal.load(pid)
         unfinished = existing is not None and existing.phase is not Phase.DONE
@@ -334,6 +336,7 @@ def cancel(do_execute: ActOpt = False,
         data: dict[str, Any] = {"in_flight": [_tp(tp) for tp in sorted(flights)],
                                 "dry_run": not do_execute}
         if do_execute and flights:
+            admin.require_acls("reassign cancel --execute", ())
             res = admin.cancel(sorted(flights))
             data["cancelled"] = [_tp(tp) for tp in res.accepted]
             data["errors"] = {_tp(tp): e for tp, e in res.rejected.items()}

@@ -43,6 +43,7 @@ from opskit.adapters.replay_io import (
     save_manifest,
 )
 from opskit.adapters.safe_read import parse_json, read_text
+from opskit.adapters.secret_pipe import served_secret
 from opskit.adapters.spark_submit import (
     SubmitOptions,
     build_command,
@@ -63,6 +64,7 @@ from opskit.cli.common import (
     fmt_int,
     stderr,
 )
+from opskit.core.connection import ConnectionConfig
 from opskit.core.offset_reset.offsets_csv import parse_offsets_csv
 from opskit.core.offset_reset.time_text import format_ms, parse_datetime
 from opskit.core.replay_k8s import K8sReplayTarget
@@ -79,6 +81,7 @@ from opskit.core.replay_plan import (
     job_spec,
     verify_result,
 )
+from opskit.core.replay_security import spark_kafka_login, spark_kafka_options
 from opskit.errors import (
     InconsistentStateError,
     InvalidInputError,
@@ -168,7 +171,26 @@ def _test_pause() -> None:
 
 def _run_job(m: ReplayManifest, output_dir: Path, opts: SubmitOptions,
              dead_letter_topic: str | None, billing_topic: str | None,
-             kafka_options: list[str], k8s: K8sSubmit | None = None) -> JobResult:
+             kafka_options: list[str], conn: ConnectionConfig,
+             k8s: K8sSubmit | None = None) -> JobResult:
+    """Run the job; off Kubernetes with the connection's security settings, the SASL
+    password handed over a pipe (never on a command line, in an environment or a file)."""
+    login = spark_kafka_login(conn) if k8s is None else None
+    if k8s is None:
+        kafka_options = spark_kafka_options(conn, kafka_options)
+    if login is None:
+        return _submit_job(m, output_dir, opts, dead_letter_topic, billing_topic,
+                           kafka_options, [], k8s)
+    assert conn.password is not None
+    with served_secret(conn.password, "kafka-password") as pipe:
+        return _submit_job(m, output_dir, opts, dead_letter_topic, billing_topic, kafka_options,
+                           ["--kafka-username", login, "--kafka-password-file", str(pipe)], k8s)
+
+
+def _submit_job(m: ReplayManifest, output_dir: Path, opts: SubmitOptions,
+                dead_letter_topic: str | None, billing_topic: str | None,
+                kafka_options: list[str], login_args: list[str],
+                k8s: K8sSubmit | None) -> JobResult:
     err = stderr()
     jars = ensure_spark_jars()
     if not jars.exact:
@@ -182,6 +204,7 @@ def _run_job(m: ReplayManifest, output_dir: Path, opts: SubmitOptions,
         args += ["--billing-topic", billing_topic]
     for item in kafka_options:
         args += ["--kafka-option", item]
+    args += login_args
     if k8s is not None:
         from opskit.adapters.spark_k8s import k8s_submit_conf
         from opskit.core.replay_k8s import PASSWORD_ENV
@@ -413,7 +436,7 @@ def replay(
                     result = JobResult(m.replay_id, (), 0)
                 else:
                     result = _run_job(m, base, opts, dead_letter_topic, billing_topic,
-                                      list(kafka_option or []), k8s)
+                                      list(kafka_option or []), conn, k8s)
                 problems = verify_result(m, result)
                 if problems:
                     raise InconsistentStateError(

@@ -108,7 +108,58 @@ COMMAND_NEEDS: dict[str, tuple[Need, ...]] = {
         Need("group", "READ", "set group offsets"),
         Need("cluster", "ALTER", "create the recorded ACLs"),
     ),
+    "reassign plan": (
+        Need("topic", "DESCRIBE", "partitions and replicas"),
+        Need("topic", "DESCRIBE_CONFIGS", "min.insync.replicas of the topics (refused: exit 6)"),
+    ),
+    "reassign status": (
+        Need("cluster", "DESCRIBE", "ListPartitionReassignments"),
+        Need("cluster", "DESCRIBE_CONFIGS", "throttle rates set on the brokers",
+             "broker throttles are not shown, with a note"),
+    ),
+    "reassign verify": (
+        Need("cluster", "DESCRIBE", "ListPartitionReassignments"),
+        Need("cluster", "DESCRIBE_CONFIGS", "throttle rates left on the brokers"),
+        Need("topic", "DESCRIBE_CONFIGS", "throttled replica lists left on the topics"),
+    ),
+    "reassign execute --execute": (
+        Need("cluster", "DESCRIBE", "ListPartitionReassignments"),
+        Need("cluster", "ALTER", "AlterPartitionReassignments and the preferred leader election "
+             "(checked first: refused with exit 6, nothing changed)"),
+        Need("cluster", "DESCRIBE_CONFIGS", "the throttle values to restore afterwards"),
+        Need("cluster", "ALTER_CONFIGS", "throttle rates on the brokers"),
+        Need("topic", "DESCRIBE_CONFIGS", "min.insync.replicas, throttled replica lists"),
+        Need("topic", "ALTER_CONFIGS", "throttled replica lists"),
+    ),
+    "reassign cancel --execute": (
+        Need("cluster", "DESCRIBE", "ListPartitionReassignments"),
+        Need("cluster", "ALTER", "AlterPartitionReassignments (checked first: refused with "
+             "exit 6, nothing changed)"),
+    ),
 }
 
 #: the commands a read-only monitor runs (``opskit acls monitor-principal``)
 MONITOR_COMMANDS = ("lag", "health", "throughput", "snapshot", "exporter", "topics diff")
+
+
+_OP_NAMES = {"DESCRIBE": "Describe", "ALTER": "Alter", "DESCRIBE_CONFIGS": "DescribeConfigs",
+             "ALTER_CONFIGS": "AlterConfigs", "READ": "Read", "CREATE": "Create"}
+
+
+def missing_acls(command: str, cluster_ops: frozenset[str] | None,
+                 topic_ops: dict[str, frozenset[str] | None]) -> list[str]:
+    """The required ACLs of ``command`` the principal lacks, as "Alter on the cluster",
+    "AlterConfigs on topic T", from the operations the cluster says it may perform
+    (DescribeCluster / DescribeTopics authorized operations; None: not told, not judged)."""
+    out: list[str] = []
+    for need in COMMAND_NEEDS[command]:
+        if need.optional:
+            continue
+        op = _OP_NAMES.get(need.operation, need.operation)
+        if need.resource == "cluster":
+            if cluster_ops is not None and need.operation not in cluster_ops:
+                out.append(f"{op} on the cluster")
+        elif need.resource == "topic":
+            out += [f"{op} on topic {t}" for t, ops in sorted(topic_ops.items())
+                    if ops is not None and need.operation not in ops]
+    return out

@@ -20,24 +20,18 @@ the PLAIN token, JSON escaping, repr).
 
 from __future__ import annotations
 
-import base64
 import os
 import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import pytest
 from helpers import stop_process
-from secured_scenario import Scenario, build
-
-from opskit.paths import config_file, state_dir
-from opskit.sandbox.cluster import sandboxes_root
-from opskit.sandbox.security import PRINCIPALS
+from secured_scenario import Scenario, build, children, leaks, proc_text, secrets, written_files
 
 REPO = Path(__file__).resolve().parents[2]
 #: how many of commands() only read (run 3 at a time); the rest change things, in order
@@ -47,17 +41,6 @@ READS = 19
 @pytest.fixture(scope="module")
 def scenario(kafka_sasl_ssl: Any, tmp_path_factory: pytest.TempPathFactory) -> Scenario:
     return build(kafka_sasl_ssl, tmp_path_factory.mktemp("secret-grep"))
-
-
-def secrets(cluster: Any) -> dict[str, list[str]]:
-    """user -> the forms its password could leak in."""
-    out = {}
-    for user in PRINCIPALS:
-        pw = cluster.password(user)
-        assert len(pw) >= 16, "a password too short to grep for without false positives"
-        plain_token = base64.b64encode(f"\0{user}\0{pw}".encode()).decode()
-        out[user] = [pw, repr(pw)[1:-1], plain_token, base64.b64encode(pw.encode()).decode()]
-    return out
 
 
 def commands(s: Scenario, role: str, tmp: Path) -> list[list[str]]:
@@ -101,24 +84,6 @@ def run(argv: list[str], log_format: str) -> subprocess.CompletedProcess[str]:
                           env={**os.environ, "PYTHONPATH": str(REPO)}, check=False)
 
 
-def leaks(text: str, forms: dict[str, list[str]]) -> list[str]:
-    return [f"{user}'s password" for user, fs in forms.items() if any(f in text for f in fs)]
-
-
-def written_files(extra: list[Path]) -> Iterator[Path]:
-    """Every file opskit may have written, except the sandbox brokers' own directories."""
-    skip = sandboxes_root().resolve()
-    roots = [state_dir(), *extra]
-    for root in roots:
-        if not root.exists():
-            continue
-        for p in [root] if root.is_file() else root.rglob("*"):
-            if p.is_file() and skip not in p.resolve().parents:
-                yield p
-    if config_file().exists():
-        yield config_file()
-
-
 @pytest.mark.timeout(1500)
 @pytest.mark.parametrize("role", ["admin", "monitor"])
 def test_no_password_in_any_output_or_file(scenario: Scenario, role: str, tmp_path: Path) -> None:
@@ -160,20 +125,6 @@ def test_no_password_in_any_output_or_file(scenario: Scenario, role: str, tmp_pa
         assert any("backups" in f.parts for f in files), "no offsets backup written"
 
 
-def _children(pid: int) -> list[int]:
-    out = []
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
-        try:
-            ppid = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):
-            continue
-        if ppid == pid:
-            out.append(int(d.name))
-    return out
-
-
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -198,14 +149,13 @@ def test_exporter_child_has_no_password(scenario: Scenario, log_format: str, tmp
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and not kids:
             time.sleep(0.5)
-            kids = _children(proc.pid)
+            kids = children(proc.pid)
         assert kids, f"the exporter started no child: {log.read_text()[-1000:]}"
         time.sleep(3)  # a few collections, logged at debug level
         found = []
         for k in kids:
             for what in ("cmdline", "environ"):
-                raw = (Path("/proc") / str(k) / what).read_bytes().replace(b"\0", b" ")
-                found += [f"child {k} {what}: {w}" for w in leaks(raw.decode(errors="replace"), forms)]
+                found += [f"child {k} {what}: {w}" for w in leaks(proc_text(k, what) or "", forms)]
         assert proc.poll() is None, log.read_text()[-1000:]
     finally:
         stop_process(proc)
