@@ -18,8 +18,9 @@ Parquet), and the command line and environment of every process the replay start
   with the CA as a PEM truststore, the password handed over a pipe.
 
 Controls (so the search can fail): with opskit's log filter disabled, ``reassign status
---debug`` prints the admin password (kafka-python logs its configuration); the /proc scan
-sees the Spark job's own arguments.
+--debug`` prints the admin password (kafka-python logs its configuration); a password put
+on the job's command line the old way (``--kafka-option sasl.jaas.config=...``) is found by
+the /proc scan of the Spark processes.
 """
 
 from __future__ import annotations
@@ -380,3 +381,39 @@ def test_replay_on_sasl_ssl(secured: Scenario, tmp_path: Path) -> None:
     assert any(f.suffix == ".parquet" for f in files), "no Parquet searched"
     assert any(f.name == "manifest.json" for f in files)
     out.assert_clean()
+
+
+@pytest.mark.timeout(300)
+def test_control_password_on_the_job_command_line_is_seen(secured: Scenario,
+                                                          tmp_path: Path) -> None:
+    """The search can fail for the replay too: a password given the old way, inside a
+    ``--kafka-option sasl.jaas.config=...``, is found on a Spark process's command line by
+    the same /proc scan (the run is stopped as soon as it is)."""
+    s = secured
+    forms = secrets(s.cluster)
+    group = f"replay-ctl-{uuid.uuid4().hex[:8]}"
+    commit(_conf(s), group, {(s.topic, p): COMMITTED for p in range(PARTITIONS)})
+    jaas = ("org.apache.kafka.common.security.scram.ScramLoginModule required "
+            f'username="admin" password="{s.cluster.password("admin")}";')
+    proc = subprocess.Popen(
+        _argv(["replay", "-g", group, "-t", s.topic, "--output-dir", str(tmp_path), "--execute",
+               "--yes", "--kafka-option", f"sasl.jaas.config={jaas}", *s.args("admin")], None),
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=REPO, env=_env())
+    found: list[str] = []
+    kids: set[int] = set()
+    try:
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline and proc.poll() is None and not found:
+            for k in descendants(proc.pid):
+                kids.add(k)
+                found += [f"child {k}: {w}" for w in leaks(proc_text(k, "cmdline") or "", forms)]
+            time.sleep(0.1)
+    finally:
+        for k in kids | set(descendants(proc.pid)):  # spark-submit runs in its own session
+            try:
+                os.kill(k, 9)
+            except ProcessLookupError:
+                pass
+        proc.kill()
+        proc.wait(30)
+    assert "admin's password" in " ".join(found), "the scan missed a password on a command line"
