@@ -102,6 +102,20 @@ def _pager(routing_key_file: Path | None, base_url: str | None, run_id: str,
     return page
 
 
+def _nothing_to_do(existing: Any, facts: Any, brokers: int, output: Output) -> bool:
+    """A finished run whose target the cluster still meets (a scheduled run after the
+    scale-out): say so in one line and succeed rather than refuse every night."""
+    from opskit.core.scaleout.machine import nothing_to_do
+
+    line = nothing_to_do(existing, facts.brokers, brokers)
+    if line is None:
+        return False
+    emit({"run_id": existing.run_id, "phase": existing.phase.value, "nothing_to_do": True,
+          "brokers": sorted(set(facts.brokers)), "message": line}, output,
+         lambda con: con.print(line, highlight=False))
+    return True
+
+
 def _show(data: dict[str, Any], output: Output) -> None:
     def table(con: Any) -> None:
         plan = data.get("plan", {})
@@ -173,7 +187,8 @@ def scale_out(
         return playbook_k8s.scale_out(
             k8s, brokers=brokers, throttle=throttle, window=window, registry=registry,
             pager=lambda rid: _pager(routing_key_file, pagerduty_url, rid, pagerduty_ca_file),
-            execute=do_execute, output=output, show=_show, finish=_finish)
+            execute=do_execute, output=output, show=_show, finish=_finish,
+            idle=_nothing_to_do)
     rate = parse_rate(throttle)
     win = parse_window(window) if window else None
     run_dir = _run_dir(sandbox)
@@ -195,6 +210,8 @@ def scale_out(
     sb = Sandbox(sandbox)
     with KafkaAdmin(sb.connection(), timeout=10.0) as admin:
         facts = read_local_facts(sb, admin)
+    if _nothing_to_do(existing, facts, brokers, output):
+        return 0
     plan = plan_scale_out(facts, ScaleOutRequest(target_brokers=brokers, throttle_bytes_per_s=rate,
                                                  window=win, controllers=controllers))
     if not do_execute:

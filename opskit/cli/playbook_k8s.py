@@ -66,7 +66,8 @@ def _store(api: Any, namespace: str, statefulset: str) -> Any:
 def scale_out(args: K8sArgs, *, brokers: int, throttle: str, window: str | None,
               registry: Path | None, pager: Callable[[str], Any], execute: bool,
               output: Output, show: Callable[[dict[str, Any], Output], None],
-              finish: Callable[[Any, Callable[[], None]], int]) -> int:
+              finish: Callable[[Any, Callable[[], None]], int],
+              idle: Callable[[Any, Any, int, Output], bool]) -> int:
     from opskit.adapters.config_file import resolve_connection
     from opskit.adapters.kafka_admin import KafkaAdmin
     from opskit.adapters.scaleout_k8s import read_k8s_facts
@@ -90,6 +91,8 @@ def scale_out(args: K8sArgs, *, brokers: int, throttle: str, window: str | None,
         return drive(args, existing, throttle, win, registry, pager, output, show, finish)
     with KafkaAdmin(conn, timeout=10.0) as admin:
         facts = read_k8s_facts(api, ns, sts, admin)
+    if idle(existing, facts, brokers, output):
+        return 0
     plan = plan_scale_out(facts, ScaleOutRequest(target_brokers=brokers,
                                                  throttle_bytes_per_s=rate, window=win))
     if not execute:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -28,6 +29,7 @@ from opskit.core.scaleout.machine import (
     StepFailed,
     StepSucceeded,
     Tick,
+    nothing_to_do,
     transition,
 )
 from opskit.core.scaleout.plan import (
@@ -179,6 +181,30 @@ def test_a_run_goes_step_by_step_to_done() -> None:
         s, _ = transition(s, StepSucceeded("t", act.step.key))
     assert ran == [x.key for x in s.plan.steps] and s.phase is Phase.DONE
     assert transition(s, Tick("t")) == (s, ())
+
+
+def finished(s: RunState) -> RunState:
+    while True:
+        s, acts = transition(s, Tick("2026-11-24T02:07:00Z"))
+        if isinstance(acts[0], Finish):
+            return s
+        s, _ = transition(s, StepSucceeded("t", acts[0].step.key))  # type: ignore[attr-defined]
+
+
+def test_a_finished_run_whose_target_holds_leaves_nothing_to_do() -> None:
+    s = new_state()
+    assert nothing_to_do(None, [0, 1, 2], 3) is None            # no journal: plan as usual
+    assert nothing_to_do(s, [0, 1, 2], 3) is None               # not done yet: resume it
+    s = finished(s)
+    assert nothing_to_do(s, [0, 1, 2], 3) == (
+        "scale-out run-1 finished at 2026-11-24T02:07:00Z; the cluster has 3 brokers: "
+        "nothing to do")
+    assert nothing_to_do(s, [0, 1, 2, 3], 3) is not None        # more than the target: fine
+    # the cluster no longer meets the finished run's target: plan (or refuse) as today
+    assert nothing_to_do(s, [0, 1], 3) is None
+    assert nothing_to_do(s, [0, 1, 5], 3) is None               # one of its brokers is gone
+    assert nothing_to_do(s, [0, 1, 2], 4) is None               # more brokers asked for now
+    assert nothing_to_do(replace(s, phase=Phase.ABORTED), [0, 1, 2], 3) is None
 
 
 @settings(max_examples=200, deadline=None)

@@ -13,7 +13,7 @@ to its end even outside the window, for the same reason.
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -72,6 +72,26 @@ class RunState:
             bool(d.get("abort_requested", False)),
             tuple(JournalEntry(e["at"], e["step"], e["what"], e.get("detail", ""))
                   for e in d.get("journal", ())))
+
+
+def finished_at(s: RunState) -> str:
+    """When the run was recorded done ("?" if its journal never says so)."""
+    return next((e.at for e in reversed(s.journal) if e.what == "done"), "?")
+
+
+def nothing_to_do(s: RunState | None, brokers: Iterable[int], target_brokers: int) -> str | None:
+    """The one line a new run says instead of planning when the journal holds a finished
+    run whose brokers are all still registered and the cluster has the ``target_brokers``
+    asked for (a scheduled run after the scale-out); None: plan as usual (no journal, a
+    run that is not done, or a cluster that no longer meets that run's target)."""
+    if s is None or s.phase is not Phase.DONE:
+        return None
+    present = set(brokers)
+    if not set(s.plan.existing) | set(s.plan.new_nodes) <= present \
+            or len(present) < target_brokers:
+        return None
+    return (f"scale-out {s.run_id} finished at {finished_at(s)}; the cluster has "
+            f"{len(present)} brokers: nothing to do")
 
 
 # --- events -------------------------------------------------------------------
