@@ -348,7 +348,11 @@ class ReassignAdmin:
         if not resources:
             return {}
         out: dict[tuple[str, str], dict[str, tuple[str | None, int]]] = {}
+        cluster_denied = False
         for r in resources:  # a broker answers only for itself: one request each
+            broker = r.restype == ck.ResourceType.BROKER
+            if broker and cluster_denied:
+                continue  # every broker would refuse it the same way
             try:
                 futs = self.ckadmin.describe_configs([r], request_timeout=self.timeout)
                 for res, fut in futs.items():
@@ -360,7 +364,13 @@ class ReassignAdmin:
                 err = self.translate(e, f"{what} ({r.name})")
                 if not tolerant:
                     raise err from e
-                log.warning("%s", err)
+                if isinstance(err, NotAuthorisedError):
+                    cluster_denied = cluster_denied or broker
+                    log.warning("%s: left out, %s lacks DescribeConfigs on %s", what,
+                                self.conn.principal, "the cluster" if broker
+                                else f"topic {r.name}")
+                else:
+                    log.warning("%s", err)
         return out
 
     def throttle_configs(self, brokers: Iterable[int], topics: Iterable[str],
@@ -432,7 +442,6 @@ class ReassignAdmin:
         now = self.read_baseline(brokers, topics)
         return [f"{r} {k}: {now.get(r, k)!r} (expected {v!r})"
                 for r, k, v in baseline.values if now.get(r, k) != v]
-
 
 
 def _op_names(ops: Iterable[Any] | None) -> frozenset[str] | None:
