@@ -90,9 +90,38 @@ def test_static_quorum_adds_broker_only_nodes_outside_the_voters() -> None:
     assert kinds.index(StepKind.RAISE_RF) < kinds.index(StepKind.VERIFY_ISR) \
         < kinds.index(StepKind.SET_MIN_ISR)                     # min ISR only after ISR = 3
     assert p.bytes_to_copy == 2 * 1_000_000 + 2 * 10_000        # (3 - 1) x bytes, RF-3 skipped
-    assert p.estimated_seconds == pytest.approx(2_020_000 / 2 / 1_000_000 + 120 * 3)
+    # one old broker sends: its throttle caps the copy (not two receivers' throttles)
+    assert p.estimated_seconds == pytest.approx(2_020_000 / 1_000_000 + 2 * 6 + 10)
+    assert any(n.startswith("estimate 24 s = 2,020,000 bytes / (throttle 1,000,000 B/s x 1 "
+                            "broker(s)") and "2 node start(s) x 6 s" in n for n in p.notes)
     assert any("single point of failure" in n for n in p.notes)
     assert ScaleOutPlan.from_dict(p.to_dict()) == p
+
+
+def test_the_estimate_copies_at_the_throttle_times_min_sources_receivers() -> None:
+    from opskit.core.scaleout.plan import estimate_seconds
+
+    req = ScaleOutRequest(throttle_bytes_per_s=2_000_000)
+    # bench_scaleout.py's 3.7 run: 40.8 MB at 2 MB/s from one source, two broker-only nodes
+    # (measured 35.1 s; the old model said 370 s)
+    total, note = estimate_seconds(40_800_000, req, sources=1, receivers=2, voters=0)
+    assert total == pytest.approx(20.4 + 2 * 6 + 10)
+    assert "promotion" not in note and "2 node start(s)" in note
+    # its 4.3.1 run: the same, and both new nodes promoted to voters (measured 50.2 s)
+    total, note = estimate_seconds(40_800_000, req, sources=1, receivers=2, voters=2)
+    assert total == pytest.approx(20.4 + 2 * 6 + 2 * 6 + 10)
+    assert "2 voter promotion(s) x 6 s" in note
+    # 3 -> 5: three senders, two receivers: two lanes; 2 -> 3: one receiver
+    assert estimate_seconds(8_000_000, req, sources=3, receivers=2, voters=0)[0] == \
+        pytest.approx(2 + 2 * 6 + 10)
+    assert estimate_seconds(8_000_000, req, sources=2, receivers=1, voters=0)[0] == \
+        pytest.approx(4 + 6 + 10)
+    # nothing to copy: the fixed waits alone
+    assert estimate_seconds(0, req, sources=1, receivers=2, voters=0)[0] == pytest.approx(22)
+    # the waits are the request's: a slower host can say so
+    slow = ScaleOutRequest(throttle_bytes_per_s=2_000_000, node_start_s=30,
+                           playbook_overhead_s=20)
+    assert estimate_seconds(0, slow, sources=1, receivers=2, voters=0)[0] == pytest.approx(80)
 
 
 def test_dynamic_quorum_promotes_each_new_node_after_adding() -> None:

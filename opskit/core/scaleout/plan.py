@@ -92,8 +92,14 @@ class ScaleOutRequest:
     #: static quorum has is refused (unsafe on a live cluster); on a dynamic quorum it bounds
     #: how many new nodes become voters (the rest join as broker-only nodes)
     controllers: int | None = None
-    #: fixed waits that do not depend on data: node start, registration, elections (s)
-    fixed_wait_s: float = 120.0
+    #: the duration model's fixed waits (s), measured by benchmarks/bench_scaleout.py on a
+    #: shared 2-core machine at load 3-12 (docs/benchmarks.md): a new node's format + JVM
+    #: start until registered (2.5-6.2 s), a dynamic quorum's catch-up + add-controller
+    #: (5.4-6.1 s), the playbook's own work besides both and the copy (process start,
+    #: preflight, reassignment commands, leader step, configs: 6-10 s)
+    node_start_s: float = 6.0
+    voter_promotion_s: float = 6.0
+    playbook_overhead_s: float = 10.0
 
 
 @dataclass(frozen=True)
@@ -204,9 +210,9 @@ def plan_scale_out(facts: ClusterFacts, request: ScaleOutRequest) -> ScaleOutPla
     # data to copy: every topic whose RF grows gets (target - current) new replicas
     bytes_to_copy = sum(max(0, target_rf - rf) * int(facts.topic_bytes.get(t, 0))
                         for t, rf in facts.topic_rf.items())
-    receivers = max(1, len(new_nodes))
-    data_s = bytes_to_copy / receivers / request.throttle_bytes_per_s
-    estimated = data_s + request.fixed_wait_s * (1 + len(new_nodes))
+    estimated, estimate_note = estimate_seconds(
+        bytes_to_copy, request, sources=len(present), receivers=len(new_nodes),
+        voters=len(new_voters))
 
     notes: list[str] = []
     if quorum is QuorumKind.STATIC:
@@ -233,6 +239,7 @@ def plan_scale_out(facts: ClusterFacts, request: ScaleOutRequest) -> ScaleOutPla
     if facts.free_disk_bytes is not None and per_node * 1.1 > facts.free_disk_bytes:
         raise RefusedError(f"preflight: each new node must hold about {per_node:,} bytes "
                            f"(+10%) but has {facts.free_disk_bytes:,} free")
+    notes.append(estimate_note)
     notes.append("min.insync.replicas is raised to "
                  f"{request.min_insync_replicas} only after ISR = {target_rf} everywhere")
     if not new_voters:
@@ -245,3 +252,28 @@ def plan_scale_out(facts: ClusterFacts, request: ScaleOutRequest) -> ScaleOutPla
     return ScaleOutPlan(quorum, facts.kafka_version, tuple(present), tuple(new_nodes), roles,
                         tuple(steps), target_rf, request.min_insync_replicas,
                         bytes_to_copy, estimated, tuple(notes), new_voters)
+
+
+def estimate_seconds(bytes_to_copy: int, request: ScaleOutRequest, *, sources: int,
+                     receivers: int, voters: int) -> tuple[float, str]:
+    """The plan's duration estimate and the note naming its assumptions.
+
+    The copy: the replication throttle caps each broker, leader side (what it sends) and
+    follower side (what it receives), so the copy runs at throttle x min(sources,
+    receivers): the old brokers send, the new nodes receive (1 -> 3: one source, the
+    throttle once, not twice). Then the fixed waits per new node and per new voter, and
+    the playbook's own work, as measured (``ScaleOutRequest``'s defaults)."""
+    lanes = max(1, min(sources, receivers))
+    copy_s = bytes_to_copy / (request.throttle_bytes_per_s * lanes)
+    waits_s = receivers * request.node_start_s + voters * request.voter_promotion_s
+    total = copy_s + waits_s + request.playbook_overhead_s
+    promo = (f" + {voters} voter promotion(s) x {request.voter_promotion_s:g} s"
+             if voters else "")
+    note = (f"estimate {total:.0f} s = {bytes_to_copy:,} bytes / (throttle "
+            f"{request.throttle_bytes_per_s:,} B/s x {lanes} broker(s) copying at once) "
+            f"= {copy_s:.0f} s + {receivers} node start(s) x {request.node_start_s:g} s"
+            f"{promo} + {request.playbook_overhead_s:g} s of the playbook's own work; the "
+            "fixed times were measured on a shared 2-core test machine (docs/benchmarks.md): "
+            "a busier or slower host starts nodes slower (24-33 s per node seen at load 24-36), "
+            "and Kafka's throttle copied at about 0.67 of its rate there")
+    return total, note
