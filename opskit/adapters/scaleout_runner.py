@@ -31,7 +31,7 @@ from opskit.core.scaleout.machine import (
 )
 from opskit.core.scaleout.plan import ScaleOutPlan, Step
 from opskit.core.scaleout.window import Window
-from opskit.errors import OpskitError, RefusedError, UsageError
+from opskit.errors import OpskitError, RefusedError, UsageError, WriteFailedError
 
 log = logging.getLogger(__name__)
 
@@ -110,7 +110,9 @@ def drive(state: RunState, version: str | None, store: JournalStore, steps: Step
         say(f"{'resuming' if run.resumed else 'step'} {key} ...")
         try:
             detail = steps.run(run.step, state.plan)
-        except (RefusedError, UsageError) as e:
+        except (RefusedError, UsageError, WriteFailedError) as e:
+            # refused, bad input, a file that cannot be written (permission, disk full):
+            # an operator must act before a rerun can succeed
             ev: StepSucceeded | StepFailed = StepFailed(iso(now()), key, str(e), retryable=False)
         except OpskitError as e:
             ev = StepFailed(iso(now()), key, str(e), retryable=True)

@@ -28,6 +28,7 @@ from opskit.paths import state_dir
 from opskit.sandbox.cluster import Sandbox, free_port_block
 
 ROOT = Path(__file__).resolve().parents[2]
+REGISTRY = ROOT / "opskit" / "registry" / "hip30.yaml"
 
 
 @pytest.fixture
@@ -123,29 +124,62 @@ def test_refusals_paging_lock_and_secured_scale_out(secured: Sandbox, tmp_path: 
     assert len(sb.require().nodes) == 1 and journal(sb)["done"] == []
 
     # 5. the next run (no window) resumes that run; a second run while it is active is
-    # refused by the run lock, naming the holder
-    proc = subprocess.Popen([sys.executable, "-m", "opskit.cli.main", *scale, "--throttle",
-                             "20MiB", "--execute"], cwd=ROOT, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True, env=os.environ.copy())
-    try:
-        deadline = time.monotonic() + 120
-        while journal(sb).get("phase") != "running":
-            assert proc.poll() is None and time.monotonic() < deadline, "never ran"
-            time.sleep(0.2)
-        # adding a node alone takes longer than these three commands
-        for second in (run_cli(*scale, "--execute"),
-                       run_cli("playbook", "resume", "--sandbox", sb.name),
-                       run_cli("playbook", "upgrade-quorum", "--sandbox", sb.name,
-                               "--execute")):
-            refused(second, "another run is active", f"pid {proc.pid}")
-        assert proc.poll() is None
-        _, err = proc.communicate(timeout=600)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(30)
-    assert proc.returncode == 0, err[-2000:]
+    # refused by the run lock, naming the holder. Its registry file cannot be rewritten
+    # (the kernel refuses the name of the temporary file beside it: too long, whoever
+    # runs the test, root included), so update_registry fails for good: the run pages
+    # (critical, naming the step, no secret) and exits 5; resumed with a registry it can
+    # write, it finishes
+    bad_registry = tmp_path / ("r" * 246 + ".yaml")         # 251 bytes: the name's limit is 255
+    bad_registry.write_bytes(REGISTRY.read_bytes())
+    with PagerDutyReceiver() as pd:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "opskit.cli.main", *scale, "--throttle", "20MiB",
+             "--registry", str(bad_registry), "--routing-key-file", str(keyf),
+             "--pagerduty-url", pd.url, "--pagerduty-ca-file", str(pd.ca_file), "--execute"],
+            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+            env=os.environ.copy())
+        try:
+            deadline = time.monotonic() + 120
+            while journal(sb).get("phase") != "running":
+                assert proc.poll() is None and time.monotonic() < deadline, "never ran"
+                time.sleep(0.2)
+            # adding a node alone takes longer than these three commands
+            for second in (run_cli(*scale, "--execute"),
+                           run_cli("playbook", "resume", "--sandbox", sb.name),
+                           run_cli("playbook", "upgrade-quorum", "--sandbox", sb.name,
+                                   "--execute")):
+                refused(second, "another run is active", f"pid {proc.pid}")
+            assert proc.poll() is None
+            _, err = proc.communicate(timeout=600)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(30)
+        assert proc.returncode == 5, err[-2000:]
+        last = err.strip().splitlines()[-1]
+        assert last.startswith("opskit: error:") and "failed: update_registry" in last, err
+        assert "cannot write registry file" in last and "fix the cause" in last, err
+        assert pd.wait_for(lambda evs: len(evs) >= 1, timeout=30)
+        (failed_page,) = pd.events
+    assert failed_page["routing_key"] == key and failed_page["event_action"] == "trigger"
+    summary = failed_page["payload"]["summary"]
+    assert summary.startswith(f"scale-out {journal(sb)['run_id']} failed at update_registry: "
+                              "cannot write registry file"), summary
+    assert failed_page["payload"]["severity"] == "critical"
+    without_key = json.dumps({k: v for k, v in failed_page.items() if k != "routing_key"})
+    for s in secrets:
+        assert s not in without_key and s not in err
     state = journal(sb)
+    assert state["phase"] == "failed" and state["in_flight"] == "update_registry", state
+    assert bad_registry.read_bytes() == REGISTRY.read_bytes()      # nothing was replaced
+    registry = tmp_path / "hip30.yaml"
+    registry.write_bytes(REGISTRY.read_bytes())
+    r = run_cli("playbook", "resume", "--sandbox", sb.name, "--registry", str(registry))
+    assert r.code == 0, r.err
+    assert "replication_factor: 3" in registry.read_text()
+    state = journal(sb)
+    assert [e["what"] for e in state["journal"]  # type: ignore[attr-defined]
+            if e["step"] == "update_registry"] == ["started", "failed", "resumed", "finished"]
     assert state["phase"] == "done" and state["done"] == state["plan"]["steps"]  # type: ignore[index]
 
     # the secured end state: three brokers, RF 3, min ISR 2, the security settings

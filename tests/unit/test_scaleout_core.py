@@ -37,12 +37,19 @@ from opskit.core.scaleout.plan import (
     QuorumKind,
     ScaleOutPlan,
     ScaleOutRequest,
+    Step,
     StepKind,
     plan_scale_out,
 )
 from opskit.core.scaleout.quorum import plan_quorum_upgrade
 from opskit.core.scaleout.window import parse_window
-from opskit.errors import InvalidInputError, RefusedError, UsageError
+from opskit.errors import (
+    InvalidInputError,
+    RefusedError,
+    ServiceUnavailableError,
+    UsageError,
+    WriteFailedError,
+)
 
 
 def at(h: int, m: int = 0) -> datetime:
@@ -294,6 +301,29 @@ def test_failure_halts_with_the_step_kept_in_flight_and_pages() -> None:
     assert s.phase is Phase.FAILED and acts2[0].severity == "critical"  # type: ignore[union-attr]
     s, (again,) = drive(s)
     assert isinstance(again, RunStep) and again.step.key == act.step.key
+
+
+@pytest.mark.parametrize(("error", "phase", "severity"), [
+    (WriteFailedError("cannot write registry file r.yaml: Permission denied"), Phase.FAILED,
+     "critical"),                                  # an operator must act first
+    (ServiceUnavailableError("broker 1 timed out"), Phase.HALTED, "error"),   # retry later
+])
+def test_the_runner_fails_for_good_on_a_file_it_cannot_write(
+        tmp_path: Path, error: Exception, phase: Phase, severity: str) -> None:
+    from opskit.adapters.scaleout_runner import drive as run
+
+    class Steps:
+        def run(self, step: Step, plan: ScaleOutPlan) -> str:
+            if step.kind is StepKind.UPDATE_REGISTRY:
+                raise error
+            return "ok"
+
+    pages: list[Page] = []
+    end = run(new_state(), None, FileJournal(tmp_path / "j.json"), Steps(), pager=pages.append)
+    assert end.phase is phase and end.in_flight == "update_registry"
+    (page,) = pages
+    assert page.severity == severity and "at update_registry: " in page.summary
+    assert str(error) in page.summary
 
 
 def test_abort_waits_for_the_step_in_flight() -> None:
