@@ -168,18 +168,26 @@ class LocalSteps:
         """Set a dynamic cluster-wide broker default. Neither confluent-kafka nor
         kafka-python accepts the empty resource name of the cluster default, and Kafka 4.x
         refuses a per-broker min.insync.replicas while ELR is on: on a sandbox, Kafka's own
-        kafka-configs (--entity-default) sets it."""
+        kafka-configs (--entity-default) sets it: through the client listener when it is
+        plaintext, else (a secured 4.x sandbox) through the controllers' listener
+        (``--bootstrap-controller``, KIP-919), which a sandbox keeps plaintext on 127.0.0.1
+        with its ANONYMOUS principal a super user. A secured 3.x sandbox gets per-broker
+        values (its brokers accept them)."""
         from opskit.sandbox.dist import ensure_kafka_dist
 
         st = self.sb.require()
+        target = ("--bootstrap-server", st.bootstrap)
         if st.security != "plaintext":
-            with self.kafka.admin() as admin:
-                admin.alter_broker_configs(sorted(n.node_id for n in st.nodes), {key: value})
-            return "on every broker (dynamic per-broker values)"
+            if int(st.version.split(".")[0]) < 4:
+                with self.kafka.admin() as admin:
+                    admin.alter_broker_configs(sorted(n.node_id for n in st.nodes),
+                                               {key: value})
+                return "on every broker (dynamic per-broker values)"
+            target = ("--bootstrap-controller", ",".join(
+                f"127.0.0.1:{st.controller_port_of(c)}" for c in st.controllers))
         out = ensure_kafka_dist(st.version).run_tool(
-            "kafka.admin.ConfigCommand", "--bootstrap-server", st.bootstrap, "--entity-type",
-            "brokers", "--entity-default", "--alter", "--add-config", f"{key}={value}",
-            timeout=120)
+            "kafka.admin.ConfigCommand", *target, "--entity-type", "brokers",
+            "--entity-default", "--alter", "--add-config", f"{key}={value}", timeout=120)
         if out.returncode != 0:
             lines = (out.stderr or out.stdout).strip().splitlines()
             raise InconsistentStateError(f"kafka-configs --entity-default {key}={value} failed: "
