@@ -124,17 +124,22 @@ class KafkaSteps:
             time.sleep(1.0)
         raise InconsistentStateError(f"{what}: still {missing} after {self.wait_s:.0f}s")
 
-    def _plan_once(self, path: Path, *args: str) -> None:
+    def _plan_once(self, path: Path, *args: str) -> bool:
         """``opskit reassign plan ARGS --write-plan path`` unless the plan exists (here
-        or in the plan store): a resumed run executes the same plan."""
+        or in the plan store): a resumed run executes the same plan. False when there is
+        nothing to move (``reassign plan`` then writes no file), e.g. a cluster without
+        topics, or leaders already balanced."""
         self.run_dir.mkdir(parents=True, exist_ok=True)
         if not path.exists() and self.plans is not None:
             self.plans.restore(path)
         if not path.exists():
             self.opskit("reassign", "plan", *args, "--write-plan", str(path),
                         "--context", self.context)
+            if not path.exists():
+                return False
             if self.plans is not None:
                 self.plans.keep(path)
+        return True
 
     def registered_brokers(self) -> set[int]:
         with self.admin() as admin:
@@ -161,8 +166,10 @@ class KafkaSteps:
 
     def raise_rf(self, plan: ScaleOutPlan) -> str:
         plan_file = self.run_dir / "raise-rf.json"
-        self._plan_once(plan_file, "--replication-factor", str(plan.target_rf),
-                        "--all-topics", "--include-internal", "--throttle", self.throttle)
+        if not self._plan_once(plan_file, "--replication-factor", str(plan.target_rf),
+                               "--all-topics", "--include-internal", "--throttle",
+                               self.throttle):
+            return f"every topic already at RF {plan.target_rf}: nothing to move"
         self.opskit("reassign", "execute", str(plan_file), "--throttle", self.throttle,
                     "--execute", "--context", self.context)
         return f"every topic at RF {plan.target_rf} (plan {plan_file.name})"
@@ -183,9 +190,9 @@ class KafkaSteps:
         # still an old broker: a rebalance plan reorders replicas (no data moves) and its
         # execution ends with a preferred leader election
         leaders_file = self.run_dir / "leaders.json"
-        self._plan_once(leaders_file, "--rebalance")
-        self.opskit("reassign", "execute", str(leaders_file), "--throttle", self.throttle,
-                    "--execute", "--context", self.context)
+        if self._plan_once(leaders_file, "--rebalance"):
+            self.opskit("reassign", "execute", str(leaders_file), "--throttle", self.throttle,
+                        "--execute", "--context", self.context)
 
         def check() -> str | None:
             with self.admin() as admin:

@@ -1,0 +1,49 @@
+"""The Kafka steps of a scale-out when ``reassign plan`` finds nothing to move.
+
+``opskit reassign plan`` exits 0 and writes no plan file when the cluster already meets
+the goal (a cluster without topics, leaders already balanced). The RF-raise step must
+then succeed with "nothing to move" instead of executing a plan file that does not
+exist (which failed the run with exit 4).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from opskit.adapters.scaleout_kafka import KafkaSteps
+from opskit.core.connection import ConnectionConfig
+from opskit.core.scaleout.plan import ClusterFacts, ScaleOutPlan, ScaleOutRequest, plan_scale_out
+
+
+def _plan() -> ScaleOutPlan:
+    facts = ClusterFacts(kafka_version="3.7.2", kraft_version=0, voters=(0,), brokers=(0,))
+    return plan_scale_out(facts, ScaleOutRequest(target_brokers=3))
+
+
+def _steps(tmp_path: Path, calls: list[list[str]], write: bool) -> KafkaSteps:
+    def cli(args: list[str]) -> int:
+        calls.append(args)
+        if args[:2] == ["reassign", "plan"] and write:
+            out = Path(args[args.index("--write-plan") + 1])
+            out.write_text(json.dumps({"version": 1, "partitions": []}))
+        return 0
+
+    return KafkaSteps(ConnectionConfig("127.0.0.1:1"), "ctx", tmp_path, "1MiB", cli=cli)
+
+
+def test_raise_rf_with_nothing_to_move_executes_nothing(tmp_path: Path) -> None:
+    calls: list[list[str]] = []
+    detail = _steps(tmp_path, calls, write=False).raise_rf(_plan())
+    assert "nothing to move" in detail
+    assert [c[:2] for c in calls] == [["reassign", "plan"]]
+    assert not (tmp_path / "raise-rf.json").exists()
+
+
+def test_raise_rf_executes_the_plan_it_wrote_and_a_resume_reuses_it(tmp_path: Path) -> None:
+    calls: list[list[str]] = []
+    steps = _steps(tmp_path, calls, write=True)
+    steps.raise_rf(_plan())
+    steps.raise_rf(_plan())  # a resumed run: the same plan file
+    assert [c[:2] for c in calls] == [["reassign", "plan"], ["reassign", "execute"],
+                                      ["reassign", "execute"]]
