@@ -63,10 +63,9 @@ def _platform(platform: str, namespace: str | None, statefulset: str | None,
 
 
 def _run_dir(sandbox: str) -> Path:
-    from opskit.adapters.safe_write import safe_file_name
-    from opskit.paths import state_dir
+    from opskit.sandbox.cluster import Sandbox
 
-    return state_dir() / "playbooks" / safe_file_name(sandbox)
+    return Sandbox(sandbox).playbook_dir
 
 
 def _context(sandbox: str) -> str:

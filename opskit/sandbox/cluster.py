@@ -547,6 +547,13 @@ class Sandbox:
         for node in sorted(st.nodes, key=lambda n: -n.node_id):
             self._stop_node(node)
 
+    @property
+    def playbook_dir(self) -> Path:
+        """Where ``opskit playbook`` keeps this sandbox's run (journal, plans, lock)."""
+        from opskit.adapters.safe_write import safe_file_name
+
+        return state_dir() / "playbooks" / safe_file_name(self.name)
+
     def down(self, keep: bool = False) -> str:
         st = self.require()
         self._stop_nodes(st)
@@ -554,6 +561,9 @@ class Sandbox:
             self.save(st)
             return "stopped (data kept)"
         shutil.rmtree(self.root, ignore_errors=True)
+        # the playbook's journal describes this cluster only: a later sandbox of the same
+        # name must not resume (or be refused by) a run of the one removed here
+        shutil.rmtree(self.playbook_dir, ignore_errors=True)
         return "stopped and removed"
 
 
