@@ -152,12 +152,28 @@ def test_node_ids_skip_taken_ids() -> None:
     ({"kraft_version": 1}, {"controllers": 4}, "cannot make 4 voters"),
     ({"kraft_version": 1, "voters": (0, 1, 2), "brokers": (0, 1)}, {"controllers": 2},
      "never removes"),
-    ({"brokers": (0, 1, 2)}, {}, "already has 3 brokers"),
+    ({"brokers": (0, 1, 2), "topic_rf": {"llm_usage": 3, "__consumer_offsets": 3}}, {},
+     "already has 3 brokers"),
     ({"free_disk_bytes": 100}, {}, "free"),
 ])
 def test_refusals(kw: dict[str, object], req: dict[str, object], msg: str) -> None:
     with pytest.raises(RefusedError, match=msg):
         plan_scale_out(facts(**kw), ScaleOutRequest(**req))  # type: ignore[arg-type]
+
+
+def test_enough_brokers_but_topics_below_the_rf_finishes_without_adding_nodes() -> None:
+    # an aborted run (or nodes added by hand): brokers are there, RF 3 and min ISR are not
+    p = plan_scale_out(facts(brokers=(0, 1, 2)), ScaleOutRequest(throttle_bytes_per_s=10**6))
+    assert p.new_nodes == () and p.existing == (0, 1, 2)
+    kinds = [s.kind for s in p.steps]
+    assert StepKind.ADD_NODE not in kinds and StepKind.PROMOTE_VOTER not in kinds
+    assert kinds[-6:] == [StepKind.RAISE_RF, StepKind.VERIFY_ISR, StepKind.ELECT_LEADERS,
+                          StepKind.SET_MIN_ISR, StepKind.UPDATE_REGISTRY, StepKind.FINAL_HEALTH]
+    assert p.bytes_to_copy == 2 * 1_000_000 + 2 * 10_000
+    assert "finishes the scale-out" in p.notes[0] and "__consumer_offsets" in p.notes[0]
+    # a dynamic quorum: no node to promote either
+    dyn = plan_scale_out(facts(brokers=(0, 1, 2), kraft_version=1), ScaleOutRequest())
+    assert dyn.new_voters == () and StepKind.PROMOTE_VOTER not in [s.kind for s in dyn.steps]
 
 
 def test_static_refusal_names_the_reason_and_the_fix() -> None:

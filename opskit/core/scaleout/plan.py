@@ -177,9 +177,14 @@ def plan_scale_out(facts: ClusterFacts, request: ScaleOutRequest) -> ScaleOutPla
             raise RefusedError(f"--controllers {request.controllers}: the quorum has "
                                f"{voters_now} voters already; a scale-out never removes one")
     present = sorted(set(facts.brokers))
-    if len(present) >= request.target_brokers:
+    target_rf = min(3, request.target_brokers)
+    short = sorted(t for t, rf in facts.topic_rf.items() if rf < target_rf)
+    if len(present) >= request.target_brokers and not short:
         raise RefusedError(f"the cluster already has {len(present)} brokers "
-                           f"({', '.join(map(str, present))}); nothing to scale out")
+                           f"({', '.join(map(str, present))}) and every topic RF "
+                           f"{target_rf}; nothing to scale out")
+    # enough brokers but topics below the RF (an aborted run, nodes added by hand): the
+    # plan finishes the scale-out without adding nodes
     taken = set(facts.voters) | set(facts.brokers)
     new_nodes: list[int] = []
     candidate = max(taken, default=-1) + 1
@@ -187,7 +192,6 @@ def plan_scale_out(facts: ClusterFacts, request: ScaleOutRequest) -> ScaleOutPla
         if candidate not in taken:
             new_nodes.append(candidate)
         candidate += 1
-    target_rf = min(3, request.target_brokers)
     new_voters: tuple[int, ...] = ()
     if quorum is QuorumKind.DYNAMIC:
         wanted = len(new_nodes) if request.controllers is None else \
@@ -215,7 +219,13 @@ def plan_scale_out(facts: ClusterFacts, request: ScaleOutRequest) -> ScaleOutPla
         voters=len(new_voters))
 
     notes: list[str] = []
-    if quorum is QuorumKind.STATIC:
+    if not new_nodes:
+        notes.append(
+            f"the cluster already has {len(present)} brokers: this run adds no node and "
+            f"finishes the scale-out: RF {target_rf} for {len(short)} topic(s) below it ("
+            + ", ".join(short[:5]) + (f", +{len(short) - 5} more" if len(short) > 5 else "")
+            + f"), then min.insync.replicas={request.min_insync_replicas}")
+    elif quorum is QuorumKind.STATIC:
         notes.append(
             f"static quorum (voters {', '.join(map(str, facts.voters))}): new nodes "
             f"{', '.join(map(str, new_nodes))} join as broker-only nodes; the controller "
