@@ -245,6 +245,18 @@ def check_end_state(sb: Sandbox, registry: Path, context: str) -> None:
     assert r.code == 0, r.out + r.err
 
 
+def no_acknowledged_record_lost(sb: Sandbox, traffic: Traffic) -> None:
+    """Every record the producer saw acknowledged is in the log, in order per key."""
+    got = read_all(sb.require().bootstrap)
+    acked: dict[str, list[int]] = {}
+    for k, s in traffic.acked:
+        acked.setdefault(k, []).append(s)
+    assert acked, "the producer had no record acknowledged"
+    for k, seqs in acked.items():
+        assert set(seqs) <= set(got.get(k, [])), f"acknowledged records of {k} lost"
+        assert got[k] == sorted(got[k]), f"order of {k} changed"
+
+
 def test_static_quorum_scale_out_under_traffic_killed_at_every_step(
         one_node: Sandbox, tmp_path: Path) -> None:
     """SIGKILL right after each step is journaled started (before it acts) and right
@@ -302,13 +314,7 @@ def test_static_quorum_scale_out_under_traffic_killed_at_every_step(
         assert subs and set(subs.values()) == {1}, (p, subs.most_common(3))
     check_end_state(sb, registry, ctx)
     assert voters(sb) == [0]                                  # the static voter set unchanged
-    got = read_all(sb.require().bootstrap)
-    acked: dict[str, list[int]] = {}
-    for k, s in traffic.acked:
-        acked.setdefault(k, []).append(s)
-    for k, seqs in acked.items():
-        assert set(seqs) <= set(got.get(k, [])), f"acknowledged records of {k} lost"
-        assert got[k] == sorted(got[k]), f"order of {k} changed"
+    no_acknowledged_record_lost(sb, traffic)
     # a scheduled run after the finished run: one line, nothing done, exit 0 (not a nightly
     # failure); without the journal it is today's refusal
     r = run_cli(*args)
@@ -344,3 +350,4 @@ def test_dynamic_quorum_scale_out_adds_voters(one_node_dynamic: Sandbox, tmp_pat
     assert traffic.errors == [] and traffic.consumed_after_mark > 0
     assert voters(sb) == [0, 1, 2]
     check_end_state(sb, registry, ctx)
+    no_acknowledged_record_lost(sb, traffic)
