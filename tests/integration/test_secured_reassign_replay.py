@@ -148,6 +148,17 @@ def _make_topic(s: Scenario, partitions: int, records: int, size: int) -> str:
     create_topic(_conf(s), name, partitions)
     produce(_conf(s), name, dict.fromkeys(range(partitions), records // partitions),
             value=b"r" * size)
+    # every record must be there: a move of a topic that lost its records on the way in
+    # finishes at once, and the cancel below would then race its end
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({**_conf(s), "group.id": f"{name}-check"})
+    try:
+        for part in range(partitions):
+            low, high = c.get_watermark_offsets(TopicPartition(name, part), timeout=30)
+            assert high - low == records // partitions, (name, part, low, high)
+    finally:
+        c.close()
     return name
 
 
