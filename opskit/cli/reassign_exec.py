@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import sys
 import time
+from dataclasses import replace
 from typing import Annotated, Any
 
 import typer
@@ -218,7 +219,7 @@ def execute(
             raise NotFoundError(f"no unfinished execution of plan {pid} to resume")
         if unfinished:
             assert existing is not None
-            _resume(existing, admin, journal, do_execute, output)
+            _resume(existing, admin, journal, do_execute, output, stall_timeout)
             return
         others = [st for st in journal.executions()
                   if st.phase is not Phase.DONE and st.plan_id != pid]
@@ -259,7 +260,7 @@ def execute(
 
 
 def _resume(state: ExecState, admin: ReassignAdmin, journal: Journal, do_execute: bool,
-            output: Output) -> None:
+            output: Output, stall_timeout: float) -> None:
     if not do_execute:
         data = {"dry_run": True, "resume": True, "plan_id": state.plan_id,
                 "phase": state.phase.value, "moves": state.counts()}
@@ -269,7 +270,11 @@ def _resume(state: ExecState, admin: ReassignAdmin, journal: Journal, do_execute
             "a move twice)"))
         return
     stderr().print(f"opskit: resuming plan {state.plan_id} (phase {state.phase.value})")
-    _run(state, admin, journal, 0, output)
+    # the resumed run measures stalls from its own start, with its own --stall-timeout:
+    # the journaled progress time is from the run that stopped (minutes ago, perhaps), so
+    # kept, it would stop the resumed run at its first look when a restarted broker has
+    # not fetched yet
+    _run(replace(state, progress=None, stall_after=stall_timeout), admin, journal, 0, output)
 
 
 def _run(state: ExecState, admin: ReassignAdmin, journal: Journal, total: int,

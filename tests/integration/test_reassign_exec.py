@@ -79,8 +79,14 @@ class _Cluster:
         self.admin = AdminClient({"bootstrap.servers": self.bootstrap})
 
     def replicas(self, topic: str) -> dict[int, list[int]]:
-        md = self.admin.list_topics(topic, timeout=15).topics[topic]
-        return {p.id: list(p.replicas) for p in md.partitions.values()}
+        """Replicas per partition; a topic just created is waited for (up to 30 s) until
+        the metadata answer lists its partitions (it can come back empty at first)."""
+        deadline = time.monotonic() + 30
+        while True:
+            md = self.admin.list_topics(topic, timeout=15).topics[topic]
+            if md.partitions or time.monotonic() > deadline:
+                return {p.id: list(p.replicas) for p in md.partitions.values()}
+            time.sleep(0.2)
 
     def cluster_id(self) -> str:
         return str(self.admin.list_topics(timeout=15).cluster_id)
