@@ -10,8 +10,8 @@ import socket
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
-from contextlib import redirect_stderr, redirect_stdout
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager, redirect_stderr, redirect_stdout
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Self
@@ -43,6 +43,21 @@ def run_cli(*args: str) -> CliResult:
 
 #: a bootstrap string, or librdkafka settings (a secured cluster: ``cluster.conn().to_librdkafka()``)
 Where = str | Mapping[str, Any]
+
+
+@contextmanager
+def cli_sandbox(name: str, *up_args: str) -> Iterator[Any]:
+    """A one-node sandbox started by ``opskit sandbox up --name NAME`` on a free port with
+    ``up_args`` (version, quorum, security ...), removed afterwards (its playbook run too)."""
+    from opskit.sandbox.cluster import Sandbox, free_port_block
+
+    r = run_cli("sandbox", "up", "--name", name, "--port", str(free_port_block(1)), *up_args)
+    assert r.code == 0, r.out + r.err
+    sb = Sandbox(name)
+    try:
+        yield sb
+    finally:
+        sb.down()
 
 
 def client_conf(bootstrap: Where) -> dict[str, Any]:

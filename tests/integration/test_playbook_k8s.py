@@ -31,13 +31,13 @@ from typing import Any, Self
 import pytest
 import yaml
 from confluent_kafka import Producer
-from helpers import create_topic, run_cli
+from helpers import cli_sandbox, create_topic, run_cli
 from hip30_k8s import hip30_statefulset
 from k8s_apiserver import ApiServer
 
 from opskit.adapters.k8s_api import KubeApi, KubeTarget
 from opskit.adapters.kafka_admin import KafkaAdmin
-from opskit.sandbox.cluster import Sandbox, free_port_block
+from opskit.sandbox.cluster import Sandbox
 
 ROOT = Path(__file__).resolve().parents[2]
 NS = "hip30-pb"
@@ -108,15 +108,9 @@ class FakeKubelet:
 
 @pytest.fixture(scope="module")
 def sandbox37() -> Iterator[Sandbox]:
-    name = f"k8spb{os.getpid()}"
-    r = run_cli("sandbox", "up", "--name", name, "--port", str(free_port_block(1)),
-                "--kafka-version", "3.7", "--quorum", "static")
-    assert r.code == 0, r.out + r.err
-    sb = Sandbox(name)
-    try:
+    with cli_sandbox(f"k8spb{os.getpid()}", "--kafka-version", "3.7", "--quorum",
+                     "static") as sb:
         yield sb
-    finally:
-        sb.down()
 
 
 @pytest.fixture(scope="module")

@@ -26,13 +26,12 @@ from typing import Self
 
 import pytest
 from confluent_kafka import Consumer, Producer
-from helpers import run_cli
+from helpers import cli_sandbox, run_cli
 
 from opskit.adapters.kafka_admin import KafkaAdmin
 from opskit.adapters.reassign_journal import Journal
 from opskit.adapters.scaleout_runner import KILL_AT_ENV
-from opskit.paths import state_dir
-from opskit.sandbox.cluster import Sandbox, free_port_block
+from opskit.sandbox.cluster import Sandbox
 from opskit.sandbox.scale import voters
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -124,18 +123,12 @@ def one_node_dynamic(uniq: str) -> Iterator[Sandbox]:
 
 
 def _one_node(name: str, version: str, quorum: str) -> Iterator[Sandbox]:
-    r = run_cli("sandbox", "up", "--name", name, "--port", str(free_port_block(1)),
-                "--kafka-version", version, "--quorum", quorum)
-    assert r.code == 0, r.err
-    sb = Sandbox(name)
-    try:
+    with cli_sandbox(name, "--kafka-version", version, "--quorum", quorum) as sb:
         yield sb
-    finally:
-        sb.down()
 
 
 def journal(sb: Sandbox) -> dict[str, object]:
-    path = state_dir() / "playbooks" / sb.name / "journal.json"
+    path = sb.playbook_dir / "journal.json"
     try:
         return json.loads(path.read_text())["state"]  # type: ignore[no-any-return]
     except (OSError, ValueError, KeyError):
@@ -273,7 +266,7 @@ def test_static_quorum_scale_out_under_traffic_killed_at_every_step(
     assert "raise_rf" in steps and not any(k.startswith("promote_voter") for k in steps)
     args = ["playbook", "scale-out", "--sandbox", sb.name, "--throttle", "20MiB",
             "--registry", str(registry), "--execute"]
-    lock = state_dir() / "playbooks" / sb.name / "run.lock"
+    lock = sb.playbook_dir / "run.lock"
     bootstrap = sb.require().bootstrap
     with Traffic(bootstrap) as traffic:
         time.sleep(3)
@@ -323,7 +316,7 @@ def test_static_quorum_scale_out_under_traffic_killed_at_every_step(
                              f"{entries[-1]['at']}; the cluster has 3 brokers: "  # type: ignore[index]
                              "nothing to do"), r.out
     assert journal(sb) == state
-    path = state_dir() / "playbooks" / sb.name / "journal.json"
+    path = sb.playbook_dir / "journal.json"
     path.rename(path.with_name("journal.moved"))
     r = run_cli("playbook", "scale-out", "--sandbox", sb.name)
     assert r.code == 5 and "already has 3 brokers" in r.err

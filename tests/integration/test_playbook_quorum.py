@@ -9,26 +9,18 @@ from collections.abc import Iterator
 
 import pytest
 from confluent_kafka import Producer
-from helpers import create_topic, run_cli
+from helpers import cli_sandbox, create_topic, run_cli
 
 from opskit.adapters.kafka_admin import KafkaAdmin
 from opskit.adapters.kraft_features import read_kraft_version
-from opskit.paths import state_dir
-from opskit.sandbox.cluster import Sandbox, free_port_block
+from opskit.sandbox.cluster import Sandbox
 from opskit.sandbox.scale import voters
 
 
 @pytest.fixture
 def static4(uniq: str) -> Iterator[Sandbox]:
-    name = f"pq{uniq}"
-    r = run_cli("sandbox", "up", "--name", name, "--port", str(free_port_block(1)),
-                "--kafka-version", "4.x", "--quorum", "static")
-    assert r.code == 0, r.err
-    sb = Sandbox(name)
-    try:
+    with cli_sandbox(f"pq{uniq}", "--kafka-version", "4.x", "--quorum", "static") as sb:
         yield sb
-    finally:
-        sb.down()
 
 
 def props(sb: Sandbox, node: int) -> str:
@@ -64,7 +56,7 @@ def test_upgrade_quorum_then_scale_out_adds_controllers(static4: Sandbox) -> Non
     assert r.code == 0, r.err
     assert read_kraft_version(sb.connection()) == 1
     assert voters(sb) == [0]
-    record = json.loads((state_dir() / "playbooks" / sb.name / "quorum-upgrade.json").read_text())
+    record = json.loads((sb.playbook_dir / "quorum-upgrade.json").read_text())
     (entry,) = record["history"]
     assert (entry["kraft_version_before"], entry["kraft_version_after"]) == (0, 1)
     assert "controller.quorum.voters=" not in props(sb, 0)

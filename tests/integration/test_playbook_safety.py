@@ -20,12 +20,11 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
-from helpers import create_topic, run_cli
+from helpers import cli_sandbox, create_topic, run_cli
 from pd_receiver import PagerDutyReceiver, routing_key
 
 from opskit.adapters.kafka_admin import KafkaAdmin
-from opskit.paths import state_dir
-from opskit.sandbox.cluster import Sandbox, free_port_block
+from opskit.sandbox.cluster import Sandbox
 
 ROOT = Path(__file__).resolve().parents[2]
 REGISTRY = ROOT / "opskit" / "registry" / "hip30.yaml"
@@ -33,19 +32,12 @@ REGISTRY = ROOT / "opskit" / "registry" / "hip30.yaml"
 
 @pytest.fixture
 def secured(uniq: str) -> Iterator[Sandbox]:
-    name = f"ps{uniq}"
-    r = run_cli("sandbox", "up", "--name", name, "--port", str(free_port_block(1)),
-                "--kafka-version", "3.7", "--security", "sasl_ssl")
-    assert r.code == 0, r.err
-    sb = Sandbox(name)
-    try:
+    with cli_sandbox(f"ps{uniq}", "--kafka-version", "3.7", "--security", "sasl_ssl") as sb:
         yield sb
-    finally:
-        sb.down()
 
 
 def journal_path(sb: Sandbox) -> Path:
-    return state_dir() / "playbooks" / sb.name / "journal.json"
+    return sb.playbook_dir / "journal.json"
 
 
 def journal(sb: Sandbox) -> dict[str, object]:

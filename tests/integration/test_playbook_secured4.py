@@ -13,12 +13,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from helpers import run_cli
+from helpers import cli_sandbox
 
 from opskit.adapters.kafka_admin import KafkaAdmin
 from opskit.adapters.scaleout_local import LocalSteps
 from opskit.errors import OpskitError
-from opskit.sandbox.cluster import Sandbox, free_port_block
 from opskit.sandbox.security import admin_context_name
 
 
@@ -26,11 +25,7 @@ from opskit.sandbox.security import admin_context_name
 def test_secured_4x_cluster_default_goes_through_the_controllers(uniq: str,
                                                                  tmp_path: Path) -> None:
     name = f"p4{uniq}"
-    r = run_cli("sandbox", "up", "--name", name, "--port", str(free_port_block(1)),
-                "--kafka-version", "4.x", "--security", "sasl_ssl")
-    assert r.code == 0, r.err
-    sb = Sandbox(name)
-    try:
+    with cli_sandbox(name, "--kafka-version", "4.x", "--security", "sasl_ssl") as sb:
         st = sb.require()
         assert st.version.startswith("4.")
         with KafkaAdmin(sb.connection()) as admin:
@@ -47,5 +42,3 @@ def test_secured_4x_cluster_default_goes_through_the_controllers(uniq: str,
             assert admin.broker_configs([0])[0]["min.insync.replicas"][0] == "2"
         # rerunnable (a resumed step sets it again)
         assert steps._cluster_default("min.insync.replicas", "2") == where
-    finally:
-        sb.down()

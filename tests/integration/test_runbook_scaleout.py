@@ -37,14 +37,12 @@ from pathlib import Path
 import pytest
 import yaml
 from confluent_kafka import Producer
-from helpers import commit, run_cli
+from helpers import cli_sandbox, commit, run_cli
 from hip30_k8s import hip30_statefulset
 from k8s_apiserver import ApiServer
 
 from opskit.adapters.kafka_admin import KafkaAdmin
-from opskit.adapters.safe_write import safe_file_name
-from opskit.paths import state_dir
-from opskit.sandbox.cluster import Sandbox, free_port_block
+from opskit.sandbox.cluster import Sandbox
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNBOOK = ROOT / "runbooks" / "scale-out-1-to-3.md"
@@ -117,11 +115,7 @@ def test_the_stories_run_every_command_of_the_runbook_and_each_says_its_exit() -
 def one_node_sandbox(name: str, version: str, quorum: str,
                      tmp_path: Path) -> Iterator[dict[str, str]]:
     """A one-node sandbox holding the HIP-30 topics, some data and a group."""
-    r = run_cli("sandbox", "up", "--name", name, "--port", str(free_port_block(1)),
-                "--kafka-version", version, "--quorum", quorum)
-    assert r.code == 0, r.err
-    sb = Sandbox(name)
-    try:
+    with cli_sandbox(name, "--kafka-version", version, "--quorum", quorum) as sb:
         context = f"sandbox-{name}"
         assert run_cli("topics", "apply", "--context", context, "--execute").code == 0
         bootstrap = sb.require().bootstrap
@@ -135,9 +129,6 @@ def one_node_sandbox(name: str, version: str, quorum: str,
         hour = (time.gmtime().tm_hour + 2) % 24         # a window that is closed now
         yield {"sandbox": name, "context": context, "registry": str(registry),
                "window": f"{hour:02d}:00-{(hour + 1) % 24:02d}:00Z"}
-    finally:
-        sb.down()
-        shutil.rmtree(state_dir() / "playbooks" / safe_file_name(name), ignore_errors=True)
 
 
 @pytest.fixture
@@ -172,7 +163,7 @@ class Runbook:
         return r.out + r.err
 
     def journal(self) -> dict[str, object]:
-        path = state_dir() / "playbooks" / safe_file_name(self.values["sandbox"]) / "journal.json"
+        path = Sandbox(self.values["sandbox"]).playbook_dir / "journal.json"
         try:
             return json.loads(path.read_text())["state"]  # type: ignore[no-any-return]
         except (OSError, ValueError, KeyError):
@@ -212,7 +203,7 @@ def test_scale_out_runbook_from_preflight_to_rolling_restart(cluster: dict[str, 
     assert rb.journal()["phase"] == "halted" and len(sb.require().nodes) == 1
     assert "halted" in rb.run(STATUS, 0)
     assert "would ask run" in rb.run(ABORT_DRY, 0)
-    assert not (state_dir() / "playbooks" / safe_file_name(sb.name) / "abort").exists()
+    assert not (sb.playbook_dir / "abort").exists()
     rb.run(ABORT, 0)
     assert "aborted" in rb.run(RESUME, 5)                    # the next run applies the abort
     assert rb.journal()["phase"] == "aborted" and len(sb.require().nodes) == 1
