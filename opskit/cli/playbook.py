@@ -28,6 +28,11 @@ from opskit.errors import InconsistentStateError, NotFoundError, RefusedError, U
 app = typer.Typer(help="Scheduled, resumable cluster playbooks (scale-out from 1 to 3 brokers).",
                   no_args_is_help=True)
 
+PagerDutyUrlOpt = Annotated[str | None, typer.Option(
+    "--pagerduty-url", help="Events API base URL (tests)", show_default=False)]
+PagerDutyCaOpt = Annotated[Path | None, typer.Option(
+    "--pagerduty-ca-file", help="CA bundle that signs the Events API's certificate "
+    "(a local receiver)", show_default=False)]
 SandboxOpt = Annotated[str, typer.Option("--sandbox", help="the local sandbox to scale")]
 PlatformOpt = Annotated[str, typer.Option(
     "--platform", help="local (a sandbox) or kubernetes (HIP-30's StatefulSet)")]
@@ -160,11 +165,8 @@ def scale_out(
     routing_key_file: Annotated[Path | None, typer.Option(
         "--routing-key-file", help="PagerDuty Events v2 routing key: page when a run halts or "
         "fails", show_default=False)] = None,
-    pagerduty_url: Annotated[str | None, typer.Option(
-        "--pagerduty-url", help="Events API base URL (tests)", show_default=False)] = None,
-    pagerduty_ca_file: Annotated[Path | None, typer.Option(
-        "--pagerduty-ca-file", help="CA bundle that signs the Events API's certificate "
-        "(a local receiver)", show_default=False)] = None,
+    pagerduty_url: PagerDutyUrlOpt = None,
+    pagerduty_ca_file: PagerDutyCaOpt = None,
     do_execute: Annotated[bool, typer.Option("--execute", help="act (default: show the plan)")] = False,
     output: OutputOpt = Output.table,
 ) -> int:
@@ -303,11 +305,8 @@ def resume(
     routing_key_file: Annotated[Path | None, typer.Option(
         "--routing-key-file", help="PagerDuty Events v2 routing key: page when the run halts "
         "or fails", show_default=False)] = None,
-    pagerduty_url: Annotated[str | None, typer.Option(
-        "--pagerduty-url", help="Events API base URL (tests)", show_default=False)] = None,
-    pagerduty_ca_file: Annotated[Path | None, typer.Option(
-        "--pagerduty-ca-file", help="CA bundle that signs the Events API's certificate "
-        "(a local receiver)", show_default=False)] = None,
+    pagerduty_url: PagerDutyUrlOpt = None,
+    pagerduty_ca_file: PagerDutyCaOpt = None,
     platform: PlatformOpt = "local",
     namespace: NamespaceOpt = None,
     statefulset: StatefulSetOpt = None,
