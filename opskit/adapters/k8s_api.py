@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from opskit.errors import (
+    InvalidInputError,
     KafkaOperationError,
     NotFoundError,
     OpskitError,
@@ -66,6 +67,67 @@ def _error(e: Exception, what: str) -> OpskitError:
     return KubernetesError(f"{what}: {type(e).__name__}: {e}")
 
 
+#: a kubeconfig larger than this is not one (the kubernetes client would parse any size)
+MAX_KUBECONFIG_BYTES = 4 * 1024 * 1024
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    line = text[0] if text else type(e).__name__
+    return line if len(line) <= 300 else line[:300] + "..."
+
+
+def _read_kubeconfig(path: str) -> Any:
+    """The parsed YAML of a kubeconfig file: bounded, one-line errors (missing: exit 4;
+    a directory, binary, too large, malformed: exit 2)."""
+    from opskit.adapters.safe_read import parse_yaml, read_text
+
+    return parse_yaml(read_text(path, "kubeconfig", MAX_KUBECONFIG_BYTES), f"kubeconfig {path}")
+
+
+def _client_from_kubeconfig(target: KubeTarget) -> Any:
+    """An ApiClient from the kubeconfig the target names (or the client's default ones),
+    each file read and checked by opskit first, so that a file that is not a kubeconfig
+    is a one-line usage error (exit 2), never a client exception (or minutes of parsing)."""
+    import os
+
+    from kubernetes import config
+
+    if target.kubeconfig is None:
+        # the client's own default: $KUBECONFIG (a list of files, merged) or ~/.kube/config
+        paths = [p for p in os.environ.get("KUBECONFIG", "~/.kube/config").split(os.pathsep)
+                 if p]
+        for p in paths:
+            if os.path.exists(os.path.expanduser(p)):
+                _read_kubeconfig(os.path.expanduser(p))
+    else:
+        path = target.kubeconfig
+        data = _read_kubeconfig(path)
+        if not isinstance(data, dict) or not data:
+            raise InvalidInputError(f"kubeconfig {path} is not a kubeconfig (expected a YAML "
+                                    "mapping with clusters, users and contexts)")
+        contexts = data.get("contexts")
+        if not isinstance(contexts, list) or not all(isinstance(c, dict) for c in contexts):
+            raise InvalidInputError(f"kubeconfig {path}: 'contexts' must be a list of "
+                                    "named contexts")
+        if target.context is not None and target.context not in [c.get("name")
+                                                                 for c in contexts]:
+            raise NotFoundError(f"kube context {target.context!r} is not in kubeconfig {path}")
+    try:
+        return config.new_client_from_config(  # type: ignore[no-untyped-call]
+            config_file=target.kubeconfig, context=target.context)
+    except config.ConfigException as e:
+        if target.kubeconfig is None:
+            raise
+        raise InvalidInputError(f"kubeconfig {target.kubeconfig} is not usable: "
+                                f"{_first_line(e)}") from None
+    except (ValueError, TypeError, KeyError, AttributeError, OSError) as e:
+        # a mapping of the wrong shape deeper down (the client assumes the right one)
+        where = target.kubeconfig or "the default kubeconfig"
+        raise InvalidInputError(f"kubeconfig {where} is not usable: {type(e).__name__}: "
+                                f"{_first_line(e)}") from None
+
+
 class KubeApi:
     """A thin, typed facade over the calls the playbook needs."""
 
@@ -92,10 +154,9 @@ class KubeApi:
                     config.load_incluster_config()  # type: ignore[no-untyped-call]
                     api = client.ApiClient()
                 except config.ConfigException:
-                    api = config.new_client_from_config(  # type: ignore[no-untyped-call]
-                        config_file=target.kubeconfig, context=target.context)
+                    api = _client_from_kubeconfig(target)
         except config.ConfigException as e:
-            raise NotFoundError(f"no usable Kubernetes configuration: {e}") from None
+            raise NotFoundError(f"no usable Kubernetes configuration: {_first_line(e)}") from None
         self._api = api
         self.core = client.CoreV1Api(api)
         self.apps = client.AppsV1Api(api)

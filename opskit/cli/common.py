@@ -207,3 +207,5 @@ def setup_logging(debug: bool, log_format: str) -> None:
     logging.getLogger("opskit.librdkafka").setLevel(logging.DEBUG if debug else logging.CRITICAL + 1)
     # the PagerDuty package logs its own retry lines; opskit's one error line says it
     logging.getLogger("pagerduty").setLevel(logging.DEBUG if debug else logging.CRITICAL + 1)
+    # urllib3's "Retrying (...)" lines (the kubernetes client): opskit's error line says it
+    logging.getLogger("urllib3").setLevel(logging.DEBUG if debug else logging.CRITICAL + 1)

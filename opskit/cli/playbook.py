@@ -67,6 +67,17 @@ def _platform(platform: str, namespace: str | None, statefulset: str | None,
     return None
 
 
+def _check_inputs(throttle: str, window: str | None, registry: Path | None,
+                  routing_key_file: Path | None, pagerduty_url: str | None,
+                  pagerduty_ca_file: Path | None) -> None:
+    """Every input of a run, before it reads the cluster or changes anything (exit 2 or 4)."""
+    from opskit.cli.playbook_inputs import check_run_inputs
+
+    check_run_inputs(throttle=throttle, window=window, registry=registry,
+                     routing_key_file=routing_key_file, pagerduty_url=pagerduty_url,
+                     pagerduty_ca_file=pagerduty_ca_file)
+
+
 def _run_dir(sandbox: str) -> Path:
     from opskit.sandbox.cluster import Sandbox
 
@@ -176,6 +187,8 @@ def scale_out(
     from opskit.core.scaleout.window import parse_window
 
     k8s = _platform(platform, namespace, statefulset, context, kubeconfig, kube_context)
+    _check_inputs(throttle, window, registry, routing_key_file, pagerduty_url,
+                  pagerduty_ca_file)
     if k8s is not None:
         from opskit.cli import playbook_k8s
 
@@ -320,6 +333,8 @@ def resume(
     from opskit.core.scaleout.window import parse_window
 
     k8s = _platform(platform, namespace, statefulset, context, kubeconfig, kube_context)
+    _check_inputs(throttle, window, registry, routing_key_file, pagerduty_url,
+                  pagerduty_ca_file)
     if k8s is not None:
         from opskit.cli import playbook_k8s
 

@@ -30,6 +30,13 @@ class K8sArgs:
                                   ("--context", self.context if kafka else "-")) if not v]
         if missing:
             raise UsageError(f"--platform kubernetes needs {', '.join(missing)}")
+        from opskit.cli.playbook_inputs import check_k8s_names
+
+        check_k8s_names(self.namespace, self.statefulset)
+        if kafka:       # an unknown context: before the API server is asked anything
+            from opskit.adapters.config_file import resolve_connection
+
+            resolve_connection(None, self.context)
         assert self.namespace and self.statefulset
         return self.namespace, self.statefulset
 
@@ -115,6 +122,7 @@ def drive(args: K8sArgs, state: Any, throttle: str, win: Any, registry: Path | N
 
     ns, sts = args.require()
     assert args.context is not None
+    conn = resolve_connection(None, args.context)    # an unknown context: before the Lease
     api = args.api()
     lease = RunLease(api, ns, sts, f"{socket.gethostname()}-{os.getpid()}-"
                                    f"{secrets.token_hex(3)}")
@@ -128,7 +136,7 @@ def drive(args: K8sArgs, state: Any, throttle: str, win: Any, registry: Path | N
             raise RefusedError(f"another run ({loaded.run_id}) was started meanwhile on "
                                f"{ns}/{sts}")
         run_dir = _run_dir(ns, sts)
-        kafka = KafkaSteps(resolve_connection(None, args.context), args.context, run_dir,
+        kafka = KafkaSteps(conn, args.context, run_dir,
                            throttle, registry, plans=ConfigMapPlans(api, ns, sts))
         abort = ConfigMapAbort(api, ns, sts)
         err = stderr()

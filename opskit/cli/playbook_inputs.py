@@ -1,0 +1,107 @@
+"""Every input of ``opskit playbook scale-out`` and ``resume`` checked before the run
+starts: before the journal is written, a node started, a Lease taken or Kafka asked
+to change anything. A run that would fail on its input only at the step that reads it
+(the registry at ``update_registry``, the PagerDuty CA file when the first page is
+sent) would have changed the cluster by then; here it fails first, with one line and
+exit 2 (a bad value) or 4 (a file that does not exist).
+"""
+
+from __future__ import annotations
+
+import re
+import ssl
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from opskit.errors import ConfigError, UsageError
+
+#: a Kubernetes object name that is also a DNS-1123 label (namespaces, and the
+#: StatefulSet whose pods are named after it)
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+
+
+@dataclass(frozen=True)
+class RunInputs:
+    """The checked inputs of a run (the values the run itself still takes as given)."""
+
+    rate: int
+    window: Any            # core.scaleout.window.Window | None
+
+
+def check_registry(path: Path) -> None:
+    """The registry file a run rewrites after the RF raise: a regular file that reads as
+    a topic registry (bounded read, well-formed YAML, the registry schema)."""
+    from opskit.adapters.registry_file import load_registry
+
+    load_registry(path)          # missing: exit 4; unreadable, malformed, wrong schema: 2
+    if not path.is_file():
+        raise UsageError(f"--registry {path}: not a regular file (the run rewrites it)")
+
+
+def check_pager(routing_key_file: Path | None, pagerduty_url: str | None,
+                ca_file: Path | None) -> None:
+    """The paging options as the first page will use them: the routing key, the Events
+    API URL and the CA bundle, checked now rather than when a run halts."""
+    if routing_key_file is None:
+        given = [o for o, v in (("--pagerduty-url", pagerduty_url),
+                                ("--pagerduty-ca-file", ca_file)) if v is not None]
+        if given:
+            raise UsageError(f"{', '.join(given)} need(s) --routing-key-file (nothing would "
+                             "be paged without it)")
+        return
+    from opskit.adapters.pagerduty_events import (
+        DEFAULT_BASE_URL,
+        PagerDutyEvents,
+        PagerDutySettings,
+        read_routing_key,
+    )
+    from opskit.adapters.safe_read import read_text
+
+    key = read_routing_key(routing_key_file)
+    url = DEFAULT_BASE_URL if pagerduty_url is None else pagerduty_url
+    try:
+        parts = urlsplit(url)
+        ok = parts.scheme == "https" and bool(parts.hostname) and (parts.port is None or parts.port > 0)
+    except ValueError:          # a bad port or IPv6 literal
+        ok = False
+    if not ok:
+        shown = url if len(url) <= 200 else url[:200] + "..."
+        raise UsageError(f"--pagerduty-url must be an https:// URL with a host, not {shown!r}")
+    if ca_file is not None:
+        pem = read_text(ca_file, "PagerDuty CA file")     # missing: 4; binary, huge: 2
+        try:
+            ssl.create_default_context(cadata=pem)
+        except (ssl.SSLError, ValueError) as e:
+            raise ConfigError(f"--pagerduty-ca-file {ca_file}: not a PEM CA certificate "
+                              f"bundle ({type(e).__name__})") from None
+    # the client refuses a malformed URL only when built: build it (nothing is sent)
+    with PagerDutyEvents(PagerDutySettings(key, url, str(ca_file) if ca_file else None)):
+        pass
+
+
+def check_k8s_names(namespace: str | None, statefulset: str | None) -> None:
+    """--namespace and --statefulset as Kubernetes accepts them (the journal ConfigMap,
+    the Lease and the broker StatefulSet are named after them)."""
+    for opt, value in (("--namespace", namespace), ("--statefulset", statefulset)):
+        if value is not None and not _DNS_LABEL.match(value):
+            shown = value if len(value) <= 80 else value[:80] + "..."
+            raise UsageError(f"{opt} {shown!r}: not a Kubernetes name (lowercase letters, "
+                             "digits and '-', at most 63, starting and ending with a letter "
+                             "or digit)")
+
+
+def check_run_inputs(*, throttle: str, window: str | None, registry: Path | None,
+                     routing_key_file: Path | None, pagerduty_url: str | None,
+                     pagerduty_ca_file: Path | None) -> RunInputs:
+    """All of a run's inputs, or the first bad one as an OpskitError (one line)."""
+    from opskit.core.reassign_exec_plan import parse_rate
+    from opskit.core.scaleout.window import parse_window
+
+    rate = parse_rate(throttle)
+    win = parse_window(window) if window is not None else None
+    if registry is not None:
+        check_registry(registry)
+    check_pager(routing_key_file, pagerduty_url, pagerduty_ca_file)
+    return RunInputs(rate, win)
