@@ -17,8 +17,14 @@ Rules, one check each:
   is OK but said (the controller is a single point of failure). UNKNOWN when
   the quorum could not be described.
 - ``offline_partitions``: a partition without a leader (leader -1) is CRITICAL.
-- ``under_min_isr``: ISR smaller than the topic's ``min.insync.replicas`` is
-  CRITICAL (acks=all producers are rejected).
+- ``under_min_isr``: ISR smaller than the topic's ``min.insync.replicas``, capped at
+  the partition's replica count as the leader caps it, is CRITICAL (acks=all
+  producers are rejected and the high watermark stops: consumers see no new records).
+- ``min_isr_above_rf``: fewer replicas than ``min.insync.replicas`` is WARNING, not
+  CRITICAL: Kafka (3.7.2 and 4.3.1 checked, ELR on or off) caps the requirement at the
+  replica count, so acks=all writes are accepted with only RF copies; a reassignment
+  that adds replicas raises the cap, and acks=all writes then fail (and the high
+  watermark stops) until the new replicas are in sync.
 - ``under_replicated``: ISR smaller than the replica set is WARNING.
 - ``at_min_isr``: ISR exactly at ``min.insync.replicas`` is WARNING, but only
   when RF > min.insync.replicas (when RF == min ISR a full ISR is "at min").
@@ -52,6 +58,7 @@ CHECKS = (
     "quorum",
     "offline_partitions",
     "under_min_isr",
+    "min_isr_above_rf",
     "under_replicated",
     "at_min_isr",
     "preferred_leader_imbalance",
@@ -378,25 +385,35 @@ def check_quorum(inp: ClusterHealthInput, policy: HealthPolicy) -> Finding:
     return Finding("quorum", Severity.OK, base, brokers=s.voters)
 
 
+def effective_min_isr(min_isr: int, replicas: int) -> int:
+    """What a partition leader requires of an acks=all write: ``min.insync.replicas``
+    capped at the partition's replica count (Kafka's Partition.effectiveMinIsr; seen on
+    3.7.2 and 4.3.1). During a reassignment the count includes the replicas being added."""
+    return min(min_isr, replicas) if replicas > 0 else min_isr
+
+
 def _per_partition(inp: ClusterHealthInput, policy: HealthPolicy, alive: frozenset[int]
                    ) -> tuple[list[AffectedPartition], list[AffectedPartition], list[AffectedPartition],
-                              list[AffectedPartition], list[AffectedPartition]]:
-    offline, under_min, urp, at_min, not_preferred = [], [], [], [], []
+                              list[AffectedPartition], list[AffectedPartition],
+                              list[AffectedPartition]]:
+    offline, under_min, urp, at_min, not_preferred, above_rf = [], [], [], [], [], []
     for p in sorted(inp.partitions, key=lambda x: (x.topic, x.partition)):
         mi = inp.min_isr.get(p.topic, policy.default_min_isr)
         rf = len(p.replicas)
         aff = _affected(p, alive, mi)
         if p.leader < 0:
             offline.append(aff)
-        if len(p.isr) < mi:
+        if len(p.isr) < effective_min_isr(mi, rf):
             under_min.append(aff)
+        if 0 < rf < mi:
+            above_rf.append(aff)
         if len(p.isr) < rf:
             urp.append(aff)
         if len(p.isr) == mi and rf > mi:
             at_min.append(aff)
         if p.leader >= 0 and p.replicas and p.leader != p.replicas[0]:
             not_preferred.append(aff)
-    return offline, under_min, urp, at_min, not_preferred
+    return offline, under_min, urp, at_min, not_preferred, above_rf
 
 
 def evaluate_health(inp: ClusterHealthInput, policy: HealthPolicy | None = None) -> HealthReport:
@@ -404,7 +421,7 @@ def evaluate_health(inp: ClusterHealthInput, policy: HealthPolicy | None = None)
     policy = policy or HealthPolicy()
     alive = frozenset(inp.brokers)
     expected = expected_broker_count(inp.expected_brokers, inp.partitions, inp.brokers)
-    offline, under_min, urp, at_min, not_preferred = _per_partition(inp, policy, alive)
+    offline, under_min, urp, at_min, not_preferred, above_rf = _per_partition(inp, policy, alive)
     online = len(inp.partitions) - len(offline)
     findings = [check_brokers(inp, expected), check_controller(inp), check_quorum(inp, policy)]
 
@@ -414,7 +431,7 @@ def evaluate_health(inp: ClusterHealthInput, policy: HealthPolicy | None = None)
     def part_finding(check: str, bad: list[AffectedPartition], sev: Severity, what: str,
                      ok: str) -> Finding:
         note = (f" ({inp.min_isr_unknown})" if inp.min_isr_unknown
-                and check in ("under_min_isr", "at_min_isr") else "")
+                and check in ("under_min_isr", "at_min_isr", "min_isr_above_rf") else "")
         if not bad:
             return Finding(check, Severity.OK, ok + note)
         names = _names(f"{a.topic}:{a.partition}" for a in bad)
@@ -427,6 +444,12 @@ def evaluate_health(inp: ClusterHealthInput, policy: HealthPolicy | None = None)
     findings.append(part_finding("under_min_isr", under_min, Severity.CRITICAL,
                                  "partition(s) under min.insync.replicas (acks=all writes fail)",
                                  "no partitions under min.insync.replicas"))
+    findings.append(part_finding(
+        "min_isr_above_rf", above_rf, Severity.WARNING,
+        "partition(s) with fewer replicas than min.insync.replicas (Kafka caps it at the "
+        "replica count: acks=all writes are acknowledged with only RF copies; adding "
+        "replicas makes acks=all writes fail until the new replicas are in sync)",
+        "no partitions with fewer replicas than min.insync.replicas"))
     findings.append(part_finding("under_replicated", urp, Severity.WARNING,
                                  "under-replicated partition(s)", "no under-replicated partitions"))
     findings.append(part_finding("at_min_isr", at_min, Severity.WARNING,

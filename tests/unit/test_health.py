@@ -98,6 +98,23 @@ def test_under_min_isr_is_critical() -> None:
     assert f.partitions[0].leader_down is False  # leader 1 is up
 
 
+def test_rf_below_min_isr_is_judged_as_the_leader_judges_it() -> None:
+    """RF 1 with min.insync.replicas=2: Kafka caps the requirement at RF, acks=all writes
+    are accepted (tests/integration/test_min_isr_judgement.py shows it on 3.7 and 4.x):
+    not CRITICAL "writes fail", but a WARNING naming the real risk. While a reassignment
+    adds replicas the cap rises with them: ISR 1 of 3 replicas is under min ISR 2."""
+    solo = (p("billing", 0, 0, (0,), (0,)),)
+    r = evaluate_health(inp(partitions=solo, min_isr={"billing": 2}, expected_brokers=1))
+    assert sev(r, "under_min_isr") is Severity.OK
+    f = r.finding("min_isr_above_rf")
+    assert f.severity is Severity.WARNING and r.severity is Severity.WARNING
+    assert "billing:0" in f.message and "only RF copies" in f.message
+    adding = (p("billing", 0, 0, (0, 1, 2), (0,)),)
+    r = evaluate_health(inp(partitions=adding, min_isr={"billing": 2}))
+    assert sev(r, "under_min_isr") is Severity.CRITICAL
+    assert sev(r, "min_isr_above_rf") is Severity.OK
+
+
 def test_missing_min_isr_uses_policy_default() -> None:
     parts = (p("x", 0, 0, (0, 1, 2), (0,)),)
     r = evaluate_health(inp(partitions=parts, min_isr={}), HealthPolicy(default_min_isr=2))
@@ -269,7 +286,8 @@ def test_report_is_serialisable_and_input_untouched() -> None:
     assert d["summary"].startswith("CRITICAL: ")
     assert [f["check"] for f in d["findings"]] == [
         "brokers", "controller", "quorum", "offline_partitions", "under_min_isr",
-        "under_replicated", "at_min_isr", "preferred_leader_imbalance", "reassignments"]
+        "min_isr_above_rf", "under_replicated", "at_min_isr", "preferred_leader_imbalance",
+        "reassignments"]
     off = next(f for f in d["findings"] if f["check"] == "offline_partitions")
     assert off["partitions"][0]["leader_down"] is True
 
