@@ -294,10 +294,15 @@ class KafkaAdmin:
         return {int(n.id): (n.rack or None) for n in res.nodes}
 
     # ----- groups -----
-    def list_groups(self) -> dict[str, GroupState]:
+    def list_groups(self, strict: bool = False) -> dict[str, GroupState]:
+        """Every group and its state. Brokers that fail to list are logged; with
+        ``strict`` they raise instead (a failed listing is not "no groups")."""
         self.require("list_groups", "listing consumer groups")
         res = self._result(self._admin.list_consumer_groups(**self._kw()), "listing consumer groups",
                            "list_groups")
+        if res.errors and strict:
+            raise KafkaOperationError(f"listing consumer groups failed on {len(res.errors)} "
+                                      f"broker(s): {res.errors[0]}")
         if res.errors:
             log.warning("some brokers failed to list groups: %s", [str(e) for e in res.errors])
         return {g.group_id: _STATE_MAP.get(g.state.name, GroupState.UNKNOWN) for g in res.valid}

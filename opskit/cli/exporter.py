@@ -20,7 +20,13 @@ from opskit.adapters.config_file import resolve_connection
 from opskit.adapters.safe_read import read_secret
 from opskit.cli.common import STATE, BootstrapOpt, ContextOpt, load_config, setup_logging, stderr
 from opskit.cli.validate import DAY, HOUR, parse_duration_option
-from opskit.errors import AuthenticationError, KafkaUnavailableError, NotFoundError, UsageError
+from opskit.errors import (
+    AuthenticationError,
+    KafkaUnavailableError,
+    NotFoundError,
+    ServiceUnavailableError,
+    UsageError,
+)
 from opskit.exporter.collector import KafkaSource
 from opskit.exporter.engine import Exporter
 from opskit.exporter.options import ExporterOptions, Granularity, NameFilter
@@ -28,6 +34,12 @@ from opskit.exporter.process import ProcessExporter
 from opskit.exporter.server import ExporterHTTPServer, WebConfig, serve_in_thread
 
 log = logging.getLogger(__name__)
+
+
+class IncompleteCollectionError(ServiceUnavailableError):
+    """``--once`` read metadata but not every family (exit 3, like Kafka unreachable)."""
+
+    kind = "incomplete"
 
 
 def _read_secret(path: str | None, flag: str) -> str | None:
@@ -58,7 +70,7 @@ def exporter(
     web_user: Annotated[str | None, typer.Option("--web-user", help="require HTTP basic auth with this user on /metrics", show_default=False)] = None,
     web_password_file: Annotated[str | None, typer.Option("--web-password-file", help="file holding the basic auth password", show_default=False)] = None,
     collector: Annotated[str, typer.Option("--collector", help="process (default: collection in a child process, scrapes never wait for the interpreter lock) or thread")] = "process",
-    once: Annotated[bool, typer.Option("--once", help="collect once, print /metrics to stdout and exit (exit 3 if Kafka is down)")] = False,
+    once: Annotated[bool, typer.Option("--once", help="collect once, print /metrics to stdout and exit (exit 3 if Kafka is down or a family could not be read)")] = False,
     bootstrap_server: BootstrapOpt = None,
     bootstrap: Annotated[str | None, typer.Option("--bootstrap", help="alias of --bootstrap-server", show_default=False, hidden=True)] = None,
     context: ContextOpt = None,
@@ -105,7 +117,19 @@ def exporter(
             raise AuthenticationError(once_engine.last_error or "authentication failed")
         source.close()
         typer.echo(once_engine.scrape().decode(), nl=False)
-        if not once_engine.status().up:
+        st = once_engine.status()
+        meta = st.families.get("metadata")
+        if meta is None or not meta.ok:
+            raise KafkaUnavailableError(f"collection failed ({once_engine.ready()[1]})")
+        failed = [(n, r) for n, r in st.families.items() if not r.ok]
+        if failed:
+            # every family it could not read is named; the metrics above say the same
+            # (opskit_exporter_family_up 0): an incomplete collection is never exit 0
+            raise IncompleteCollectionError(
+                "collection incomplete: " + "; ".join(
+                    f"{n.replace('_', ' ')} could not be read ({r.kind}: {r.message})"
+                    for n, r in failed))
+        if not st.up:
             raise KafkaUnavailableError(f"collection failed ({once_engine.ready()[1]})")
         return 0
     engine: Exporter | ProcessExporter

@@ -229,7 +229,7 @@ ALERT_NAMES = (
     "KafkaUnderReplicatedPartitions", "KafkaUnderMinIsrPartitions", "KafkaOfflinePartitions",
     "KafkaNoActiveController", "KafkaKRaftFollowerLagging", "KafkaKRaftSingleVoter",
     "KafkaBrokerDown", "KafkaClusterUnreachable", "KafkaExporterDown", "KafkaExporterAbsent",
-    "KafkaExporterSnapshotStale", "KafkaDeadLetterGrowing", "KafkaTopicThroughputDrop",
+    "KafkaExporterSnapshotStale", "KafkaExporterCollectionIncomplete", "KafkaDeadLetterGrowing", "KafkaTopicThroughputDrop",
     "KafkaPreferredLeaderImbalance", "Watchdog",
 )
 
@@ -347,10 +347,26 @@ def alert_specs(policy: AlertPolicy) -> list[AlertSpec]:
         "- on (cluster)\nmax by (cluster) (kafka_brokers) > 0", "2m",
         "{{ $value }} brokers are missing from the cluster",
         "Fewer brokers are registered than expected."))
+    # opskit_kafka_up is 0 whenever the data served is not current; only a failed first
+    # read (metadata) means Kafka itself was not reached (the other families: below)
     specs.append(AlertSpec(
-        "KafkaClusterUnreachable", "critical", "max by (cluster) (opskit_kafka_up) == 0", "2m",
+        "KafkaClusterUnreachable", "critical",
+        "max by (cluster) (opskit_kafka_up) == 0\n"
+        "unless on (cluster)\n"
+        'max by (cluster) (opskit_exporter_family_up{family="metadata"}) == 1', "2m",
         "The exporter cannot reach Kafka",
-        "The exporter's collections fail: Kafka is down or unreachable from the exporter."))
+        "The exporter's collections fail at their first read (metadata): Kafka is down or "
+        "unreachable from the exporter."))
+    for sev, sel, for_, text in (
+            ("critical", 'family=~"groups|offsets"', "5m",
+             "lag series are missing, so no lag alert can fire"),
+            ("warning", 'family!~"metadata|groups|offsets"', "15m",
+             "the series built from it are missing or kept from an older read")):
+        specs.append(AlertSpec(
+            "KafkaExporterCollectionIncomplete", sev,
+            f"max by (cluster, family) (opskit_exporter_family_up{{{sel}}}) == 0", for_,
+            "The exporter cannot read {{ $labels.family }} from Kafka",
+            f"Kafka answers, but its reads of this family fail: {text}."))
     specs.append(AlertSpec(
         "KafkaExporterDown", "critical", f'up{{job="{job}"}} == 0', "2m",
         "Prometheus cannot scrape the opskit exporter {{ $labels.instance }}",
@@ -361,10 +377,13 @@ def alert_specs(policy: AlertPolicy) -> list[AlertSpec]:
         f"Prometheus has no target with job={job}: every Kafka alert is blind."))
     specs.append(AlertSpec(
         "KafkaExporterSnapshotStale", "warning",
-        f"max by (cluster, instance) (opskit_exporter_snapshot_age_seconds) > "
-        f"{_fmt(parse_duration(str(c['snapshot_age_warn'])))}", "5m",
-        "The exporter serves a snapshot {{ $value | humanizeDuration }} old",
-        "Collections are not completing: the values served are stale."))
+        "max by (cluster, instance, family) (\n"
+        "opskit_exporter_data_age_seconds\n"
+        f"> 2 * opskit_exporter_family_refresh_seconds + "
+        f"{_fmt(parse_duration(str(c['snapshot_age_warn'])))}\n)", "5m",
+        "The exporter serves {{ $labels.family }} data {{ $value | humanizeDuration }} old",
+        f"Reads of this family are not completing: its data is older than twice its refresh "
+        f"period plus {c['snapshot_age_warn']}, so the values served are stale."))
     dlq = c["dead_letter_topic"]
     dl = (f'sum by (cluster, topic) (delta(kafka_topic_partition_current_offset{{topic="{dlq}"}}[15m]))')
     for sev, key in (("warning", "dead_letter_warn"), ("critical", "dead_letter_crit")):
@@ -493,7 +512,8 @@ def alertmanager_config(policy: AlertPolicy) -> dict[str, Any]:
              "target_matchers": ['alertname="KafkaUnderReplicatedPartitions"'],
              "equal": ["cluster"]},
             {"source_matchers": ['alertname=~"KafkaClusterUnreachable|KafkaExporterDown"'],
-             "target_matchers": ['alertname=~"KafkaNoActiveController|KafkaBrokerDown"'],
+             "target_matchers": ['alertname=~"KafkaNoActiveController|KafkaBrokerDown|'
+                                 'KafkaExporterCollectionIncomplete|KafkaExporterSnapshotStale"'],
              "equal": ["cluster"]},
         ],
         "receivers": [

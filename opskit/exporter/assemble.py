@@ -42,6 +42,7 @@ from opskit.core.timing.group_partition import group_partition_time
 from opskit.core.timing.lag_time import LagTimeBasis
 from opskit.core.timing.rates import catch_up_eta, consume_rate, produce_rate
 from opskit.core.timing.retention import RetentionBasis
+from opskit.exporter.freshness import FamilyRead
 from opskit.exporter.history import History
 from opskit.exporter.names import THROTTLE_DIRECTIONS
 from opskit.exporter.snapshot import (
@@ -99,6 +100,8 @@ class CycleInputs:
     broker_throttles: Mapping[int, Mapping[str, int]] = field(default_factory=dict)
     #: topic -> {direction: raw *.replication.throttled.replicas value}
     topic_throttles: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    #: the outcome of each family's latest read (see opskit.exporter.freshness)
+    families: Mapping[str, FamilyRead] = field(default_factory=dict)
 
 
 def read_position(p: PartitionLag) -> Position | None:
@@ -334,4 +337,5 @@ def assemble_snapshot(inp: CycleInputs, history: History, now_ms: int,
         lag_time_skipped=inp.lag_time_skipped,
         broker_throttles=broker_throttles,
         topic_throttles=topic_throttles,
+        families=inp.families,
     )

@@ -1,49 +1,76 @@
-"""One collection cycle against a live cluster: broker answers -> CycleInputs.
+"""Collection against a live cluster: broker answers -> CycleInputs, family by family.
 
-Order of reads (see ``opskit.adapters.lag_source``): metadata, groups and their
-committed offsets, then log offsets, so lag is never negative. Requests are
-batched by the adapters; the rest of the cycle adds:
+Each cycle reads the *fast* families, in this order (see
+``opskit.adapters.lag_source``): metadata; the consumer groups and their committed
+offsets; then log offsets, so lag is never negative. The *slow* families -- topic
+configs (retention, min.insync.replicas, throttled replicas), the brokers'
+replication throttle rates, record timestamps for lag in seconds, partition sizes
+(DescribeLogDirs), the KRaft quorum and reassignments (kafka-python) -- change
+rarely or cost more, so:
 
-* log offsets of partitions no group covers (one more pair of batched ListOffsets);
-* topic configs (retention, min.insync.replicas, throttled replicas): one
-  DescribeConfigs for all topics, repeated every ``config_refresh_cycles`` cycles
-  or when topics appear;
-* replication throttle rates of the brokers, on the same schedule (and when
-  brokers appear): one DescribeConfigs per broker, all in flight at once -- a
-  broker answers only for itself, so they cannot be merged into one request;
-* record timestamps for lag in seconds, through the cached
-  :class:`~opskit.adapters.record_times.RecordTimeReader`: positions already read
-  (same partition, same committed offset) cost nothing; at most
-  ``lag_time_budget`` new positions are read per cycle, largest lag first; the
-  others fall back to the log-end timeline estimate (or are absent);
-* partition sizes (DescribeLogDirs) and the KRaft quorum / reassignments
-  (kafka-python), each bounded by the Kafka timeout and optional: when they fail
-  the cycle still succeeds without them.
+* in the served exporter (:meth:`KafkaSource.start_background`) they are read by a
+  thread of their own, each on its own schedule (``refresh_s``), and a cycle uses
+  what they last got: a slow or silent broker answering DescribeLogDirs or
+  DescribeConfigs never delays the lag. Record timestamps for new positions are
+  read there too (largest lag first, ``lag_time_budget`` per pass); a cycle uses
+  the ones already read and estimates the rest from the log-end timeline;
+* in a single cycle run directly (``--once``, tests) everything is read inline, as
+  one consistent cycle.
+
+Every family's outcome is recorded as a :class:`~opskit.exporter.freshness.FamilyRead`
+(ok or the error's kind, how old its data is, how long the read took); a family
+that could not be read is never served as if it were fine. A failed metadata
+read fails the whole cycle (nothing else can be read without it).
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
+from opskit.adapters import cluster_wire
 from opskit.adapters.capabilities import missing_for
 from opskit.adapters.cluster_health import describe_quorum, kafka_python_config, list_reassignments
 from opskit.adapters.kafka_admin import ClusterMeta, KafkaAdmin
 from opskit.adapters.lag_sampler import RetentionConfig
-from opskit.adapters.lag_source import LagReport, collect_lag
+from opskit.adapters.lag_source import LagReport, collect_lag, read_log_offsets
 from opskit.adapters.log_dirs import read_partition_sizes
+from opskit.adapters.log_end_check import leaders_of, wire_client
 from opskit.adapters.record_times import RecordTimeReader
+from opskit.adapters.wire import WireUnsupported
 from opskit.core.connection import ConnectionConfig
 from opskit.core.models import GroupLag, LagThresholds, PartitionOffsets, TopicPartition
-from opskit.errors import NotFoundError
+from opskit.errors import (
+    AuthenticationError,
+    KafkaOperationError,
+    KafkaUnavailableError,
+    NotFoundError,
+    UnsupportedError,
+)
 from opskit.exporter.assemble import ClusterExtras, CycleInputs, Position, lag_time_positions
+from opskit.exporter.freshness import FamilyRead, error_kind, first_line
 from opskit.exporter.options import ExporterOptions, literal_name
 from opskit.exporter.snapshot import BrokerSnap, PartitionSnap
 from opskit.exporter.throttles import broker_rates, topic_replica_lists
 
 log = logging.getLogger(__name__)
+
+#: slow families read every this many intervals in the background (configs: see
+#: ``ExporterOptions.config_refresh_cycles``; record times: every pass)
+SLOW_EVERY = {"log_dirs": 4, "quorum": 4, "reassignments": 4, "record_times": 1}
+
+
+@dataclass(frozen=True)
+class _SlowInput:
+    """What the latest cycle saw, for the background reads."""
+
+    md: ClusterMeta
+    topics: list[str]
+    groups: list[GroupLag]
 
 
 class KafkaSource:
@@ -64,6 +91,18 @@ class KafkaSource:
         #: broker id -> {direction: bytes/s}; brokers whose configs could not be read are absent
         self._throttles: dict[int, dict[str, int]] = {}
         self._throttle_brokers: frozenset[int] = frozenset()
+        self._sizes: dict[TopicPartition, int] | None = None
+        self._extras = ClusterExtras()
+        #: the outcome of each family's latest read
+        self._families: dict[str, FamilyRead] = {}
+        #: guards what the background thread writes and a cycle reads
+        self._lock = threading.Lock()
+        self._background = False
+        self._slow_thread: threading.Thread | None = None
+        self._slow_wake = threading.Event()
+        self._slow_stop = threading.Event()
+        self._slow_input: _SlowInput | None = None
+        self._due: dict[str, float] = {}
 
     # ----- clients -----
     def admin(self) -> KafkaAdmin:
@@ -80,6 +119,11 @@ class KafkaSource:
         return self._reader
 
     def close(self) -> None:
+        self._slow_stop.set()
+        self._slow_wake.set()
+        t = self._slow_thread
+        if t is not None and t is not threading.current_thread():
+            t.join(self.options.kafka_timeout_s + 5)
         if self._reader is not None:
             self._reader.close()
             self._reader = None
@@ -96,29 +140,99 @@ class KafkaSource:
             except Exception:
                 log.debug("closing kafka-python client failed", exc_info=True)
 
+    # ----- family outcomes -----
+    def _refresh_s(self, name: str) -> float:
+        i = self.options.interval_s
+        if name in ("topic_configs", "broker_configs"):
+            return i * self.options.config_refresh_cycles
+        return i * SLOW_EVERY.get(name, 1)
+
+    def _ran(self, name: str, started: float, error: BaseException | None,
+             keep_data: bool = True) -> None:
+        """Record one read of a family: ``keep_data`` when data of an earlier read is
+        still served after a failure (configs, sizes), not for groups or offsets."""
+        with self._lock:
+            prev = self._families.get(name)
+            attempt = (prev.attempt if prev else 0) + 1
+            took = time.monotonic() - started
+            if error is None:
+                r = FamilyRead(True, time.time(), None, None, took, self._refresh_s(name), attempt)
+            else:
+                held = prev.data_at_s if prev is not None and keep_data else None
+                r = FamilyRead(False, held, error_kind(error), first_line(error), took,
+                               self._refresh_s(name), attempt)
+                log.warning("could not read %s: %s", name.replace("_", " "), r.message)
+            self._families[name] = r
+
+    def families(self) -> dict[str, FamilyRead]:
+        with self._lock:
+            return dict(self._families)
+
     # ----- the cycle -----
+    def start_background(self) -> None:
+        """Read the slow families on a thread of their own from now on."""
+        if self._slow_thread is not None:
+            return
+        self._background = True
+        self._slow_thread = threading.Thread(target=self._slow_loop, name="opskit-exporter-slow",
+                                             daemon=True)
+        self._slow_thread.start()
+
     def collect(self) -> tuple[CycleInputs, int]:
         """Inputs of one cycle and the instant (epoch ms) they describe."""
         opts = self.options
         admin = self.admin()
-        md = admin.metadata()
+        t0 = time.monotonic()
+        try:
+            md = admin.metadata()
+        except BaseException as e:
+            self._ran("metadata", t0, e, keep_data=False)
+            raise
+        self._ran("metadata", t0, None)
         topics = sorted(t for t in md.topics if opts.topics.keep(t))
-        report = self._lag(admin, md, topics)
-        groups = report.groups
-        if opts.topics.active:
-            groups = [g for g in groups if g.partitions]
-        offsets = self._offsets(admin, md, topics, groups)
-        stale = self._cycles_since_configs + 1 >= opts.config_refresh_cycles
-        retention, min_isr, topic_throttles = self._topic_configs(admin, topics)
-        broker_throttles = self._broker_throttles(admin, [b.node_id for b in md.brokers], stale)
-        record_ts, skipped = self._record_times(groups) if opts.lag_time else ({}, 0)
-        leaders = {TopicPartition(t, p.partition): p.leader for t in topics for p in md.topics[t]}
-        sizes = None
-        if opts.log_dirs and topics:
-            ps = read_partition_sizes(self.conn, topics, leaders,
-                                      timeout=min(opts.kafka_timeout_s, 5.0))
-            sizes = ps.sizes if ps.unavailable is None else None
-        extras = self._extras() if opts.kafka_python else ClusterExtras()
+        t0 = time.monotonic()
+        groups: list[GroupLag] = []
+        offset_errors: dict[TopicPartition, str] = {}
+        try:
+            report = self._lag(admin, md, topics)
+            groups = report.groups
+            offset_errors = dict(report.offset_errors)
+            if opts.topics.active:
+                groups = [g for g in groups if g.partitions]
+            self._ran("groups", t0, None)
+        except AuthenticationError:
+            raise
+        except Exception as e:  # noqa: BLE001 - recorded as the family's error, never hidden
+            self._ran("groups", t0, e, keep_data=False)
+        t0 = time.monotonic()
+        offsets, off_error = self._offsets(admin, md, topics, groups, offset_errors)
+        self._ran("offsets", t0, off_error)
+        if self._background:
+            with self._lock:
+                self._slow_input = _SlowInput(md, topics, groups)
+            self._slow_wake.set()
+            record_ts, skipped = self._cached_record_times(groups) if opts.lag_time else ({}, 0)
+        else:
+            self._read_slow(_SlowInput(md, topics, groups), inline=True)
+            record_ts, skipped = ({}, 0)
+            if opts.lag_time:
+                t0 = time.monotonic()
+                try:
+                    record_ts, skipped = self._record_times(groups)
+                    self._ran("record_times", t0, None)
+                except AuthenticationError:
+                    raise
+                except Exception as e:  # noqa: BLE001 - lag in seconds is then estimated
+                    self._ran("record_times", t0, e)
+        with self._lock:
+            configs = dict(self._configs)
+            current = {b.node_id for b in md.brokers}
+            broker_throttles = {b: r for b, r in self._throttles.items() if r and b in current}
+            kept = set(topics)
+            sizes = ({tp: n for tp, n in self._sizes.items() if tp.topic in kept}
+                     if self._sizes is not None else None)
+            extras = self._extras
+            families = dict(self._families)
         now_ms = int(time.time() * 1000)
         inputs = CycleInputs(
             cluster_id=md.cluster_id,
@@ -131,26 +245,49 @@ class KafkaSource:
             groups=groups,
             offsets=offsets,
             record_ts=record_ts,
-            retention=retention,
-            min_isr=min_isr,
+            retention={t: c[0] for t, c in configs.items() if t in kept},
+            min_isr={t: c[1] for t, c in configs.items() if t in kept},
             sizes=sizes,
             extras=extras,
             expected_brokers=opts.expected_brokers,
             lag_time_skipped=skipped,
             broker_throttles=broker_throttles,
-            topic_throttles=topic_throttles,
+            topic_throttles={t: c[2] for t, c in configs.items() if c[2] and t in kept},
+            families=families,
         )
         return inputs, now_ms
+
+    # ----- fast families -----
+    def _list_groups(self, admin: KafkaAdmin, md: ClusterMeta) -> list[str]:
+        """Every group of the cluster, asking every broker; a broker that fails or closes
+        the connection fails the listing (it is not "no groups")."""
+        client = wire_client(admin, md)
+        wire_error: BaseException | None = None
+        if client is not None:
+            try:
+                return sorted(cluster_wire.list_groups(client, [b.node_id for b in md.brokers]))
+            except (WireUnsupported, KafkaUnavailableError) as e:
+                log.debug("ListGroups at the protocol level failed (%s); trying librdkafka", e)
+                wire_error = e
+            finally:
+                client.close()
+        try:
+            return sorted(admin.list_groups(strict=True))
+        except (KafkaOperationError, KafkaUnavailableError) as e:
+            if wire_error is None:
+                raise
+            # both clients failed on it while Metadata was answered: the broker's ListGroups
+            raise UnsupportedError(
+                f"the broker answered Metadata but not ListGroups (listing consumer groups): "
+                f"{first_line(wire_error)}; librdkafka: {first_line(e)}") from e
 
     def _lag(self, admin: KafkaAdmin, md: ClusterMeta, topics: list[str]) -> LagReport:
         opts = self.options
         topic_arg = topics if opts.topics.active else None
         if missing_for(admin.capabilities, "list_groups"):
             return self._lag_unlisted(admin, md, topic_arg)
-        if not opts.groups.active:
-            return collect_lag(admin, None, topic_arg, self.thresholds, meta=md)
         for attempt in range(2):
-            ids = sorted(g for g in admin.list_groups() if opts.groups.keep(g))
+            ids = [g for g in self._list_groups(admin, md) if opts.groups.keep(g)]
             if not ids:
                 return LagReport(admin.conn.bootstrap, md.cluster_id, [])
             try:
@@ -172,7 +309,8 @@ class KafkaSource:
                 log.warning("the broker cannot list consumer groups (no ListGroups): name them "
                             "with --group-allow NAME to export their lag")
                 self._warned_unlisted = True
-            return LagReport(admin.conn.bootstrap, md.cluster_id, [])
+            raise UnsupportedError("the broker cannot list consumer groups (no ListGroups): "
+                                   "name them with --group-allow NAME to export their lag")
         try:
             return collect_lag(admin, ids, topic_arg, self.thresholds, meta=md)
         except NotFoundError:
@@ -191,58 +329,166 @@ class KafkaSource:
         return out
 
     def _offsets(self, admin: KafkaAdmin, md: ClusterMeta, topics: list[str],
-                 groups: list[GroupLag]) -> dict[TopicPartition, PartitionOffsets]:
+                 groups: list[GroupLag], errors: Mapping[TopicPartition, str]
+                 ) -> tuple[dict[TopicPartition, PartitionOffsets], BaseException | None]:
+        """Log offsets of every kept partition (those the groups' report read, plus the
+        rest) and, when some partition with a leader has none, the error to record."""
         out: dict[TopicPartition, PartitionOffsets] = {}
         for g in groups:
             for p in g.partitions:
                 if p.log_start is not None and p.log_end is not None and p.tp not in out:
                     out[p.tp] = PartitionOffsets(p.tp, p.log_start, p.log_end)
-        missing = [TopicPartition(t, p.partition) for t in topics for p in md.topics[t]
-                   if TopicPartition(t, p.partition) not in out]
+        led = [TopicPartition(t, p.partition) for t in topics for p in md.topics[t] if p.leader >= 0]
+        missing = [tp for tp in led if tp not in out]
+        failed: dict[TopicPartition, str] = {}
+        error: BaseException | None = None
         if missing:
-            res = admin.log_offsets(missing)
-            out.update(res.offsets)
-        return out
+            # batched ListOffsets per leader at the protocol level (librdkafka for the rest)
+            client = wire_client(admin, md)
+            try:
+                res = read_log_offsets(admin, missing, client,
+                                       leaders_of(md, {tp.topic for tp in missing}))
+                out.update(res.offsets)
+                failed.update(res.errors)
+            except AuthenticationError:
+                raise
+            except Exception as e:  # noqa: BLE001 - recorded as the family's error
+                error = e
+            finally:
+                if client is not None:
+                    client.close()
+        if error is None:
+            failed.update({tp: e for tp, e in errors.items() if tp not in out})
+            lost = sorted(tp for tp in led if tp not in out)
+            if lost:
+                tp = lost[0]
+                error = KafkaOperationError(
+                    f"log offsets of {len(lost)} partition(s) with a leader could not be read "
+                    f"(first: {tp}: {failed.get(tp, 'no answer')})")
+        return out, error
 
-    def _topic_configs(self, admin: KafkaAdmin, topics: list[str]
-                       ) -> tuple[dict[str, tuple[int, int]], dict[str, int], dict[str, dict[str, str]]]:
+    # ----- slow families -----
+    def _slow_loop(self) -> None:
+        while not self._slow_stop.is_set():
+            self._slow_wake.wait()
+            self._slow_wake.clear()
+            if self._slow_stop.is_set():
+                break
+            with self._lock:
+                inp = self._slow_input
+            if inp is None:
+                continue
+            try:
+                self._read_slow(inp, inline=False)
+            except Exception:  # each family records its own errors
+                log.warning("background read failed", exc_info=True)
+
+    def _is_due(self, name: str, inline: bool) -> bool:
+        if inline:
+            return True
+        now = time.monotonic()
+        if now < self._due.get(name, 0.0):
+            return False
+        # a little early rather than a whole pass late
+        self._due[name] = now + self._refresh_s(name) - self.options.interval_s / 2
+        return True
+
+    def _read_slow(self, inp: _SlowInput, inline: bool) -> None:
+        """Read the slow families that are due (all of them ``inline``)."""
+        opts = self.options
+        admin = self.admin()
+        topics = inp.topics
+        t0 = time.monotonic()
+        err: BaseException | None = None
+        try:
+            stale = self._topic_configs(admin, topics, inline)
+        except AuthenticationError:
+            raise
+        except Exception as e:  # noqa: BLE001 - configs are served from the last read
+            err, stale = e, False
+        if err is not None or stale:
+            self._ran("topic_configs", t0, err)
+        brokers = [b.node_id for b in inp.md.brokers]
+        if stale or frozenset(brokers) != self._throttle_brokers \
+                or "broker_configs" not in self._families:
+            t0 = time.monotonic()
+            self._ran("broker_configs", t0, self._broker_throttles(admin, brokers))
+        if opts.lag_time and not inline and self._is_due("record_times", inline):
+            t0 = time.monotonic()
+            try:
+                self._record_times(inp.groups)
+                self._ran("record_times", t0, None)
+            except Exception as e:  # noqa: BLE001 - lag in seconds is then estimated
+                self._ran("record_times", t0, e)
+        if opts.log_dirs and topics and self._is_due("log_dirs", inline):
+            t0 = time.monotonic()
+            leaders = {TopicPartition(t, p.partition): p.leader
+                       for t in topics for p in inp.md.topics[t]}
+            try:
+                ps = read_partition_sizes(self.conn, topics, leaders,
+                                          timeout=min(opts.kafka_timeout_s, 5.0))
+                if ps.unavailable is not None:
+                    raise UnsupportedError(ps.unavailable)
+                with self._lock:
+                    self._sizes = dict(ps.sizes)
+                self._ran("log_dirs", t0, None)
+            except Exception as e:  # noqa: BLE001 - sizes are extra information
+                with self._lock:
+                    self._sizes = None  # bytes/s and size are left out, never guessed
+                self._ran("log_dirs", t0, e, keep_data=False)
+        if opts.kafka_python and self._is_due("quorum", inline):
+            t0 = time.monotonic()
+            extras = self._read_extras()
+            with self._lock:
+                self._extras = extras
+            for name, msg in (("quorum", extras.quorum_error), ("reassignments",
+                                                                 extras.reassignments_error)):
+                self._ran(name, t0, None if msg is None else KafkaOperationError(msg),
+                          keep_data=False)
+
+    def _topic_configs(self, admin: KafkaAdmin, topics: list[str], inline: bool) -> bool:
+        """Read configs of new topics, and of every topic when due; True when every
+        topic's configs were (re-)read. Raises when the read failed."""
         self._cycles_since_configs += 1
         new = [t for t in topics if t not in self._configs]
-        stale = self._cycles_since_configs >= self.options.config_refresh_cycles
+        stale = self._cycles_since_configs >= self.options.config_refresh_cycles \
+            or "topic_configs" not in self._families
         wanted = topics if stale else new
-        if wanted:
-            try:
-                for t, cfg in admin.topic_configs(wanted).items():
-                    rc = RetentionConfig.from_topic_config(cfg)
-                    raw = cfg.get("min.insync.replicas", (None, True))[0]
-                    mi = int(raw) if raw is not None and raw.isdigit() else 1
-                    self._configs[t] = ((rc.retention_ms, rc.retention_bytes), mi,
-                                        topic_replica_lists(cfg))
-                if stale:
-                    self._cycles_since_configs = 0
-            except Exception as e:  # noqa: BLE001 - configs are extra information
-                log.warning("could not read topic configs: %s", e)
         keep = set(topics)
-        for gone in set(self._configs) - keep:
-            del self._configs[gone]
-        return ({t: c[0] for t, c in self._configs.items()},
-                {t: c[1] for t, c in self._configs.items()},
-                {t: c[2] for t, c in self._configs.items() if c[2]})
+        if wanted:
+            got: dict[str, tuple[tuple[int, int], int, dict[str, str]]] = {}
+            for t, cfg in admin.topic_configs(wanted).items():
+                rc = RetentionConfig.from_topic_config(cfg)
+                raw = cfg.get("min.insync.replicas", (None, True))[0]
+                mi = int(raw) if raw is not None and raw.isdigit() else 1
+                got[t] = ((rc.retention_ms, rc.retention_bytes), mi, topic_replica_lists(cfg))
+            with self._lock:
+                self._configs.update(got)
+            if stale:
+                self._cycles_since_configs = 0
+        with self._lock:
+            for gone in set(self._configs) - keep:
+                del self._configs[gone]
+        return stale
 
-    def _broker_throttles(self, admin: KafkaAdmin, brokers: list[int], refresh: bool
-                          ) -> dict[int, dict[str, int]]:
-        """Replication throttle rates per broker, re-read with the topic configs
-        or when the set of brokers changes; unreadable brokers are left out."""
-        current = frozenset(brokers)
-        if refresh or current != self._throttle_brokers:
-            self._throttle_brokers = current
-            try:
-                self._throttles = {b: broker_rates(cfg)
-                                   for b, cfg in describe_broker_configs(admin, brokers).items()}
-            except Exception as e:  # noqa: BLE001 - throttles are extra information
-                log.warning("could not read broker configs: %s", e)
+    def _broker_throttles(self, admin: KafkaAdmin, brokers: list[int]) -> BaseException | None:
+        """Replication throttle rates per broker; unreadable brokers are left out and
+        make the family's read an error."""
+        self._throttle_brokers = frozenset(brokers)
+        try:
+            got = describe_broker_configs(admin, brokers)
+        except AuthenticationError:
+            raise
+        except Exception as e:  # noqa: BLE001 - throttles are extra information
+            with self._lock:
                 self._throttles = {}
-        return {b: r for b, r in self._throttles.items() if r and b in current}
+            return e
+        with self._lock:
+            self._throttles = {b: broker_rates(cfg) for b, cfg in got.items()}
+        missing = sorted(set(brokers) - set(got))
+        if missing:
+            return KafkaOperationError(f"configs of broker(s) {missing} could not be read")
+        return None
 
     def _record_times(self, groups: list[GroupLag]) -> tuple[dict[Position, int | None], int]:
         positions = lag_time_positions(groups)
@@ -265,7 +511,24 @@ class KafkaSource:
                 out[pos] = rt.timestamp_ms if ok and rt is not None else None
         return out, skipped
 
-    def _extras(self) -> ClusterExtras:
+    def _cached_record_times(self, groups: list[GroupLag]) -> tuple[dict[Position, int | None], int]:
+        """Record timestamps already read (by the background reads); the others count as
+        skipped and are estimated from the timeline this cycle."""
+        positions = lag_time_positions(groups)
+        if not positions:
+            return {}, 0
+        reader = self.reader()
+        out: dict[Position, int | None] = {}
+        skipped = 0
+        for pos in positions:
+            hit = reader.cached(*pos)
+            if hit is None:
+                skipped += 1
+            else:
+                out[pos] = hit.timestamp_ms if hit.timestamp_ms >= 0 else None
+        return out, skipped
+
+    def _read_extras(self) -> ClusterExtras:
         t = self.options.kafka_timeout_s
         if self._kp_client is None:
             try:

@@ -36,9 +36,9 @@ from typing import Protocol
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import Metric
 
-from opskit.errors import OpskitError
 from opskit.exporter.assemble import CycleInputs, assemble_snapshot
 from opskit.exporter.families import render_partition_families, small_families
+from opskit.exporter.freshness import error_kind, families_for, first_line
 from opskit.exporter.history import History
 from opskit.exporter.options import ExporterOptions
 from opskit.exporter.serving import ListCollector, Rendered, ServedState, ServesState
@@ -46,22 +46,11 @@ from opskit.exporter.snapshot import Snapshot
 
 log = logging.getLogger(__name__)
 
-_KIND = {"unreachable": "unreachable", "unsupported": "unsupported", "kafka_error": "kafka",
-         "not_found": "kafka", "inconsistent": "kafka", "authentication": "auth"}
-
 
 class CycleSource(Protocol):
     def collect(self) -> tuple[CycleInputs, int]: ...
 
     def close(self) -> None: ...
-
-
-def error_kind(exc: BaseException) -> str:
-    if isinstance(exc, OpskitError):
-        return _KIND.get(exc.kind, "internal")
-    if isinstance(exc, TimeoutError):
-        return "timeout"
-    return "internal"
 
 
 def _trimmer() -> Callable[[int], object] | None:
@@ -90,7 +79,7 @@ class Exporter(ServesState):
         self.source = source
         self.options = options
         self.clock = clock
-        self.state = ServedState(options.stale_after_s, clock)
+        self.state = ServedState(options.stale_after_s, clock, families_for(options))
         #: called after every published success or failure (the collector process reports then)
         self.on_change = on_change
         self.history = History(int(options.rate_window_s * 1000), int(options.status_window_s * 1000),
@@ -119,6 +108,9 @@ class Exporter(ServesState):
 
     def loop(self) -> None:
         """Run cycles every interval until stopped, then close the source."""
+        start_background = getattr(self.source, "start_background", None)
+        if start_background is not None:
+            start_background()  # the slow families are read beside the cycles
         next_at = time.monotonic()
         while not self._stop.is_set():
             self.run_cycle()
@@ -162,7 +154,7 @@ class Exporter(ServesState):
         err = box.get("error")
         if isinstance(err, BaseException):
             kind = error_kind(err)
-            self._failed(kind, str(err).splitlines()[0] if str(err) else type(err).__name__, duration)
+            self._failed(kind, first_line(err), duration)
             if kind == "internal":
                 # one line; the traceback only with --debug
                 log.error("collection failed with an internal error: %s: %s",
@@ -202,7 +194,7 @@ class Exporter(ServesState):
             parts.append(comp.compress(text.encode()))
             series += n
         parts.append(comp.flush())
-        return Rendered(snap.taken_at_ms, b"".join(parts), series)
+        return Rendered(snap.taken_at_ms, b"".join(parts), series, dict(snap.families))
 
     # ----- serving (status, scrape, ready: from the served state) -----
     def served(self) -> Rendered | None:

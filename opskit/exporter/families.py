@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
+from opskit.exporter.freshness import FamilyRead
 from opskit.exporter.names import BY_NAME, GROUP_STATUSES, Kind
 from opskit.exporter.options import Granularity
 from opskit.exporter.snapshot import GroupPartitionSnap, PartitionSnap, Snapshot
@@ -238,6 +239,12 @@ class ExporterStatus:
     last_success_s: float | None = None
     #: when the snapshot being served was collected (epoch s); None: no data served
     served_snapshot_s: float | None = None
+    #: family -> the outcome of its latest read
+    families: Mapping[str, FamilyRead] = field(default_factory=dict)
+    #: (family, kind) -> failed reads
+    family_errors: Mapping[tuple[str, str], int] = field(default_factory=dict)
+    #: the families this exporter reads (each has its series from the start)
+    expected_families: tuple[str, ...] = ()
 
 
 ERROR_KINDS = ("unreachable", "timeout", "unsupported", "kafka", "auth", "internal")
@@ -254,6 +261,20 @@ def self_families(st: ExporterStatus, now_s: float, data_series: int) -> list[Me
     if st.served_snapshot_s is not None:
         f.add("opskit_exporter_snapshot_age_seconds", (), max(0.0, now_s - st.served_snapshot_s))
     f.add("opskit_exporter_last_success_timestamp_seconds", (), st.last_success_s)
+    served = st.served_snapshot_s is not None
+    names = list(st.expected_families) + sorted(set(st.families) - set(st.expected_families))
+    for fam in names:
+        r = st.families.get(fam)
+        f.add("opskit_exporter_family_up", (fam,), int(served and r is not None and r.ok))
+        if served and r is not None and r.data_at_s is not None:
+            f.add("opskit_exporter_data_age_seconds", (fam,), max(0.0, now_s - r.data_at_s))
+        if r is not None:
+            f.add("opskit_exporter_family_read_seconds", (fam,), r.read_s)
+            f.add("opskit_exporter_family_refresh_seconds", (fam,), r.refresh_s)
+        kinds = set(ERROR_KINDS) | {k for (n, k) in st.family_errors if n == fam}
+        for kind in sorted(kinds):
+            f.add("opskit_exporter_family_errors_total", (fam, kind),
+                  st.family_errors.get((fam, kind), 0))
     fams = f.ordered()
     own = sum(len(m.samples) for m in fams) + 1
     f.add("opskit_exporter_series", (), data_series + own)

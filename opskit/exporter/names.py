@@ -118,7 +118,9 @@ OPSKIT: tuple[MetricSpec, ...] = (
     MetricSpec("opskit_kraft_quorum_follower_lag", G, ("node", "role"),
                "Records a KRaft voter or observer is behind the leader"),
     # the exporter itself
-    MetricSpec("opskit_kafka_up", G, (), "1 if the last collection reached Kafka, else 0"),
+    MetricSpec("opskit_kafka_up", G, (),
+               "1 if the data served is current: the last cycle read metadata, consumer groups "
+               "and log offsets; else 0"),
     MetricSpec("opskit_exporter_collection_duration_seconds", G, (),
                "Duration of the last collection cycle"),
     MetricSpec("opskit_exporter_collections_total", C, (), "Collection cycles run"),
@@ -129,6 +131,16 @@ OPSKIT: tuple[MetricSpec, ...] = (
     MetricSpec("opskit_exporter_last_success_timestamp_seconds", G, (),
                "Unix time of the last successful collection"),
     MetricSpec("opskit_exporter_series", G, (), "Series served in the last scrape"),
+    MetricSpec("opskit_exporter_family_up", G, ("family",),
+               "1 if the family's latest read succeeded and its data is served, else 0"),
+    MetricSpec("opskit_exporter_family_errors_total", C, ("family", "kind"),
+               "Failed reads of a family by kind, in cycles that otherwise finished"),
+    MetricSpec("opskit_exporter_data_age_seconds", G, ("family",),
+               "Seconds since the family's data being served was read from Kafka"),
+    MetricSpec("opskit_exporter_family_read_seconds", G, ("family",),
+               "Duration of the family's latest read"),
+    MetricSpec("opskit_exporter_family_refresh_seconds", G, ("family",),
+               "How often the exporter reads the family"),
 )
 
 ALL: tuple[MetricSpec, ...] = KAFKA_EXPORTER_COMPATIBLE + OPSKIT

@@ -30,6 +30,7 @@ from typing import Any
 
 from opskit.core.connection import ConnectionConfig
 from opskit.core.models import LagThresholds
+from opskit.exporter.freshness import families_for
 from opskit.exporter.options import ExporterOptions
 from opskit.exporter.serving import Rendered, ServedState, ServesState, StateReport
 
@@ -64,7 +65,8 @@ def _child_main(conn: ConnectionConfig, options: ExporterOptions,
             new = rep.rendered if rep.rendered is not sent[0] else None
             try:
                 pipe.send(StateReport(new, rep.up, rep.collections, rep.errors, rep.last_duration_s,
-                                      rep.last_success_s, rep.last_error, rep.first_done))
+                                      rep.last_success_s, rep.last_error, rep.first_done,
+                                      rep.family_errors, rep.families))
             except (BrokenPipeError, EOFError, OSError):
                 os._exit(0)  # the parent is gone
             if new is not None:
@@ -104,7 +106,7 @@ class ProcessExporter(ServesState):
         self.log_setup = log_setup
         self.options = options
         self.thresholds = thresholds
-        self.state = ServedState(options.stale_after_s, clock)
+        self.state = ServedState(options.stale_after_s, clock, families_for(options))
         self._ctx: Any = mp.get_context(start_method)
         self._proc: Any = None
         self._pipe: Connection | None = None
@@ -114,6 +116,7 @@ class ProcessExporter(ServesState):
         #: errors counted here plus the final counts of earlier (dead) collector processes
         self._base_errors: dict[str, int] = {}
         self._base_collections = 0
+        self._base_family_errors: dict[tuple[str, str], int] = {}
         self._last_report = time.monotonic()
         self._last_state: StateReport | None = None
 
@@ -162,7 +165,8 @@ class ProcessExporter(ServesState):
                     if isinstance(rep, StateReport):
                         self._last_report = time.monotonic()
                         self._last_state = rep
-                        self.state.apply(rep, self._base_errors, self._base_collections)
+                        self.state.apply(rep, self._base_errors, self._base_collections,
+                                         self._base_family_errors)
                     continue
             except (EOFError, OSError):
                 pass  # the child died: handled below
@@ -179,12 +183,14 @@ class ProcessExporter(ServesState):
                     for k, n in last.errors.items():
                         self._base_errors[k] = self._base_errors.get(k, 0) + n
                     self._base_collections += last.collections
+                    for fk, n in last.family_errors.items():
+                        self._base_family_errors[fk] = self._base_family_errors.get(fk, 0) + n
                 self._base_errors["internal"] = self._base_errors.get("internal", 0) + 1
                 self._last_state = None
                 self.state.apply(StateReport(
                     None, False, 0, {}, last.last_duration_s if last else None,
                     last.last_success_s if last else None, why, True),
-                    self._base_errors, self._base_collections)
+                    self._base_errors, self._base_collections, self._base_family_errors)
                 self._kill_child()
                 if self._stop.wait(self.options.interval_s):
                     break

@@ -22,6 +22,7 @@ from prometheus_client.core import Metric
 from prometheus_client.registry import Collector
 
 from opskit.exporter.families import ExporterStatus, self_families
+from opskit.exporter.freshness import FamilyRead, core_failure
 
 
 class ListCollector(Collector):
@@ -42,6 +43,8 @@ class Rendered:
     taken_at_ms: int
     gz: bytes
     series: int
+    #: family -> the outcome of its latest read when this snapshot was taken
+    families: dict[str, FamilyRead] = field(default_factory=dict)
 
     @property
     def text(self) -> bytes:
@@ -60,12 +63,21 @@ class StateReport:
     last_success_s: float | None = None
     last_error: str | None = None
     first_done: bool = False
+    #: (family, kind) -> failed reads
+    family_errors: dict[tuple[str, str], int] = field(default_factory=dict)
+    #: family -> the outcome of its latest read
+    families: dict[str, FamilyRead] = field(default_factory=dict)
 
 
 class ServedState:
-    def __init__(self, stale_after_s: float, clock: Callable[[], float]) -> None:
+    def __init__(self, stale_after_s: float, clock: Callable[[], float],
+                 expected_families: tuple[str, ...] = ()) -> None:
         self.stale_after_s = stale_after_s
         self.clock = clock
+        #: the families this exporter reads: each gets its series from the start
+        self.expected_families = expected_families
+        self._families: dict[str, FamilyRead] = {}
+        self._family_errors: dict[tuple[str, str], int] = {}
         self._lock = threading.Lock()
         self._rendered: Rendered | None = None
         self._up = False
@@ -82,13 +94,27 @@ class ServedState:
 
     # ----- publishing -----
     def publish_success(self, rendered: Rendered, duration_s: float) -> None:
+        """A finished cycle. ``up`` only when every core family (metadata, groups,
+        offsets) was read in it; a family whose new read failed is counted once."""
+        failed = core_failure(rendered.families)
         with self._lock:
+            for name, r in rendered.families.items():
+                prev = self._families.get(name)
+                if not r.ok and r.kind and (prev is None or prev.attempt != r.attempt):
+                    key = (name, r.kind)
+                    self._family_errors[key] = self._family_errors.get(key, 0) + 1
+            self._families = dict(rendered.families)
             self._rendered = rendered
-            self._up = True
+            self._up = failed is None
             self._collections += 1
             self._last_duration = duration_s
             self._last_success = rendered.taken_at_ms / 1000.0
             self._last_error = None
+            if failed is not None:
+                name, r = failed
+                kind = r.kind or "internal"
+                self._errors[kind] = self._errors.get(kind, 0) + 1
+                self._last_error = f"{name.replace('_', ' ')} could not be read: {r.message}"
         self.first_done.set()
 
     def publish_failure(self, kind: str, message: str, duration_s: float | None = None) -> None:
@@ -97,6 +123,8 @@ class ServedState:
             self._up = False
             self._errors[kind] = self._errors.get(kind, 0) + 1
             self._last_error = message
+            # nothing of this cycle is current
+            self._families = {n: r.failed(kind, message) for n, r in self._families.items()}
             if duration_s is not None:
                 self._collections += 1
                 self._last_duration = duration_s
@@ -106,15 +134,20 @@ class ServedState:
         with self._lock:
             return StateReport(self._rendered, self._up, self._collections, dict(self._errors),
                                self._last_duration, self._last_success, self._last_error,
-                               self.first_done.is_set())
+                               self.first_done.is_set(), dict(self._family_errors),
+                               dict(self._families))
 
     def apply(self, rep: StateReport, extra_errors: dict[str, int] | None = None,
-              extra_collections: int = 0) -> None:
+              extra_collections: int = 0,
+              extra_family_errors: dict[tuple[str, str], int] | None = None) -> None:
         """Take over a report from the collector process, adding what earlier
         collector processes and the parent counted (counters never go back)."""
         errors = dict(rep.errors)
         for k, n in (extra_errors or {}).items():
             errors[k] = errors.get(k, 0) + n
+        fam_errors = dict(rep.family_errors)
+        for fk, n in (extra_family_errors or {}).items():
+            fam_errors[fk] = fam_errors.get(fk, 0) + n
         with self._lock:
             if rep.rendered is not None:
                 self._rendered = rep.rendered
@@ -124,6 +157,11 @@ class ServedState:
             self._last_duration = rep.last_duration_s
             self._last_success = rep.last_success_s
             self._last_error = rep.last_error
+            self._family_errors = fam_errors
+            if rep.families or not rep.up:
+                self._families = dict(rep.families) if rep.families else {
+                    n: r.failed("internal", rep.last_error or "collector down")
+                    for n, r in self._families.items()}
         if rep.first_done:
             self.first_done.set()
 
@@ -131,6 +169,7 @@ class ServedState:
         with self._lock:
             self._up = False
             self._last_error = message
+            self._families = {n: r.failed("internal", message) for n, r in self._families.items()}
         self.first_done.set()
 
     # ----- serving -----
@@ -149,6 +188,8 @@ class ServedState:
                 up=self._up, collections=self._collections, errors=dict(self._errors),
                 last_duration_s=self._last_duration, last_success_s=self._last_success,
                 served_snapshot_s=r.taken_at_ms / 1000.0 if r else None,
+                families=dict(self._families), family_errors=dict(self._family_errors),
+                expected_families=self.expected_families,
             )
 
     def scrape(self, gzipped: bool = False) -> bytes:

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from opskit.core.models import Severity
+from opskit.exporter.freshness import FamilyRead
 
 
 @dataclass(frozen=True)
@@ -132,3 +133,5 @@ class Snapshot:
     #: replication throttles set on brokers, and throttled replicas per topic
     broker_throttles: tuple[BrokerThrottleSnap, ...] = ()
     topic_throttles: tuple[TopicThrottleSnap, ...] = ()
+    #: family -> the outcome of its latest read
+    families: Mapping[str, FamilyRead] = field(default_factory=dict)
