@@ -227,8 +227,14 @@ def _metrics(text: str) -> dict[str, dict[tuple[tuple[str, str], ...], float]]:
 
 
 def _v_exporter(s: Scenario, r: CliResult, role: str, admin: Any) -> str:
-    assert r.code == 0, r.code
+    # a family the principal may not read (topic configs without DescribeConfigs) makes
+    # --once exit 3 naming it; the lag families must still be complete
+    assert r.code == 0 or (role == "monitor" and r.code == 3), r.code
     m = _metrics(r.out)
+    if r.code == 3:
+        assert "collection incomplete" in r.err and "groups could not" not in r.err \
+            and "offsets could not" not in r.err, r.err
+        assert m["opskit_kafka_up"][()] == 1
 
     def mine(name: str) -> dict[int, float]:
         return {int(dict(k)["partition"]): v for k, v in m.get(name, {}).items()
