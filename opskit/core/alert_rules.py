@@ -512,8 +512,8 @@ def alertmanager_config(policy: AlertPolicy) -> dict[str, Any]:
              "target_matchers": ['alertname="KafkaUnderReplicatedPartitions"'],
              "equal": ["cluster"]},
             {"source_matchers": ['alertname=~"KafkaClusterUnreachable|KafkaExporterDown"'],
-             "target_matchers": ['alertname=~"KafkaNoActiveController|KafkaBrokerDown|'
-                                 'KafkaExporterCollectionIncomplete|KafkaExporterSnapshotStale"'],
+             "target_matchers": [('alertname=~"KafkaNoActiveController|KafkaBrokerDown|'
+                                  'KafkaExporterCollectionIncomplete|KafkaExporterSnapshotStale"')],
              "equal": ["cluster"]},
         ],
         "receivers": [
