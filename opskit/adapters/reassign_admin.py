@@ -149,39 +149,11 @@ class ReassignAdmin:
 
     def require_acls(self, command: str, topics: Iterable[str]) -> None:
         """Before a mutation: NotAuthorisedError (exit 6) naming every required ACL of
-        ``command`` (:data:`opskit.core.acl_needs.COMMAND_NEEDS`) the principal lacks, from
-        the operations DescribeCluster / DescribeTopics say it may perform, so a refused
-        run changes nothing. Not judged when the broker does not tell."""
-        from opskit.core.acl_needs import missing_acls
+        ``command`` (:data:`opskit.core.acl_needs.COMMAND_NEEDS`) the principal lacks
+        (:func:`opskit.adapters.acl_check.require_acls`), so a refused run changes nothing."""
+        from opskit.adapters.acl_check import require_acls
 
-        a = self.admin
-        try:
-            res = a._result(a._admin.describe_cluster(include_authorized_operations=True,
-                                                      request_timeout=self.timeout),
-                            "describing the cluster's authorized operations")
-        except (UnsupportedError, NotAuthorisedError):
-            return  # the broker does not tell (or the principal may not ask): not judged
-        cluster_ops = _op_names(res.authorized_operations)
-        topic_ops: dict[str, frozenset[str] | None] = {}
-        names = sorted(set(topics))
-        if names:
-            futs = a._admin.describe_topics(ck.TopicCollection(names),
-                                            include_authorized_operations=True,
-                                            request_timeout=self.timeout)
-            for name, fut in futs.items():
-                try:
-                    topic_ops[name] = _op_names(a._result(fut, f"describing topic {name}")
-                                                .authorized_operations)
-                except (NotAuthorisedError, UnsupportedError):
-                    topic_ops[name] = frozenset()  # no Describe on it: lacks everything
-                except OpskitError as e:
-                    log.debug("authorized operations of topic %s unknown: %s", name, e)
-        missing = missing_acls(command, cluster_ops, topic_ops)
-        if missing:
-            raise NotAuthorisedError(
-                f"{command.split(' --')[0]} refused before any change: {self.conn.principal} "
-                f"lacks {', '.join(missing)} (grant them, or run as an admin principal); "
-                "nothing changed")
+        require_acls(self.admin, command, topics)
 
     # ------------------------------------------------------------------ clients
     @property

@@ -86,10 +86,15 @@ def _render_plan(console: Console, plan: AclPlan, action: dict[str, str]) -> Non
 
 
 def _change(admin: AclsAdmin, current: tuple[AclEntry, ...], create: tuple[AclEntry, ...],
-            delete: tuple[AclEntry, ...], reason: str, backup_dir: Path | None) -> None:
-    """Back up every current ACL, then create and delete (nothing to do: no backup)."""
+            delete: tuple[AclEntry, ...], reason: str, backup_dir: Path | None,
+            command: str = "acls apply --execute") -> None:
+    """Back up every current ACL, then create and delete (nothing to do: no backup). A
+    principal without Alter on the cluster is refused first: no backup, nothing sent."""
     if not (create or delete):
         return
+    from opskit.adapters.acl_check import require_acls
+
+    require_acls(admin, command)
     saved = save_acl_backup(current, admin.conn.bootstrap, reason, backup_dir)
     stderr().print(f"backup of the {len(current)} current ACLs: {saved.path} "
                    f"(undo: opskit acls restore {saved.path} --execute)")
@@ -168,7 +173,7 @@ def restore(
         plan = plan_acl_changes(backup.entries, current, every)
         if execute:
             _change(admin, current, plan.missing, plan.extra, f"acls restore {backup_file}",
-                    backup_dir)
+                    backup_dir, "acls restore --execute")
     plan = AclPlan(plan.missing, plan.extra, (), (), source="backup")
     action = {"missing": "created" if execute else "would create",
               "extra": "deleted" if execute else "would delete"}

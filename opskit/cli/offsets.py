@@ -67,7 +67,7 @@ from opskit.core.offset_reset.plan import ResetPlan, ResetRow
 from opskit.core.offset_reset.planner import check_unchanged
 from opskit.core.offset_reset.request import ResetRequest, ResetScope, ResetStrategy
 from opskit.core.offset_reset.time_text import format_ms, parse_datetime
-from opskit.errors import NotFoundError, RefusedError, UsageError
+from opskit.errors import NotAuthorisedError, NotFoundError, RefusedError, UsageError
 
 PAUSE_BEFORE_COMMIT_ENV = "OPSKIT_TEST_PAUSE_BEFORE_COMMIT"
 PAUSE_AFTER_COMMIT_ENV = "OPSKIT_TEST_PAUSE_AFTER_COMMIT"
@@ -297,6 +297,12 @@ def _finish(
         err.print("dry run: nothing changed; rerun with --execute to apply")
         return exits.OK
     _confirm(to_apply, yes)
+    from opskit.adapters.acl_check import require_acls
+
+    # the ACLs a commit needs, before any backup is written (exit 6 naming each one)
+    require_acls(admin, "offsets reset --execute",
+                 topics={tp.topic for r in to_apply for tp in r.plan.offsets_to_commit()},
+                 groups={r.plan.group_id for r in to_apply})
     try:
         for r in to_apply:
             _apply(admin, r, backup_dir, reason)
@@ -387,28 +393,46 @@ def run_reset(
         if not group_ids:
             raise NotFoundError("there are no consumer groups")
         results: list[GroupResult] = []
-        for gid in group_ids:
-            strat = strategy
-            if file_offsets is not None:
-                strat = ResetStrategy.from_file(
-                    offsets_for_group(file_offsets, gid, single_group=single_group))
-            assert strat is not None
-            request = ResetRequest(gid, strat, scope)
-            state: GroupOffsetsState = admin.group_state(gid)
-            if state.state_note:
-                stderr().print(f"warning: {escape(gid)}: {escape(state.state_note)}")
-            if not allow_new_group:
-                try:
-                    ensure_group_exists(gid, state)
-                except NotFoundError as e:
-                    raise NotFoundError(f"{e}; pass --allow-new-group to give it offsets") from None
-            plan, cluster_id = admin.plan_reset(request, state, now_ms)
-            results.append(GroupResult(plan, cluster_id))
+        try:
+            _plan_groups(admin, group_ids, strategy, file_offsets, scope, single_group,
+                         allow_new_group, now_ms, results)
+        except NotAuthorisedError:
+            # name the ACLs the principal lacks (a service principal's usual mistake)
+            from opskit.adapters.acl_check import require_acls
+
+            require_acls(admin, "offsets reset (dry run)", groups=group_ids,
+                         topics=[t.topic for t in scope.topics] if scope else
+                         [tp.topic for offs in (file_offsets or {}).values() for tp in offs])
+            raise
         return _finish(admin, results, execute=execute, yes=yes, export=export,
                        single_group=single_group, allow_noop=allow_noop, output=output,
                        backup_dir=backup_dir, reason=f"offsets reset {results[0].plan.strategy.describe()}"
                        if len(results) == 1 else "offsets reset", noop_code=exits.WARNING,
                        times=times)
+
+
+def _plan_groups(admin: OffsetsAdmin, group_ids: list[str], strategy: ResetStrategy | None,
+                 file_offsets: dict[str | None, dict[TopicPartition, int]] | None,
+                 scope: ResetScope | None, single_group: bool, allow_new_group: bool,
+                 now_ms: int, results: list[GroupResult]) -> None:
+    """Plan the reset of each group into ``results``."""
+    for gid in group_ids:
+        strat = strategy
+        if file_offsets is not None:
+            strat = ResetStrategy.from_file(
+                offsets_for_group(file_offsets, gid, single_group=single_group))
+        assert strat is not None
+        request = ResetRequest(gid, strat, scope)
+        state: GroupOffsetsState = admin.group_state(gid)
+        if state.state_note:
+            stderr().print(f"warning: {escape(gid)}: {escape(state.state_note)}")
+        if not allow_new_group:
+            try:
+                ensure_group_exists(gid, state)
+            except NotFoundError as e:
+                raise NotFoundError(f"{e}; pass --allow-new-group to give it offsets") from None
+        plan, cluster_id = admin.plan_reset(request, state, now_ms)
+        results.append(GroupResult(plan, cluster_id))
 
 
 def reset(

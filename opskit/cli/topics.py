@@ -135,6 +135,9 @@ def apply(
                     parts[spec.name] = spec.partitions
                 elif c.kind is ChangeKind.SET_CONFIG and c.config and c.desired is not None:
                     cfgs.setdefault(spec.name, {})[c.config] = c.desired
+            from opskit.adapters.acl_check import require_topic_changes
+
+            require_topic_changes(admin, creates, parts, cfgs)   # before the first change
             admin.create_topics(creates)
             admin.create_partitions(parts)
             admin.alter_topic_configs(cfgs)

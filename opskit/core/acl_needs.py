@@ -77,14 +77,20 @@ COMMAND_NEEDS: dict[str, tuple[Need, ...]] = {
     ),
     "acls apply --execute": (
         Need("cluster", "DESCRIBE", "read the current ACLs (and back them up)"),
-        Need("cluster", "ALTER", "create and delete ACLs"),
+        Need("cluster", "ALTER", "create and delete ACLs (checked first: refused with exit "
+             "6 before the backup, nothing changed)"),
+    ),
+    "acls restore --execute": (
+        Need("cluster", "DESCRIBE", "read the current ACLs (and back them up)"),
+        Need("cluster", "ALTER", "create and delete ACLs (checked first, as acls apply)"),
     ),
     "offsets reset (dry run)": (
         Need("topic", "DESCRIBE", "log offsets"),
         Need("group", "DESCRIBE", "group state and committed offsets"),
     ),
     "offsets reset --execute": (
-        Need("group", "READ", "commit the new offsets (refused: exit 6, nothing committed)"),
+        Need("group", "READ", "commit the new offsets (checked first: refused with exit 6 "
+             "before the backup, nothing committed)"),
         Need("topic", "READ", "commit the new offsets"),
     ),
     "dr snapshot": (
@@ -147,19 +153,24 @@ _OP_NAMES = {"DESCRIBE": "Describe", "ALTER": "Alter", "DESCRIBE_CONFIGS": "Desc
 
 
 def missing_acls(command: str, cluster_ops: frozenset[str] | None,
-                 topic_ops: dict[str, frozenset[str] | None]) -> list[str]:
+                 topic_ops: dict[str, frozenset[str] | None],
+                 group_ops: dict[str, frozenset[str] | None] | None = None, *,
+                 only: frozenset[tuple[str, str]] | None = None) -> list[str]:
     """The required ACLs of ``command`` the principal lacks, as "Alter on the cluster",
-    "AlterConfigs on topic T", from the operations the cluster says it may perform
-    (DescribeCluster / DescribeTopics authorized operations; None: not told, not judged)."""
+    "AlterConfigs on topic T", "Read on group G", from the operations the cluster says it
+    may perform (DescribeCluster / DescribeTopics / DescribeGroups authorized operations;
+    None: not told, not judged). ``only``: just these (resource, operation) needs (the
+    ones the change at hand uses)."""
     out: list[str] = []
     for need in COMMAND_NEEDS[command]:
-        if need.optional:
+        if need.optional or (only is not None and (need.resource, need.operation) not in only):
             continue
         op = _OP_NAMES.get(need.operation, need.operation)
         if need.resource == "cluster":
             if cluster_ops is not None and need.operation not in cluster_ops:
                 out.append(f"{op} on the cluster")
-        elif need.resource == "topic":
-            out += [f"{op} on topic {t}" for t, ops in sorted(topic_ops.items())
+        else:
+            named = topic_ops if need.resource == "topic" else (group_ops or {})
+            out += [f"{op} on {need.resource} {n}" for n, ops in sorted(named.items())
                     if ops is not None and need.operation not in ops]
     return out

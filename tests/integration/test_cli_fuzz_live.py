@@ -14,6 +14,7 @@ import resource
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from opskit.cli import exits
@@ -100,3 +101,199 @@ def test_snapshot_write_failures_fail(kafka, tmp_path):  # type: ignore[no-untyp
     r = _opskit(["snapshot", "--file", str(out), *b], tmp_path)
     _check(r, exits.OK)
     assert out.read_text().startswith("{")
+
+
+# --------------------------------------------------------------------------------------
+# every mutating command: an invalid input fails before any request that changes anything
+
+#: Kafka API keys of requests that change the cluster (or a group's state)
+MUTATING_APIS = {0: "Produce", 8: "OffsetCommit", 11: "JoinGroup", 19: "CreateTopics",
+                 20: "DeleteTopics", 21: "DeleteRecords", 22: "InitProducerId",
+                 28: "TxnOffsetCommit", 30: "CreateAcls", 31: "DeleteAcls",
+                 33: "AlterConfigs", 34: "AlterReplicaLogDirs", 37: "CreatePartitions",
+                 43: "ElectLeaders", 44: "IncrementalAlterConfigs",
+                 45: "AlterPartitionReassignments", 47: "OffsetDelete", 57: "UpdateFeatures",
+                 68: "ConsumerGroupHeartbeat"}
+
+
+class _Listener:
+    """A loopback TCP port standing in for PagerDuty: counts connections, closes each."""
+
+    def __init__(self) -> None:
+        import socket
+        import threading
+
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.url = f"https://127.0.0.1:{self.sock.getsockname()[1]}"
+        self.connections = 0
+        self._thread = threading.Thread(target=self._accept, daemon=True)
+        self._thread.start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.connections += 1
+            conn.close()
+
+    def close(self) -> None:
+        import contextlib
+        import socket
+
+        with contextlib.suppress(OSError):
+            self.sock.shutdown(socket.SHUT_RDWR)
+        self.sock.close()
+        self._thread.join(5)
+
+
+def _mutating_commands() -> set[str]:
+    import typer
+
+    from opskit.cli.main import app, register_all
+
+    register_all()
+
+    def walk(cmd: object, path: list[str]) -> list[tuple[str, object]]:
+        subs = getattr(cmd, "commands", None)
+        if subs:
+            return [x for n, sub in subs.items() for x in walk(sub, [*path, n])]
+        return [(" ".join(path), cmd)]
+
+    return {name for name, cmd in walk(typer.main.get_command(app), [])
+            if any("--execute" in getattr(p, "opts", ()) for p in cmd.params)  # type: ignore[attr-defined]
+            } | {"playbook resume"}   # resume acts without --execute
+
+
+def _cases(t: str, g: str, tmp: Path, sandbox: str, pd_url: str,
+           ) -> list[tuple[str, list[str], str]]:
+    """(command, argv, words its one error line must hold): one or more invalid inputs
+    of every mutating command, each with what makes the command act (--execute, --yes)."""
+    import json
+
+    key = tmp / "routing-key"
+    key.write_text("0123456789abcdef0123456789abcdef\n")
+    files = {
+        "bad.csv": "topic,partition,offset\n" + f"{t},0,-7\n",
+        "bad.json": "{ not json",
+        "plan99.json": json.dumps({"version": 1, "partitions": [
+            {"topic": t, "partition": 0, "replicas": [99]}]}),
+        "plan-ok.json": json.dumps({"version": 1, "partitions": [
+            {"topic": t, "partition": 0, "replicas": [0]}]}),
+        "reg-partitions0.yaml": f"topics:\n  - name: {t}_new\n    partitions: 0\n"
+                                "    retention: 1d\n",
+        "reg-acl-op.yaml": f"topics:\n  - {{name: {t}, partitions: 2, retention: 7d}}\n"
+                           f"security:\n  principals:\n    - name: svc\n      topics: {{{t}: [FLY]}}\n",
+        "not-pem.crt": "not a certificate\n",
+        "short-key": "tooshort\n",
+    }
+    for name, text in files.items():
+        (tmp / name).write_text(text)
+    f = {name: str(tmp / name) for name in files}
+    closed = f"{(time.gmtime().tm_hour + 2) % 24:02d}:00-{(time.gmtime().tm_hour + 3) % 24:02d}:00Z"
+    sb = ["--sandbox", sandbox]
+    return [
+        ("offsets reset", ["offsets", "reset", "-g", g, "-t", t, "--to-datetime", "soon",
+                           "--execute", "--yes"], "soon"),
+        ("offsets reset", ["offsets", "reset", "-g", g, "-t", f"{t}:7", "--to-earliest",
+                           "--execute", "--yes"], "7"),
+        ("offsets reset", ["offsets", "reset", "-g", g, "--from-file", f["bad.csv"],
+                           "--execute", "--yes"], "-7"),
+        ("offsets reset", ["offsets", "reset", "-g", g, "-t", t, "--to-earliest", "--execute",
+                           "--yes", "--backup-dir", "/proc/opskit-no-such-dir"], "backup"),
+        ("offsets restore", ["offsets", "restore", f["bad.json"], "--execute", "--yes"],
+         "JSON"),
+        ("offsets restore", ["offsets", "restore", str(tmp / "missing.json"), "--execute",
+                             "--yes"], "does not exist"),
+        ("offsets import", ["offsets", "import", f["bad.csv"], "-g", g, "--execute", "--yes"],
+         "-7"),
+        ("topics apply", ["topics", "apply", f["reg-partitions0.yaml"], "--execute"],
+         "partitions"),
+        ("topics apply", ["topics", "apply", f["bad.json"], "--execute"], "YAML"),
+        ("acls apply", ["acls", "apply", f["reg-acl-op.yaml"], "--execute"], "FLY"),
+        ("acls restore", ["acls", "restore", f["bad.json"], "--execute"], "JSON"),
+        ("reassign execute", ["reassign", "execute", f["plan99.json"], "--execute"], "99"),
+        ("reassign execute", ["reassign", "execute", f["plan-ok.json"], "--throttle", "0",
+                              "--execute"], "--throttle"),
+        ("reassign cancel", ["reassign", "cancel", "--execute", "-o", "xml"], "xml"),
+        ("dr restore", ["dr", "restore", f["bad.json"], "--execute", "--yes"], "JSON"),
+        ("replay", ["replay", "-g", g, "-t", t, "--from-time", "soon", "--execute", "--yes"],
+         "soon"),
+        ("dlq watch", ["dlq", "watch", "--routing-key-file", f["short-key"], "--once",
+                       "--events-url", pd_url, "--execute"], "routing key"),
+        ("page trigger", ["page", "trigger", "--summary", "s", "--source", "x",
+                          "--routing-key-file", str(key), "--severity", "bogus",
+                          "--events-url", pd_url, "--execute"], "bogus"),
+        ("page resolve", ["page", "resolve", "--dedup-key", "k", "--routing-key-file",
+                          f["short-key"], "--events-url", pd_url, "--execute"], "routing key"),
+        ("page acknowledge", ["page", "acknowledge", "--dedup-key", "k", "--routing-key-file",
+                              str(key), "--events-url", "http://127.0.0.1:9", "--execute"],
+         "https"),
+        ("playbook scale-out", ["playbook", "scale-out", *sb, "--window", closed, "--registry",
+                                str(tmp / "hip30.yml"), "--execute"], "registry"),
+        ("playbook scale-out", ["playbook", "scale-out", *sb, "--window", closed,
+                                "--routing-key-file", str(key), "--pagerduty-ca-file",
+                                f["not-pem.crt"], "--execute"], "PEM"),
+        ("playbook resume", ["playbook", "resume", *sb, "--registry", str(tmp / "hip30.yml")],
+         "registry"),
+        ("playbook resume", ["playbook", "resume", *sb, "--throttle", "0"], "--throttle"),
+        ("playbook abort", ["playbook", "abort", "--sandbox", "No Such", "--execute"],
+         "sandbox name"),
+        ("playbook upgrade-quorum", ["playbook", "upgrade-quorum", "--sandbox", "No Such",
+                                     "--execute"], "sandbox name"),
+    ]
+
+
+def test_invalid_input_fails_before_any_mutating_request(kafka, uniq, tmp_path):  # type: ignore[no-untyped-def]
+    """For every command that changes something (those with --execute, and playbook
+    resume), invalid inputs end in one error line before any request that would change
+    the cluster: the Kafka clients talk to the real broker through the broker double,
+    which records each request's API key; PagerDuty is a port that counts connections;
+    the playbook's sandbox keeps one node and no journal. A valid control of each kind
+    shows the counting sees a change when one is made."""
+    from tests.broker_double import Behaviour, BrokerDouble
+    from tests.helpers import run_cli
+
+    t, g = f"fuzz_mut_{uniq}", f"fuzz-mut-{uniq}"
+    create_topic(kafka.bootstrap, t, 2)
+    produce(kafka.bootstrap, t, {0: 5, 1: 5})
+    commit_retrying(kafka.bootstrap, g, {(t, 0): 3, (t, 1): 3})
+    journal = kafka.sandbox.playbook_dir / "journal.json"
+    nodes = len(kafka.sandbox.require().nodes)
+    pd = _Listener()
+    cases = _cases(t, g, tmp_path, kafka.sandbox.name, pd.url)
+    assert {c for c, _, _ in cases} >= _mutating_commands(), "a mutating command has no case"
+    try:
+        with BrokerDouble(kafka.bootstrap, Behaviour()) as double:
+            b = ["-b", double.bootstrap, "--timeout", "15"]
+            for command, argv, words in cases:
+                kafka_args = [] if argv[0] in ("page", "playbook") else b
+                seen = len(double.requests)
+                r = run_cli(*argv, *kafka_args)
+                assert r.code not in (exits.OK, exits.INTERNAL), (argv, r.code, r.err)
+                assert r.code in exits.DOCUMENTED, (argv, r.code)
+                lines = r.err.splitlines()
+                assert len(lines) == 1 and lines[-1].startswith("opskit: error: "), (argv, r.err)
+                assert words in lines[-1], (argv, words, r.err)
+                mutating = [MUTATING_APIS[api] for api, _v, _a in double.requests[seen:]
+                            if api in MUTATING_APIS]
+                assert mutating == [], (argv, mutating)
+                assert pd.connections == 0, argv
+                assert not journal.exists() and len(kafka.sandbox.require().nodes) == nodes, argv
+            # the controls: valid inputs do send the changes the double counts
+            seen = len(double.requests)
+            r = run_cli("offsets", "reset", "-g", g, "-t", t, "--to-earliest", "--execute",
+                        "--yes", "--backup-dir", str(tmp_path / "backups"), *b)
+            assert r.code == 0, r.err
+            reg = tmp_path / "reg-ok.yaml"
+            reg.write_text(f"topics:\n  - {{name: {t}_made, partitions: 1, retention: 1d}}\n")
+            r = run_cli("topics", "apply", str(reg), "--execute", *b)
+            assert r.code == 0, r.err
+            made = {MUTATING_APIS[api] for api, _v, _a in double.requests[seen:]
+                    if api in MUTATING_APIS}
+            assert {"OffsetCommit", "CreateTopics"} <= made, made
+    finally:
+        pd.close()

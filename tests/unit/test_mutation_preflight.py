@@ -159,3 +159,21 @@ def test_unreachable_api_server_is_one_line(tmp_path: Path) -> None:
                 "--statefulset", "kafka", "--kubeconfig", str(kc))
     assert "cannot reach the Kubernetes API server" in _one_line(r, 3)
     assert "Retrying" not in r.err
+
+
+def test_missing_acls_of_groups_and_of_the_changes_at_hand() -> None:
+    from opskit.core.acl_needs import missing_acls
+
+    describe = frozenset({"DESCRIBE"})
+    assert missing_acls("offsets reset --execute", describe, {"t": describe},
+                        {"g": describe, "h": None}) == ["Read on group g", "Read on topic t"]
+    assert missing_acls("offsets reset --execute", None, {"t": frozenset({"READ"})},
+                        {"g": frozenset({"READ", "DESCRIBE"})}) == []
+    # a group the principal may not even describe lacks everything
+    assert missing_acls("offsets reset (dry run)", None, {}, {"g": frozenset()}) == [
+        "Describe on group g"]
+    # topics apply: only the needs of the change at hand
+    alter = frozenset({("topic", "ALTER")})
+    assert missing_acls("topics apply --execute", frozenset(), {"t": describe},
+                        only=alter) == ["Alter on topic t"]
+    assert missing_acls("acls apply --execute", describe, {}) == ["Alter on the cluster"]
