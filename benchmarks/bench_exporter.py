@@ -17,12 +17,29 @@ max(0, 5 - committed)). Then:
   are reported. When they could not be built, the benchmark says why and goes on.
 * opskit's lag is also checked against the known truth, series by series.
 
+`--compare 2000x200,10000x500` runs the three exporters side by side, in one run
+per size (a fresh sandbox cluster each): opskit, KMinion and kafka_exporter are
+started together against the same cluster and each is scraped every `--every`
+seconds (15, like Prometheus; at a random phase within each period, since a
+Prometheus server's phase against an exporter's own cycle is arbitrary) for
+`--duration` seconds, in a thread of its own.
+A probe producer writes one record a second to a one-partition probe topic whose
+group committed offset 0, noting when each record was acknowledged: the probe
+group's lag in a scrape names the last record the exporter had seen, so the age
+of the lag the scrape returned is the scrape's end minus the time between that
+record's acknowledgement and the next one's (midpoint; resolution +-0.5 s).
+Reported per exporter: scrape p50/p99, median and p95 age, CPU seconds per
+minute and peak RSS of its process tree (from /proc), value equality of every
+per-partition lag against the known truth, and ratios against the peers; the
+1-minute load average is recorded with every figure.
+
 `--soak 600` instead runs a soak: the exporter collects every `--interval`
 while groups are created and deleted; RSS is sampled over time, and after each
 deletion the next scrapes must not hold the deleted group's series.
 
     python benchmarks/bench_exporter.py [--partitions 10000] [--groups 500] [--scrapes 200]
     python benchmarks/bench_exporter.py --soak 600 [--partitions 10000] [--groups 500]
+    python benchmarks/bench_exporter.py --compare 2000x200,10000x500 [--duration 300]
 """
 
 from __future__ import annotations
@@ -31,12 +48,14 @@ import argparse
 import gzip
 import json
 import os
+import random
 import re
 import socket
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -363,6 +382,213 @@ def run_bench(bs: str, topics: list[str], args: argparse.Namespace) -> dict[str,
     return report
 
 
+PROBE_TOPIC, PROBE_GROUP = "bench_probe", "bench-probe-group"
+
+
+class Probe:
+    """One record a second to the probe topic; remembers when each was acknowledged."""
+
+    def __init__(self, bs: str) -> None:
+        from confluent_kafka import ConsumerGroupTopicPartitions
+        from confluent_kafka import TopicPartition as CkTP
+        from confluent_kafka.admin import AdminClient, NewTopic
+
+        admin = AdminClient({"bootstrap.servers": bs})
+        for f in admin.create_topics([NewTopic(PROBE_TOPIC, 1, 1)]).values():
+            f.result(60)
+        time.sleep(2)
+        for f in admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(
+                PROBE_GROUP, [CkTP(PROBE_TOPIC, 0, 0)])]).values():
+            f.result(60)
+        self.bs = bs
+        #: acks[v - 1] = when the record that made the log end v was acknowledged
+        self.acks: list[float] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(30)
+
+    def _run(self) -> None:
+        from confluent_kafka import Producer
+
+        p = Producer({"bootstrap.servers": self.bs, "acks": "all", "linger.ms": 0})
+        while not self._stop.is_set():
+            t0 = time.time()
+            p.produce(PROBE_TOPIC, value=b"probe", partition=0)
+            p.flush(30)
+            self.acks.append(time.time())
+            self._stop.wait(max(0.0, 1.0 - (time.time() - t0)))
+
+    def age(self, lag: float, seen_at: float) -> float | None:
+        """Age of a probe lag value seen in a scrape that ended at ``seen_at``."""
+        v = int(lag)
+        if v < 1 or v > len(self.acks):
+            return None
+        lo = self.acks[v - 1]
+        hi = self.acks[v] if v < len(self.acks) else seen_at
+        return max(0.0, seen_at - (lo + min(hi, seen_at)) / 2)
+
+
+def probe_lag(text: bytes) -> float | None:
+    for (g, t, p), v in lag_table(text).items():
+        if g == PROBE_GROUP and t == PROBE_TOPIC and p == "0":
+            return v
+    return None
+
+
+def scrape_loop(name: str, url: str, proc: subprocess.Popen[bytes], probe: Probe, every: float,
+                until: float, out: dict[str, Any]) -> None:
+    """Scrape every ``every`` s (back to back when a scrape takes longer) until ``until``."""
+    lat: list[float] = []
+    ages: list[float] = []
+    loads: list[float] = []
+    failures = 0
+    body = b""
+    s0 = proc_stats(proc.pid)
+    t_start = time.time()
+    rng = random.Random(name)
+    k = 0
+    while time.time() < until:
+        # every ``every`` s on average, at a random phase within each period: a
+        # Prometheus server's phase against an exporter's own cycle is arbitrary, and a
+        # fixed one would measure one phase only (same period: the same age every time)
+        next_at = t_start + k * every + rng.uniform(0.0, every)
+        k += 1
+        time.sleep(max(0.0, next_at - time.time()))
+        if time.time() >= until:
+            break
+        try:
+            dt, text = scrape(url, timeout=300)
+        except (OSError, urllib.error.URLError) as e:
+            failures += 1
+            out.setdefault("errors", []).append(str(e)[:200])
+            continue
+        seen = time.time()
+        lat.append(dt)
+        body = text
+        lag = probe_lag(text)
+        age = probe.age(lag, seen) if lag is not None else None
+        if age is not None:
+            ages.append(age)
+        loads.append(os.getloadavg()[0])
+        k = max(k, int((time.time() - t_start) // every))  # a scrape longer than a period
+    s1 = proc_stats(proc.pid)
+    wall = time.time() - t_start
+    out.update({
+        "name": name, "scrapes": len(lat), "failed_scrapes": failures,
+        "p50_ms": pct(lat, 0.5) * 1000 if lat else None,
+        "p99_ms": pct(lat, 0.99) * 1000 if lat else None,
+        "age_median_s": statistics.median(ages) if ages else None,
+        "age_p95_s": pct(ages, 0.95) if ages else None, "ages": len(ages),
+        "cpu_s_per_min": (s1["cpu_s"] - s0["cpu_s"]) / wall * 60,
+        "peak_rss_mb": s1["peak_rss_mb"], "rss_mb": s1["rss_mb"], "processes": s1["processes"],
+        "load_avg_1m": [min(loads), statistics.median(loads), max(loads)] if loads else None,
+        "last_body": body,
+    })
+
+
+def run_compare(size: str, args: argparse.Namespace) -> dict[str, Any]:
+    from opskit.sandbox.cluster import Sandbox, free_port_block
+
+    partitions, groups = (int(x) for x in size.lower().split("x"))
+    sb = Sandbox(f"bench-exp-{partitions}")
+    st, _ = sb.up(brokers=1, version=args.kafka_version, port=free_port_block(1), wait_timeout=600)
+    bs = st.bootstrap
+    procs: dict[str, subprocess.Popen[bytes]] = {}
+    res: dict[str, Any] = {"size": size, "bootstrap_load_1m": os.getloadavg()[0]}
+    try:
+        print(f"[{size}] cluster: Kafka {args.kafka_version} at {bs}", flush=True)
+        topics = build_cluster(bs, partitions, groups)
+        probe = Probe(bs)
+        ports = {n: free_port() for n in ("opskit", "kminion", "kafka_exporter")}
+        procs["opskit"] = start_opskit(bs, ports["opskit"], args.interval, args.exporter_args.split())
+        for name in ("kminion", "kafka_exporter"):
+            p = start_competitor(name, bs, ports[name])
+            if p is None:
+                res[name] = {"name": name, "missing": why_missing(name)}
+            else:
+                procs[name] = p
+        urls = {n: f"http://127.0.0.1:{ports[n]}/metrics" for n in procs}
+        wait_http(f"http://127.0.0.1:{ports['opskit']}/ready", 900, procs["opskit"])
+        while self_metric(urls["opskit"], "opskit_kafka_up") != 1.0:
+            time.sleep(1)
+        for n, proc in procs.items():
+            if n != "opskit":
+                wait_http(urls[n], 600, proc)
+                scrape(urls[n], timeout=300)  # warm-up: they read Kafka on the first scrape
+        probe.start()
+        time.sleep(5)
+        until = time.time() + args.duration
+        outs: dict[str, dict[str, Any]] = {n: {} for n in procs}
+        threads = [threading.Thread(target=scrape_loop, args=(n, urls[n], procs[n], probe,
+                                                              args.every, until, outs[n]))
+                   for n in procs]
+        for t in threads:
+            t.start()
+        durations: list[float] = []
+        while time.time() < until:
+            d = self_metric(urls["opskit"], "opskit_exporter_collection_duration_seconds")
+            if d is not None:
+                durations.append(d)
+            time.sleep(args.every)
+        for t in threads:
+            t.join(600)
+        probe.stop()
+        truth = true_lags(topics, groups)
+        for n, o in outs.items():
+            got = lag_table(o.pop("last_body", b""))
+            o["lag_vs_truth"] = {"compared": len(truth),
+                                 "equal": sum(1 for k, v in truth.items() if got.get(k) == v)}
+            res[n] = o
+        res["opskit"]["cycle_s_median"] = statistics.median(durations) if durations else None
+        res["opskit"]["cycle_s_max"] = max(durations) if durations else None
+    finally:
+        for p in procs.values():
+            stop_process(p)
+        sb.down()
+    return res
+
+
+def print_compare(res: dict[str, Any]) -> None:
+    names = [n for n in ("opskit", "kminion", "kafka_exporter") if "scrapes" in res.get(n, {})]
+
+    def f(v: Any, fmt: str) -> str:
+        return "-" if v is None else format(v, fmt)
+
+    print(f"\n== {res['size']} (partitions x groups) ==")
+    print(f"{'':16}" + "".join(f"{n:>16}" for n in names))
+    rows = (("scrape p50 ms", "p50_ms", ".1f"), ("scrape p99 ms", "p99_ms", ".1f"),
+            ("age median s", "age_median_s", ".2f"), ("age p95 s", "age_p95_s", ".2f"),
+            ("CPU s / min", "cpu_s_per_min", ".2f"), ("peak RSS MB", "peak_rss_mb", ".0f"))
+    for label, key, fmt in rows:
+        print(f"{label:16}" + "".join(f"{f(res[n].get(key), fmt):>16}" for n in names))
+    print(f"{'lag = truth':16}" + "".join(
+        f"{res[n]['lag_vs_truth']['equal']:>9}/{res[n]['lag_vs_truth']['compared']:<6}" for n in names))
+    print(f"{'scrapes (fail)':16}" + "".join(
+        f"{res[n]['scrapes']:>12} ({res[n]['failed_scrapes']})" for n in names))
+    print(f"{'load 1m min/med/max':20}" + "".join(
+        f"{'/'.join(format(x, '.0f') for x in res[n]['load_avg_1m'] or [])!s:>16}" for n in names))
+    o = res["opskit"]
+    print(f"opskit cycle (its own duration metric): median {f(o.get('cycle_s_median'), '.1f')} s, "
+          f"max {f(o.get('cycle_s_max'), '.1f')} s")
+    for peer in names[1:]:
+        p = res[peer]
+        ratios = []
+        for label, key in (("age", "age_median_s"), ("CPU/min", "cpu_s_per_min"),
+                           ("p99", "p99_ms"), ("peak RSS", "peak_rss_mb")):
+            a, b = o.get(key), p.get(key)
+            ratios.append(f"{label} {a / b:.2f}x" if a is not None and b else f"{label} -")
+        print(f"opskit / {peer}: " + ", ".join(ratios))
+    for n in ("kminion", "kafka_exporter"):
+        if "missing" in res.get(n, {}):
+            print(f"{n}: not measured: {res[n]['missing']}")
+
+
 def run_soak(bs: str, topics: list[str], args: argparse.Namespace) -> dict[str, Any]:
     from confluent_kafka import ConsumerGroupTopicPartitions
     from confluent_kafka import TopicPartition as CkTP
@@ -466,12 +692,24 @@ def main() -> int:
     ap.add_argument("--json", help="write the report to this file")
     ap.add_argument("--bootstrap", help="use this already-built cluster (same --partitions/--groups)")
     ap.add_argument("--exporter-args", default="", help="extra flags for opskit exporter, e.g. '--status-window 2m'")
+    ap.add_argument("--compare", help="sizes PxG,... : the three exporters side by side, one run per size")
+    ap.add_argument("--duration", type=float, default=300.0, help="--compare: seconds of scraping per size")
+    ap.add_argument("--every", type=float, default=15.0, help="--compare: seconds between scrapes")
     args = ap.parse_args()
 
     os.environ.setdefault("OPSKIT_STATE", tempfile.mkdtemp(prefix="opskit-bench-exporter-"))
     os.environ.setdefault("OPSKIT_SANDBOX_HEAP", "3g")
     from opskit.sandbox.cluster import Sandbox, free_port_block
 
+    if args.compare:
+        results = []
+        for size in args.compare.split(","):
+            r = run_compare(size, args)
+            print_compare(r)
+            results.append(r)
+        if args.json:
+            Path(args.json).write_text(json.dumps(results, indent=2, default=str))
+        return 0
     if args.bootstrap:
         sb = None
         bs = args.bootstrap

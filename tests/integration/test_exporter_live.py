@@ -294,3 +294,45 @@ def test_cli_exporter_survives_all_brokers_down_and_recovers(tmp_path: Path):
         rc = stop_process(proc, grace=20)
         sb.down()
     assert rc == 0, proc.stderr.read().decode()[-2000:] if proc.stderr else ""
+
+
+def test_served_engine_reads_slow_families_beside_its_cycles(kafka, uniq):
+    """The running exporter: metadata, groups and offsets every cycle; configs, sizes,
+    record times and the quorum on a thread of their own, on their own schedules, each
+    served with its age. Numbers as in a single cycle."""
+    bs = kafka.bootstrap
+    t, g = f"exp_bg_{uniq}", f"exp-bg-{uniq}"
+    create_topic(bs, t, 2, config={"retention.ms": "3600000"})
+    produce(bs, t, {0: 10, 1: 5}, timestamp_ms=int(time.time() * 1000) - 60_000)
+    commit(bs, g, {(t, 0): 4, (t, 1): 5})
+    opts = ExporterOptions(interval_s=1, collection_timeout_s=60, kafka_timeout_s=10,
+                           groups=NameFilter.of([g], None, "group"),
+                           topics=NameFilter.of([t], None, "topic"))
+    src = KafkaSource(ConnectionConfig(bs), opts)
+    ex = Exporter(src, opts)
+    ex.start()
+    try:
+        def ready() -> Values | None:
+            v = parse(ex.scrape())
+            secs = v.get("opskit_consumergroup_lag_seconds", {})
+            ok = v.get("opskit_exporter_collections_total", {}).get((), 0) >= 4 and \
+                L(consumergroup=g, topic=t, partition="0") in secs and \
+                all(x == 1 for x in v["opskit_exporter_family_up"].values())
+            return v if ok else None
+
+        # (a slow family is 0 until its first read, beside the first cycles)
+        v = _wait(ready, 120, "four cycles, every family read, lag in seconds from the "
+                  "background reads")
+    finally:
+        ex.stop()
+        src.close()
+    assert v["opskit_kafka_up"][()] == 1
+    assert v["kafka_consumergroup_lag"][L(consumergroup=g, topic=t, partition="0")] == 6
+    assert v["opskit_consumergroup_lag_seconds"][L(consumergroup=g, topic=t, partition="0")] >= 60
+    assert v["opskit_topic_retention_ms"][L(topic=t)] == 3_600_000
+    refresh = v["opskit_exporter_family_refresh_seconds"]
+    assert refresh[L(family="groups")] == 1 and refresh[L(family="topic_configs")] == 20
+    assert refresh[L(family="log_dirs")] == 4
+    age = v["opskit_exporter_data_age_seconds"]
+    # configs were read once, at the start; groups in the latest cycle
+    assert age[L(family="topic_configs")] > age[L(family="groups")]
