@@ -92,6 +92,15 @@ class InvisibleError(OpskitError):
     kind = "invisible"
 
 
+class IncompleteError(OpskitError):
+    """Part of what was asked could not be read or verified (a log end the broker would
+    not give, a list of groups it would not make): the output says which part, and the
+    answer as a whole is UNKNOWN, never OK. The message names the broker and the API
+    when one is to blame."""
+
+    kind = "incomplete"
+
+
 class RefusedError(OpskitError):
     """A mutation was refused because it is unsafe now (active group, moved offsets...)."""
 

@@ -30,7 +30,7 @@ from opskit.core.health import (
     QuorumReplica,
     Reassignment,
 )
-from opskit.errors import NotAuthorisedError
+from opskit.errors import NotAuthorisedError, UnsupportedError
 
 log = logging.getLogger(__name__)
 
@@ -236,8 +236,10 @@ def gather_health_input(admin: KafkaAdmin, expected_brokers: int | None = None,
     except NotAuthorisedError:
         min_isr = {}
         min_isr_unknown = (f"min.insync.replicas not readable: {admin.conn.principal} has no "
-                           "DescribeConfigs ACL on the topics; counted as 1, so partitions under "
-                           "a higher setting are not seen")
+                           "DescribeConfigs ACL on the topics")
+    except UnsupportedError as e:  # a broker without (a working) DescribeConfigs
+        min_isr = {}
+        min_isr_unknown = f"min.insync.replicas not readable: {e}"
     invisible = None
     if not meta.topics and _limited(admin):
         invisible = (f"no topic is visible to {admin.conn.principal}: the cluster has none, or the "

@@ -70,6 +70,11 @@ _UNREACHABLE = {"_TRANSPORT", "_ALL_BROKERS_DOWN", "_TIMED_OUT", "_RESOLVE", "_W
                 "NOT_COORDINATOR", "COORDINATOR_LOAD_IN_PROGRESS", "_DESTROY"}
 #: the request got no answer at all (as opposed to a coordinator that is busy)
 _NO_ANSWER = {"_TRANSPORT", "_TIMED_OUT", "REQUEST_TIMED_OUT", "_TIMED_OUT_QUEUE"}
+#: the connection failed under the request (closed by the broker, when it still answers
+#: ApiVersions on a fresh one), as opposed to a request that was never answered
+_CLOSED = {"_TRANSPORT"}
+#: the broker answered, but with bytes librdkafka could not decode
+_UNPARSEABLE = {"_BAD_MSG", "_UNDERFLOW"}
 _UNSUPPORTED = {"UNSUPPORTED_VERSION", "_UNSUPPORTED_FEATURE", "INVALID_REQUEST"}
 _AUTH = {"SASL_AUTHENTICATION_FAILED", "_AUTHENTICATION", "_SSL"}
 #: the principal lacks an ACL (NotAuthorisedError: optional reads degrade on it)
@@ -115,6 +120,13 @@ def error_name(exc: BaseException) -> str:
     if isinstance(exc, ck.KafkaException) and exc.args and isinstance(exc.args[0], ck.KafkaError):
         return str(exc.args[0].name())
     return type(exc).__name__
+
+
+def _parse_failure(exc: BaseException) -> bool:
+    """librdkafka could not decode the broker's answer (it reports some such failures
+    under other codes, with this text)."""
+    text = error_text(exc).lower()
+    return "failed to parse" in text or "parse failure" in text or "read underflow" in text
 
 
 def error_text(exc: BaseException) -> str:
@@ -221,19 +233,32 @@ class KafkaAdmin:
             # librdkafka fails the request as a transport error; error_cb had the cause
             return AuthenticationError(f"authentication or TLS failure at {self.conn.bootstrap} "
                                        f"({what}): {self._auth_error or error_text(exc)}")
+        if name in _UNPARSEABLE or _parse_failure(exc):
+            return UnsupportedError(
+                f"the broker at {self._where()} answered something opskit cannot parse "
+                f"{self._to(operation)}({what}): {error_text(exc)}")
         if isinstance(exc, TimeoutError) or name in _UNREACHABLE:
             detail = self._last_error or error_text(exc)
             if name in ("_TRANSPORT", "_TIMED_OUT") and (
                     why := caps_mod.not_kafka(self.conn, min(self.timeout, 1.0))):
                 return KafkaUnavailableError(why)
-            if (operation is not None and (isinstance(exc, TimeoutError) or name in _NO_ANSWER)
+            if ((isinstance(exc, TimeoutError) or name in _NO_ANSWER)
                     and self._broker_still_answers()):
-                apis = " / ".join(n for n, _v in caps_mod.OPERATION_APIS[operation])
-                where = self.capabilities.broker or self.conn.bootstrap
+                # something answered: the broker is up, this request is what fails on it
+                if name in _CLOSED:
+                    # librdkafka keeps the broken connection's broker "down" for a while
+                    # (later requests fail with "no leaders found"): start afresh
+                    self._client = None
+                    return UnsupportedError(
+                        f"the broker at {self._where()} closed the connection on "
+                        f"{self._apis(operation) or 'the request'} ({what}) and still answers "
+                        "ApiVersions: it does not handle that request; treating it as "
+                        "unsupported by this broker")
                 return UnsupportedError(
-                    f"the broker at {where} answers ApiVersions but not {apis}, needed for "
-                    f"{what} (no usable answer within {self.timeout:g}s: {detail}); "
-                    "treating it as unsupported by this broker"
+                    f"the broker at {self._where()} answers ApiVersions but not "
+                    f"{self._apis(operation) or 'this request'}, needed for {what} (no usable "
+                    f"answer within {self.timeout:g}s: {detail}); treating it as unsupported "
+                    "by this broker"
                 )
             return KafkaUnavailableError(
                 f"cannot reach Kafka at {self.conn.bootstrap} ({what}, timeout {self.timeout:g}s): {detail}"
@@ -248,6 +273,21 @@ class KafkaAdmin:
         if name == "GROUP_ID_NOT_FOUND":
             return NotFoundError(f"{what}: consumer group does not exist")
         return KafkaOperationError(f"{what} failed: {error_text(exc)}")
+
+    def _where(self) -> str:
+        """The broker that answered the capability probe (else the bootstrap)."""
+        caps = self._caps
+        return (caps.broker if caps is not None else None) or self.conn.bootstrap
+
+    @staticmethod
+    def _apis(operation: str | None) -> str:
+        if operation is None:
+            return ""
+        return " / ".join(n for n, _v in caps_mod.OPERATION_APIS[operation])
+
+    def _to(self, operation: str | None) -> str:
+        apis = self._apis(operation)
+        return f"to {apis} " if apis else ""
 
     def _broker_still_answers(self) -> bool:
         """After a timeout: does the broker answer a fresh ApiVersions (so it is up)?"""
@@ -304,7 +344,11 @@ class KafkaAdmin:
             raise KafkaOperationError(f"listing consumer groups failed on {len(res.errors)} "
                                       f"broker(s): {res.errors[0]}")
         if res.errors:
-            log.warning("some brokers failed to list groups: %s", [str(e) for e in res.errors])
+            # a broker that could not list its groups is not a broker without groups: the
+            # list is incomplete, and "no groups" (or some) would be a false answer
+            first = res.errors[0]
+            exc = first if isinstance(first, BaseException) else ck.KafkaException(first)
+            raise self.translate(exc, "listing consumer groups", "list_groups")
         return {g.group_id: _STATE_MAP.get(g.state.name, GroupState.UNKNOWN) for g in res.valid}
 
     def describe_groups(self, group_ids: Iterable[str]) -> dict[str, GroupDescription]:
@@ -422,8 +466,16 @@ class KafkaAdmin:
         end, e2 = self._collect_offsets(f_end, "reading log end offsets")
         res = OffsetsResult()
         for tp in wanted:
-            if tp in start and tp in end:
+            if tp in start and tp in end and start[tp][0] >= 0 and end[tp][0] >= 0:
                 res.offsets[tp] = PartitionOffsets(tp, start[tp][0], end[tp][0])
+            elif tp in start and tp in end:
+                # librdkafka hands a failed request (a connection the broker closed on
+                # ListOffsets) back as offset -1001 without an error: no offset is known,
+                # and its broker state is stale for a while: start afresh
+                self._client = None
+                res.errors[tp] = (f"no log offset from the broker at {self._where()} "
+                                  f"(ListOffsets answered {start[tp][0]} / {end[tp][0]}: the "
+                                  "request failed)")
             else:
                 res.errors[tp] = e1.get(tp) or e2.get(tp) or "no answer"
         return res

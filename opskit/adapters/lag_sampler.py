@@ -574,8 +574,15 @@ def _unknown_if_contradicted(status: GroupStatus, gl: GroupLag | None) -> GroupS
     samples are left out of the window) is UNKNOWN, never OK, unless already CRITICAL."""
     bad = [str(p.tp) for p in (gl.partitions if gl is not None else ())
            if Anomaly.LOG_END_INCONSISTENT in p.anomalies]
-    if not bad or status.severity is Severity.CRITICAL:
+    lost = [str(p.tp) for p in (gl.partitions if gl is not None else ())
+            if Anomaly.LOG_END_LOST in p.anomalies]
+    if not (bad or lost) or status.severity is Severity.CRITICAL:
         return status
+    if not bad:
+        why = (f"log end unknown on {', '.join(lost[:3])}{' ...' if len(lost) > 3 else ''}: "
+               "records exist past the log end the broker reports (it lost its log end, "
+               "e.g. after a restart)")
+        return replace(status, severity=Severity.UNKNOWN, reasons=(why, *status.reasons))
     why = (f"log end unknown on {', '.join(bad[:3])}{' ...' if len(bad) > 3 else ''}: "
            "the broker's ListOffsets and Fetch answers contradict each other")
     return replace(status, severity=Severity.UNKNOWN, reasons=(why, *status.reasons))

@@ -180,8 +180,10 @@ def collect_lag(
             checks = settle_log_ends(
                 client, offs.offsets, suspects(lags, offs.offsets, hws) | set(recheck), leaders)
         if checks:
-            disputed = {tp: (Anomaly.LOG_END_INCONSISTENT if v.log_end is None
-                             else Anomaly.LOG_END_FROM_FETCH)
+            disputed = {tp: (Anomaly.LOG_END_FROM_FETCH if v.log_end is not None
+                             else Anomaly.LOG_END_LOST
+                             if v.source is LogEndSource.RECORDS_PAST_END
+                             else Anomaly.LOG_END_INCONSISTENT)
                         for tp, v in checks.items() if v.source is not LogEndSource.LIST_OFFSETS}
             lags = [
                 compute_group_lag(descs[gid], committed.get(gid, {}), offs.offsets, counts,
@@ -259,7 +261,8 @@ def _all_group_ids(admin: KafkaAdmin, md: ClusterMeta, client: WireClient | None
     if client is not None:
         try:
             return sorted(cluster_wire.list_groups(client, [b.node_id for b in md.brokers]))
-        except WireUnsupported as e:
+        except (WireUnsupported, KafkaUnavailableError) as e:
+            # metadata was just answered: librdkafka says what is wrong with ListGroups
             log.debug("ListGroups at the protocol level not available (%s); using librdkafka", e)
     return sorted(admin.list_groups())
 

@@ -202,10 +202,11 @@ class OffsetsAdmin(KafkaAdmin):
         res = [ConfigResource(ResourceType.TOPIC, t) for t in sorted(set(topics))]
         if not res:
             return {}
+        self.require("topic_configs", "reading topic configs")
         futs = self._admin.describe_configs(res, **self._kw())
         out: dict[str, dict[str, str]] = {}
         for r, fut in futs.items():
-            entries = self._result(fut, f"describing configs of topic {r.name}")
+            entries = self._result(fut, f"describing configs of topic {r.name}", "topic_configs")
             out[r.name] = {
                 k: v.value for k, v in entries.items()
                 if v.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value and v.value is not None

@@ -148,6 +148,10 @@ class InFlight:
         """Every answer, in the order the requests were given."""
         c = self._client
         try:
+            if any(key not in c._conns for key in self._route):
+                # a later round failed and closed every connection, these with them
+                raise WireUnsupported("the connections of these requests were closed after "
+                                      "another request failed")
             conns = [c._conns[key] for key in self._route]
             return [conn.receive(deadline) for conn in conns]
         except BaseException as e:

@@ -5,7 +5,7 @@
 | 0    | OK / success |
 | 1    | WARNING threshold crossed |
 | 2    | CRITICAL threshold crossed; also usage errors and malformed input (the message says which) |
-| 3    | UNKNOWN: Kafka unreachable or timed out, the broker lacks a needed API, or the principal cannot see what was asked (missing Describe ACL) |
+| 3    | UNKNOWN: Kafka unreachable or timed out (nothing answered), the broker lacks, closes the connection on or answers unparseably a needed API, part of the answer could not be read or verified (the output says which), or the principal cannot see what was asked (missing Describe ACL) |
 | 4    | not found: unknown group, topic, context, sandbox or file |
 | 5    | refused: an unsafe mutation was refused (active group, offsets moved, ...) |
 | 6    | Kafka rejected a request (authorisation, invalid config, ...) |
@@ -42,6 +42,7 @@ _BY_CLASS: list[tuple[type[errors.OpskitError], int]] = [
     (errors.UnsupportedError, UNKNOWN),
     (errors.InconsistentStateError, UNKNOWN),
     (errors.InvisibleError, UNKNOWN),
+    (errors.IncompleteError, UNKNOWN),
     (errors.RefusedError, REFUSED),
     (errors.KafkaOperationError, KAFKA_ERROR),
     (errors.SandboxError, SANDBOX),

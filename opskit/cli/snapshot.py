@@ -99,13 +99,19 @@ def snapshot(
             reader = None if no_time else RecordTimeReader(admin.conn, timeout=min(timeout, 5.0))
             try:
                 timed = collect_timed_lag(admin, reader, None, None, cfg.lag_thresholds)
+                judge_invisible_groups(timed, admin.conn.principal, lambda: False, False,
+                                       admin.unauthorised_groups)
+                descs = admin.describe_groups(g.group_id for g in timed.groups)
+                lag = timed.to_dict()
+            except UnsupportedError as e:
+                # the broker would not list or describe the groups: not "no groups"; the
+                # rest of the document still stands, the exit (3) says it is partial
+                groups_missing = e
+                lag = {"groups": [], "severity": "UNKNOWN", "offset_errors": {}, "notes": []}
+                descs = {}
             finally:
                 if reader is not None:
                     reader.close()
-            judge_invisible_groups(timed, admin.conn.principal, lambda: False, False,
-                                   admin.unauthorised_groups)
-            descs = admin.describe_groups(g.group_id for g in timed.groups)
-            lag = timed.to_dict()
     for gd in lag["groups"]:
         d = descs.get(gd["group"])
         gd["members_detail"] = _members(d) if d is not None else []
@@ -178,7 +184,10 @@ def markdown(data: dict[str, Any]) -> str:
             lines.append(f"| {name}:{p['partition']} | {_cell(p['leader'])} | {p['replicas']} | "
                          f"{p['isr']} | {', '.join(probs)} |")
     lines += ["", "## Consumer groups", ""]
-    if not data["groups"]:
+    if data.get("groups_note"):
+        note = str(data["groups_note"])
+        lines.append(note[:1].upper() + note[1:])
+    elif not data["groups"]:
         lines.append("No consumer groups.")
     for g in data["groups"]:
         summary = (

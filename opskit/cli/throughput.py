@@ -9,17 +9,19 @@ are deltas over the measured time between the two readings.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
+from opskit.adapters.cluster_health import quiet_kafka_python
 from opskit.adapters.kafka_admin import ClusterMeta, KafkaAdmin
 from opskit.adapters.log_dirs import PartitionSizes, read_partition_sizes
 from opskit.adapters.log_end_check import checked_log_offsets
 from opskit.cli.common import (
+    STATE,
     BootstrapOpt,
     ContextOpt,
     Output,
@@ -32,7 +34,12 @@ from opskit.cli.common import (
 )
 from opskit.cli.validate import HOUR, parse_duration_option
 from opskit.core.models import TopicPartition
-from opskit.errors import InconsistentStateError, NotFoundError, UnsupportedError
+from opskit.errors import (
+    IncompleteError,
+    InconsistentStateError,
+    NotFoundError,
+    UnsupportedError,
+)
 
 #: replaced in tests to act between the two readings
 _sleep = time.sleep
@@ -44,6 +51,8 @@ class Reading:
     log_end: dict[TopicPartition, int]
     committed: dict[str, dict[TopicPartition, int]]
     sizes: PartitionSizes
+    #: partitions whose log end could not be read, and why (their rates are unknown)
+    unread: dict[TopicPartition, str] = field(default_factory=dict)
 
 
 def _read(admin: KafkaAdmin, tps: list[TopicPartition], groups: list[str],
@@ -58,7 +67,8 @@ def _read(admin: KafkaAdmin, tps: list[TopicPartition], groups: list[str],
             f"the broker's answers about the log end of {bad[0]} contradict each other "
             f"({checks[bad[0]].detail}): message rates cannot be measured")
     sizes = read_partition_sizes(admin.conn, topics, leaders, timeout=min(timeout, 5.0))
-    return Reading(at, {tp: o.log_end for tp, o in offs.offsets.items()}, committed, sizes)
+    return Reading(at, {tp: o.log_end for tp, o in offs.offsets.items()}, committed, sizes,
+                   dict(offs.errors))
 
 
 def measure(first: Reading, second: Reading, topics: list[str]) -> dict[str, Any]:
@@ -67,11 +77,18 @@ def measure(first: Reading, second: Reading, topics: list[str]) -> dict[str, Any
     topic_rows = []
     for t in topics:
         tps = [tp for tp in second.log_end if tp.topic == t and tp in first.log_end]
-        msgs = sum(max(0, second.log_end[tp] - first.log_end[tp]) for tp in tps)
+        unread = sorted(tp for tp in {**first.unread, **second.unread} if tp.topic == t)
+        msgs: int | None = sum(max(0, second.log_end[tp] - first.log_end[tp]) for tp in tps)
+        if unread:  # a partition whose log end is unknown: the topic's count is unknown, not 0
+            msgs = None
         row: dict[str, Any] = {
             "topic": t, "partitions": len(tps), "messages": msgs,
-            "messages_per_second": msgs / dt if dt > 0 else None,
+            "messages_per_second": msgs / dt if msgs is not None and dt > 0 else None,
             "bytes": None, "bytes_per_second": None, "bytes_note": None,
+            "log_end_unread": len(unread),
+            "log_end_note": None if not unread else (
+                f"log end not read on {len(unread)} partition(s), e.g. {unread[0]}: "
+                f"{second.unread.get(unread[0]) or first.unread[unread[0]]}"),
         }
         s1, s2 = first.sizes, second.sizes
         if s1.unavailable or s2.unavailable:
@@ -120,6 +137,7 @@ def throughput(
 ) -> int:
     """Messages/s and bytes/s written per topic, messages/s consumed per group and topic."""
     interval_s = parse_duration_option(interval, "--interval", HOUR, minimum=0.1)
+    quiet_kafka_python(STATE.debug)  # DescribeLogDirs may fall back to kafka-python
     with connect(bootstrap_server, context, timeout) as admin:
         admin.skip_unauthorised_groups = True  # not describable: left out, with a note below
         md: ClusterMeta = admin.metadata()
@@ -137,7 +155,7 @@ def throughput(
             try:
                 groups = sorted(admin.list_groups())
             except UnsupportedError as e:  # e.g. a gateway without ListGroups: topics still count
-                groups, groups_note = [], f"consumed rates unavailable: {e}"
+                groups, groups_note = [], f"consumed rates unknown: {e}"
         tps = [TopicPartition(t, p.partition) for t in topics for p in md.topics[t]]
         leaders = {TopicPartition(t, p.partition): p.leader for t in topics for p in md.topics[t]}
         first = _read(admin, tps, groups, topics, md, leaders, timeout)
@@ -150,6 +168,12 @@ def throughput(
         hidden = sorted(admin.unauthorised_groups)
         stderr().print(f"note: left out {len(hidden)} group(s) {admin.conn.principal} may not "
                        f"describe (no Describe ACL): {', '.join(hidden[:5])}", highlight=False)
+    unread = [r for r in data["topics"] if r["log_end_unread"]]
+    if unread:  # the rows are printed; exit 3 says some are unknown, never 0 messages
+        raise IncompleteError(
+            f"throughput of {len(unread)} topic(s) unknown: {unread[0]['log_end_note']}")
+    if groups_note is not None:  # the topics' rates are printed; exit 3 says the rest is not
+        raise UnsupportedError(groups_note)
     return 0
 
 
@@ -163,9 +187,10 @@ def render(console: Console, data: dict[str, Any]) -> None:
     for col in ("TOPIC", "PARTITIONS", "MESSAGES", "MSG/S IN", "BYTES/S IN", "NOTE"):
         t.add_column(col, justify="left" if col in ("TOPIC", "NOTE") else "right")
     for r in data["topics"]:
-        t.add_row(r["topic"], str(r["partitions"]), fmt_int(r["messages"]),
+        t.add_row(r["topic"], str(r["partitions"]),
+                  "unknown" if r["messages"] is None else fmt_int(r["messages"]),
                   _rate(r["messages_per_second"], "msg/s"), _rate(r["bytes_per_second"], "B/s"),
-                  r["bytes_note"] or "")
+                  "; ".join(n for n in (r.get("log_end_note"), r["bytes_note"]) if n))
     console.print(t if data["topics"] else "no topics")
     if data["groups"]:
         console.print()

@@ -441,9 +441,18 @@ def evaluate_health(inp: ClusterHealthInput, policy: HealthPolicy | None = None)
 
     findings.append(part_finding("offline_partitions", offline, Severity.CRITICAL,
                                  "offline partition(s) (no leader)", "no offline partitions"))
-    findings.append(part_finding("under_min_isr", under_min, Severity.CRITICAL,
-                                 "partition(s) under min.insync.replicas (acks=all writes fail)",
-                                 "no partitions under min.insync.replicas"))
+    shrunk = [a for a in urp if a not in under_min]
+    if inp.min_isr_unknown and shrunk and not under_min:
+        # min.insync.replicas unknown: a partition with a shrunk ISR may be under it
+        findings.append(Finding(
+            "under_min_isr", Severity.UNKNOWN,
+            f"{len(shrunk)} partition(s) with a shrunk ISR may be under min.insync.replicas: "
+            f"{_names(f'{a.topic}:{a.partition}' for a in shrunk)} ({inp.min_isr_unknown})",
+            partitions=tuple(shrunk)))
+    else:
+        findings.append(part_finding("under_min_isr", under_min, Severity.CRITICAL,
+                                     "partition(s) under min.insync.replicas (acks=all writes "
+                                     "fail)", "no partitions under min.insync.replicas"))
     findings.append(part_finding(
         "min_isr_above_rf", above_rf, Severity.WARNING,
         "partition(s) with fewer replicas than min.insync.replicas (Kafka caps it at the "

@@ -24,6 +24,12 @@ from opskit.core.models import (
     TopicPartition,
 )
 
+#: anomalies that leave a partition's log end unknown (its row has no log end nor lag)
+UNKNOWN_LOG_END = frozenset({Anomaly.LOG_END_INCONSISTENT, Anomaly.LOG_END_LOST})
+#: anomalies that leave a partition's lag unknown: its group is UNKNOWN unless CRITICAL
+#: (log offsets that could not be read count: lag 0 over them would be a false OK)
+UNKNOWN_LAG = UNKNOWN_LOG_END | {Anomaly.COMMITTED_BEYOND_LOG_END, Anomaly.OFFSETS_UNAVAILABLE}
+
 
 def partition_lag(
     tp: TopicPartition,
@@ -133,8 +139,9 @@ def compute_group_lag(
     already computed them (the same arguments give the same list).
     ``disputed``: partitions whose log end the broker contradicted itself about
     (:mod:`opskit.core.log_end`): LOG_END_FROM_FETCH is noted on the row (its log end
-    in ``log_offsets`` is the Fetch's); LOG_END_INCONSISTENT makes the row's log end
-    and lag unknown and the group UNKNOWN (unless its known lag is already critical)."""
+    in ``log_offsets`` is the Fetch's); LOG_END_INCONSISTENT and LOG_END_LOST make the
+    row's log end and lag unknown. Those, COMMITTED_BEYOND_LOG_END and OFFSETS_UNAVAILABLE
+    make the group UNKNOWN (unless its known lag is already critical)."""
     th = thresholds or LagThresholds()
     owner: dict[TopicPartition, Member] = {}
     for m in group.members:  # the first member owning a partition, as member_for
@@ -166,8 +173,10 @@ def compute_group_lag(
     total = sum(t.lag for t in topic_lags)
     severity = severity_for(total, th)
     if severity is not Severity.CRITICAL and any(
-            Anomaly.LOG_END_INCONSISTENT in r.anomalies for r in rows):
-        severity = Severity.UNKNOWN  # never OK (nor a mere WARNING) on contradictory answers
+            a in UNKNOWN_LAG for r in rows for a in r.anomalies):
+        # never OK (nor a mere WARNING) on answers that contradict each other or a position
+        # past the log end: the lag of those partitions is not known
+        severity = Severity.UNKNOWN
     return GroupLag(
         group_id=group.group_id,
         state=group.state,
@@ -181,7 +190,7 @@ def compute_group_lag(
 
 
 def _disputed_row(r: PartitionLag, anomaly: Anomaly) -> PartitionLag:
-    if anomaly is Anomaly.LOG_END_INCONSISTENT:
+    if anomaly in UNKNOWN_LOG_END:
         return r._replace(log_end=None, lag=None, records_lost=0,
                           anomalies=(anomaly,) + tuple(
                               a for a in r.anomalies if a is Anomaly.NO_COMMITTED_OFFSET))

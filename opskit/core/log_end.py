@@ -28,6 +28,9 @@ class LogEndSource(str, Enum):
     FETCH_HIGH_WATERMARK = "fetch_high_watermark"
     #: the answers contradict each other and nothing settles it: log end unknown
     INCONSISTENT = "inconsistent"
+    #: ListOffsets and the Fetch high watermark agree, but the Fetch at that log end
+    #: returned records: the broker lost its log end (e.g. restarted): log end unknown
+    RECORDS_PAST_END = "records_past_end"
 
 
 @dataclass(frozen=True)
@@ -56,6 +59,9 @@ class LogEndVerdict:
 def judge_log_end(e: LogEndEvidence) -> LogEndVerdict:
     """The log end to report, from the evidence.
 
+    * The Fetch high watermark agrees with ListOffsets, yet the Fetch at that end returned
+      records (Kafka never returns a record at or past the high watermark): the broker
+      lost its log end (a restart of a broker that keeps it in memory): unknown.
     * The Fetch agrees with ListOffsets, or did not answer: ListOffsets.
     * They disagree, and ListOffsets asked again now agrees with the Fetch (or is
       newer than it): the log moved between the reads (records produced, or a
@@ -66,6 +72,15 @@ def judge_log_end(e: LogEndEvidence) -> LogEndVerdict:
     * Anything else (still contradicting, with no record to settle it): unknown.
     """
     hw, listed = e.fetch_high_watermark, e.listed
+    last = e.last_fetched_offset
+    if hw is not None and hw >= 0 and hw <= listed and last is not None and last >= listed:
+        # Kafka never returns a record at or past the high watermark to a consumer: the
+        # records are there, the broker's idea of where its log ends is not
+        return LogEndVerdict(None, LogEndSource.RECORDS_PAST_END,
+                             f"ListOffsets (latest) says {listed} and the Fetch high watermark "
+                             f"{hw}, but a Fetch at {listed} returned records up to offset "
+                             f"{last}: the broker lost its log end (e.g. it restarted and keeps "
+                             "high watermarks in memory only); log end and lag unknown")
     if hw is None or hw < 0 or hw == listed:
         return LogEndVerdict(listed, LogEndSource.LIST_OFFSETS)
     now = e.relisted
@@ -73,7 +88,6 @@ def judge_log_end(e: LogEndEvidence) -> LogEndVerdict:
         return LogEndVerdict(now, LogEndSource.LIST_OFFSETS,
                              f"the log end moved from {listed} to {now} between reads")
     said = f"ListOffsets (latest) says {listed if now is None else now}, Fetch high watermark {hw}"
-    last = e.last_fetched_offset
     if (hw > listed and (now is None or now < hw) and last is not None
             and last >= max(listed, now if now is not None else listed) and last < hw):
         return LogEndVerdict(hw, LogEndSource.FETCH_HIGH_WATERMARK,

@@ -104,12 +104,18 @@ class Anomaly(str, Enum):
     #: the broker's ListOffsets and Fetch answers contradict each other and nothing
     #: settles which is right: log end and lag unknown (the group is UNKNOWN).
     LOG_END_INCONSISTENT = "log_end_inconsistent"
+    #: records exist at and past the log end the broker reports (a Fetch at that end
+    #: returned them): the broker lost its log end, e.g. a broker that keeps high
+    #: watermarks in memory only restarted; log end and lag unknown (the group is UNKNOWN).
+    LOG_END_LOST = "log_end_lost"
 
 
 ANOMALY_MEANING: dict[Anomaly, str] = {
     Anomaly.COMMITTED_BEYOND_LOG_END: (
-        "committed offset is past the log end: the log was truncated (unclean leader "
-        "election, topic deleted and recreated) or the offset was set by hand; lag shown as 0"
+        "committed offset is past the log end the broker reports: the broker lost its log end "
+        "(e.g. a broker that keeps it in memory restarted), the log was truncated (unclean "
+        "leader election, topic deleted and recreated) or the offset was set by hand; lag shown "
+        "as 0 but not known: the group is UNKNOWN, not OK"
     ),
     Anomaly.COMMITTED_BELOW_LOG_START: (
         "committed offset is below the log start: retention deleted records the group "
@@ -129,6 +135,11 @@ ANOMALY_MEANING: dict[Anomaly, str] = {
     Anomaly.LOG_END_INCONSISTENT: (
         "the broker's ListOffsets and Fetch answers contradict each other and no record settles "
         "which is right: log end and lag are unknown (UNKNOWN, not OK)"
+    ),
+    Anomaly.LOG_END_LOST: (
+        "records exist at and past the log end the broker reports (a Fetch there returned "
+        "them): the broker lost its log end (e.g. a broker that keeps high watermarks in memory "
+        "restarted); log end and lag are unknown (UNKNOWN, not OK)"
     ),
 }
 

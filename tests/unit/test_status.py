@@ -156,12 +156,14 @@ def test_near_miss_allowed_lag_just_below_is_warn() -> None:
     assert status_of(window(GROWING_LAG), StatusPolicy(allowed_lag=49)) is Status.WARN
 
 
-def test_committed_beyond_log_end_is_ok_with_lag_zero() -> None:
+def test_committed_beyond_log_end_is_unknown_with_lag_zero() -> None:
+    # a position past the log end is never OK: the broker may have lost its log end (a
+    # restart of a broker that keeps it in memory), the log may have been truncated
     w = window([(0, 600, 500)])
     result = evaluate_partition(w, POLICY, 0)
-    assert result.status is Status.OK
+    assert result.status is Status.UNKNOWN and result.severity is Severity.UNKNOWN
     assert result.lag == 0
-    assert "past log end" in result.explanation
+    assert "past log end" in result.explanation and "lost its log end" in result.explanation
 
 
 # ------------------------------------------------------------------ REWIND
@@ -557,6 +559,7 @@ def test_property_window_is_bounded_and_evaluation_is_total(
         and now - latest.timestamp_ms <= policy.window_ms
         and latest.lag is not None
         and latest.lag <= policy.allowed_lag
+        and latest.committed is not None and latest.committed <= latest.log_end
         and all(s.records_lost == 0 for s in w.samples if s.timestamp_ms >= now - policy.window_ms)
     ):
         assert result.status is Status.OK

@@ -20,6 +20,9 @@ with a committed offset; ``allowed`` is ``policy.allowed_lag``.
 1. UNKNOWN: no sample in the window; or the latest sample has no committed
    offset and the partition has (or may have) records to read. With no
    committed offset and nothing to read (``log_end <= log_start``), OK.
+   Also UNKNOWN (checked just before rule 3): the latest committed offset is
+   past the log end (the broker lost its log end, e.g. a restart, the log was
+   truncated, or the offset was set by hand): the lag is not known.
 2. ERR: some sample in the window had ``committed < log_start``: retention
    deleted records the group never read (records lost). Checked before
    everything else: no lag value makes data loss fine.
@@ -147,14 +150,18 @@ def evaluate_partition(
             f"({offs[i - 1] - offs[i]:,} records to re-read) {ago} before the latest sample"
         )
 
-    # 3. within allowed lag
+    # 3. within allowed lag (a position past the log end is not: its lag is not known)
+    if lag < 0:
+        text = (
+            f"committed offset {latest.committed:,} is past log end {latest.log_end:,}: the "
+            "broker lost its log end (e.g. it restarted), the log was truncated or the offset "
+            "was set by hand; lag counted as 0 but unknown"
+        )
+        if rewind_note:
+            text += f"; {rewind_note}"
+        return result(Status.UNKNOWN, text)
     if lag <= policy.allowed_lag:
-        if lag < 0:
-            text = (
-                f"committed offset {latest.committed:,} is past log end {latest.log_end:,} "
-                "(log truncated or offset set by hand); lag counted as 0"
-            )
-        elif lag == 0:
+        if lag == 0:
             text = "at the head (lag 0)"
         else:
             text = f"lag {lag:,} within allowed {policy.allowed_lag:,}"
