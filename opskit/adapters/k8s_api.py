@@ -45,7 +45,18 @@ class KubeTarget:
     timeout_s: float = 10.0
 
 
-def _error(e: Exception, what: str) -> OpskitError:
+def _unreachable_cause(e: Exception) -> str:
+    """"connection refused", "timed out", ... from urllib3's wrapped error."""
+    import re
+
+    cause = getattr(e, "reason", None) or e
+    m = re.search(r"\[Errno -?\d+\] ([^'\")]+)", str(cause))
+    if m:
+        return m.group(1).strip().lower()
+    return type(cause).__name__
+
+
+def _error(e: Exception, what: str, host: str | None = None) -> OpskitError:
     from kubernetes.client.exceptions import ApiException
     from urllib3.exceptions import HTTPError
 
@@ -62,8 +73,9 @@ def _error(e: Exception, what: str) -> OpskitError:
                                    f"{reason}): check the service account's RBAC")
         return KubernetesError(f"{what}: the Kubernetes API server answered {status} {reason}")
     if isinstance(e, (HTTPError, OSError)):
-        return ServiceUnavailableError(f"{what}: cannot reach the Kubernetes API server "
-                                       f"({type(e).__name__})")
+        at = f" at {host}" if host else ""
+        return ServiceUnavailableError(f"{what}: cannot reach the Kubernetes API server{at} "
+                                       f"({_unreachable_cause(e)})")
     return KubernetesError(f"{what}: {type(e).__name__}: {e}")
 
 
@@ -158,6 +170,15 @@ class KubeApi:
         except config.ConfigException as e:
             raise NotFoundError(f"no usable Kubernetes configuration: {_first_line(e)}") from None
         self._api = api
+        if getattr(api.configuration, "verify_ssl", True) is False:
+            # the kubeconfig asked for it (insecure-skip-tls-verify): said once at debug
+            # level, not as urllib3's two-line warning on every request
+            import warnings
+
+            from urllib3.exceptions import InsecureRequestWarning
+
+            log.debug("TLS verification of the Kubernetes API server is off (kubeconfig)")
+            warnings.filterwarnings("ignore", category=InsecureRequestWarning)
         self.core = client.CoreV1Api(api)
         self.apps = client.AppsV1Api(api)
         self.coordination = client.CoordinationV1Api(api)
@@ -169,7 +190,7 @@ class KubeApi:
         try:
             return fn(*args, **kw)
         except Exception as e:  # noqa: BLE001 - translated in one place
-            raise _error(e, what) from None
+            raise _error(e, what, getattr(self._api.configuration, "host", None)) from None
 
     def to_dict(self, obj: Any) -> dict[str, Any]:
         return dict(self._api.sanitize_for_serialization(obj))  # type: ignore[no-untyped-call]

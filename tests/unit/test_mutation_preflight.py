@@ -157,7 +157,9 @@ def test_unreachable_api_server_is_one_line(tmp_path: Path) -> None:
     kc = _kubeconfig(tmp_path / "kc", port)
     r = run_cli("playbook", "status", "--platform", "kubernetes", "--namespace", "kafka",
                 "--statefulset", "kafka", "--kubeconfig", str(kc))
-    assert "cannot reach the Kubernetes API server" in _one_line(r, 3)
+    line = _one_line(r, 3)
+    assert f"cannot reach the Kubernetes API server at https://127.0.0.1:{port}" in line
+    assert "connection refused" in line
     assert "Retrying" not in r.err
 
 
