@@ -8,6 +8,7 @@
 #
 # Building kube-apiserver takes about 4-6 minutes on 2 cores the first time.
 # Usage: scripts/install-k8s.sh            (prints the bin directory on stdout)
+#        scripts/install-k8s.sh --check    (exit 0 when both are built, 1 otherwise)
 # Env:   OPSKIT_K8S_VERSION (default 1.36.3), OPSKIT_ETCD_VERSION (default 3.6.5)
 set -euo pipefail
 K8S_VERSION=${OPSKIT_K8S_VERSION:-1.36.3}
@@ -17,6 +18,7 @@ DIR="$CACHE_ROOT/k8s/$K8S_VERSION-etcd$ETCD_VERSION"
 BIN="$DIR/bin"
 say() { printf 'install-k8s: %s\n' "$*" >&2; }
 
+if [ "${1:-}" = "--check" ]; then [ -x "$BIN/kube-apiserver" ] && [ -x "$BIN/etcd" ]; exit; fi
 if [ -x "$BIN/kube-apiserver" ] && [ -x "$BIN/etcd" ]; then
   say "kube-apiserver $K8S_VERSION and etcd $ETCD_VERSION already built in $BIN"
   echo "$BIN"; exit 0

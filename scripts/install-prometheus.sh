@@ -4,6 +4,7 @@
 # openssl (the tests' local PagerDuty receiver makes a throw-away TLS certificate).
 #
 # Idempotent: does nothing when the binaries are already on PATH.
+# --check: exit 0 when they are, 1 otherwise (installs nothing).
 # The packages' own system services are never left running: the tests start
 # their own servers on free ports with their own data dirs, and a packaged
 # server on 9090/9093 would only get in the way.
@@ -17,6 +18,7 @@ have_all() {
   command -v openssl >/dev/null 2>&1 || return 1
   command -v alertmanager >/dev/null 2>&1 || command -v prometheus-alertmanager >/dev/null 2>&1
 }
+if [ "${1:-}" = "--check" ]; then have_all; exit; fi
 need=0
 have_all || need=1
 if [ "$need" -eq 0 ]; then

@@ -6,9 +6,15 @@
 # PyPI for the replay benchmark's single-consumer baseline.
 # Idempotent: cached jars and installed packages are kept. Needs Java 17 and Maven
 # (scripts/install.sh installs them) and the opskit package with pyspark.
+# --check: exit 0 when all of it is there already, 1 otherwise (installs nothing).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
+if [ "${1:-}" = "--check" ]; then
+  exec "$PY" -c 'import sys, pyspark, pyarrow
+from opskit.adapters.spark_submit import cached_jars, jars_dir
+sys.exit(0 if cached_jars(jars_dir(pyspark.__version__), pyspark.__version__) else 1)'
+fi
 if ! command -v mvn >/dev/null 2>&1 || ! command -v java >/dev/null 2>&1; then
   if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; else SUDO=; fi
   $SUDO apt-get update -qq
