@@ -44,6 +44,7 @@ def tls_context(conn: ConnectionConfig) -> ssl.SSLContext:
             ssl.create_default_context()
         if conn.cert_file and conn.key_file:
             ctx.load_cert_chain(conn.cert_file, conn.key_file)
+        ctx.check_hostname = conn.verify_hostname
     except (OSError, ssl.SSLError) as e:  # a missing or unreadable CA / certificate file
         what = ", ".join(f for f in (conn.ca_file, conn.cert_file) if f) or "system CAs"
         raise AuthenticationError(f"cannot load the TLS files ({what}): "

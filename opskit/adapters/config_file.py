@@ -20,7 +20,14 @@ Format::
       groups:
         billing-agg: {lag_warn: 10000, lag_crit: 100000}
 
-Connection precedence: ``--bootstrap-server`` > ``--context`` >
+A context may instead name a Kafka client properties file (``opskit context import``)::
+
+      prod-admin:
+        bootstrap: kafka-0.kafka:9093
+        command_config: /etc/kafka/admin.properties   # security.protocol, sasl.*, ssl.*
+
+Connection precedence: ``--command-config FILE`` (with ``--bootstrap-server`` or the
+file's ``bootstrap.servers``) > ``--bootstrap-server`` > ``--context`` >
 ``$KAFKA_BOOTSTRAP_SERVERS`` > ``$OPSKIT_CONTEXT`` > ``current-context``.
 """
 
@@ -146,6 +153,8 @@ def _count(where: str, key: str, value: Any) -> int:
 
 
 def context_to_connection(name: str, entry: dict[str, Any]) -> ConnectionConfig:
+    if entry.get("command_config") is not None:
+        return _properties_context(name, entry)
     sec = entry.get("security") or {}
     if not isinstance(sec, dict):
         raise ConfigError(f"context {name!r}: 'security' must be a mapping")
@@ -181,6 +190,27 @@ def context_to_connection(name: str, entry: dict[str, Any]) -> ConnectionConfig:
     return conn
 
 
+def _properties_context(name: str, entry: dict[str, Any]) -> ConnectionConfig:
+    """A context that names a Kafka client properties file for its security settings."""
+    from dataclasses import replace
+
+    from opskit.adapters.command_config import load_command_config
+
+    path, bootstrap = entry.get("command_config"), entry.get("bootstrap")
+    if not isinstance(path, str) or not path.strip():
+        raise ConfigError(f"context {name!r}: command_config must be a file name")
+    if bootstrap is not None and not isinstance(bootstrap, str):
+        raise ConfigError(f"context {name!r}: 'bootstrap' must be a string")
+    if entry.get("security") is not None:
+        raise ConfigError(f"context {name!r}: give 'security' or 'command_config', not both")
+    try:
+        conn = load_command_config(path).connection(bootstrap)
+    except (InvalidInputError, UsageError) as e:
+        raise ConfigError(f"context {name!r}: {e}") from None
+    return replace(conn, client_id=str(entry.get("client_id", conn.client_id)),
+                   source=f"context {name}")
+
+
 def resolve_connection(
     bootstrap: str | None, context: str | None, cfg: OpskitConfig | None = None
 ) -> ConnectionConfig:
@@ -191,6 +221,13 @@ def resolve_connection(
         raise UsageError("--bootstrap-server is empty")
     if context is not None and not context.strip():
         raise UsageError("--context is empty")
+    from opskit.adapters import command_config
+
+    properties = command_config.current()
+    if properties is not None:
+        if context is not None:
+            raise UsageError("give --context or --command-config, not both")
+        return properties.connection(bootstrap)
     cfg = cfg or OpskitConfig.load()
     if bootstrap is not None:
         conn = ConnectionConfig(bootstrap=bootstrap, source="--bootstrap-server")

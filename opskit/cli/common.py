@@ -12,14 +12,14 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
-from opskit.adapters.cluster_health import quiet_kafka_python
-from opskit.adapters.config_file import OpskitConfig, resolve_connection
-from opskit.adapters.kafka_admin import KafkaAdmin
 from opskit.errors import UsageError
 from opskit.redact import RedactingFilter
 
 if TYPE_CHECKING:
     from rich.console import Console
+
+    from opskit.adapters.config_file import OpskitConfig
+    from opskit.adapters.kafka_admin import KafkaAdmin
 
 
 class Output(str, Enum):
@@ -74,7 +74,8 @@ def registry_argument(what: str = "registry YAML") -> Any:
 
 RegistryArg = Annotated[Path | None, registry_argument()]
 
-AdminT = TypeVar("AdminT", bound=KafkaAdmin)
+# the clients are imported when a command connects, not by every command (nor --help)
+AdminT = TypeVar("AdminT", bound="KafkaAdmin")
 
 
 def stdout() -> Console:
@@ -91,6 +92,8 @@ def stderr() -> Console:
 
 
 def connect(bootstrap: str | None, context: str | None, timeout: float) -> KafkaAdmin:
+    from opskit.adapters.kafka_admin import KafkaAdmin
+
     return connect_as(KafkaAdmin, bootstrap, context, timeout)
 
 
@@ -98,12 +101,18 @@ def connect_as(kind: type[AdminT], bootstrap: str | None, context: str | None, t
                *, kafka_python: bool = False) -> AdminT:
     """An admin of ``kind`` on the connection the options and contexts name. ``kafka_python``:
     it also talks through kafka-python, whose connection chatter only ``--debug`` shows."""
+    from opskit.adapters.config_file import resolve_connection
+
     if kafka_python:
+        from opskit.adapters.cluster_health import quiet_kafka_python
+
         quiet_kafka_python(STATE.debug)
     return kind(resolve_connection(bootstrap, context), timeout=timeout)
 
 
 def load_config() -> OpskitConfig:
+    from opskit.adapters.config_file import OpskitConfig
+
     return OpskitConfig.load()
 
 
@@ -209,3 +218,60 @@ def setup_logging(debug: bool, log_format: str) -> None:
     logging.getLogger("pagerduty").setLevel(logging.DEBUG if debug else logging.CRITICAL + 1)
     # urllib3's "Retrying (...)" lines (the kubernetes client): opskit's error line says it
     logging.getLogger("urllib3").setLevel(logging.DEBUG if debug else logging.CRITICAL + 1)
+
+
+# ----- --command-config: Kafka's client properties file, on every connecting command -----
+
+COMMAND_CONFIG_HELP = ("Kafka client properties file, as Kafka's tools take it (bootstrap.servers, "
+                       "security.protocol, sasl.*, ssl.truststore.*)")
+
+
+def _read_command_config(ctx: Any, param: Any, value: str | None) -> None:
+    """Read ``--command-config`` as soon as it is parsed: a malformed file is one line
+    (exit 2) before the command starts; properties opskit does not use are named in one
+    warning line."""
+    from opskit.adapters import command_config
+
+    command_config.use(None)
+    if value is None or ctx.resilient_parsing:  # shell completion reads no file
+        return
+    loaded = command_config.load_command_config(value)
+    if loaded.settings.ignored:
+        sys.stderr.write(f"opskit: warning: {loaded.source}: not used by opskit: "
+                         f"{', '.join(loaded.settings.ignored)}\n")
+    command_config.use(loaded)
+
+
+_COMMAND_CONFIG_PARAM: list[Any] = []
+
+
+def command_config_param() -> Any:
+    """The ``--command-config FILE`` option (made once, shared by the commands)."""
+    if not _COMMAND_CONFIG_PARAM:
+        probe = typer.Typer()
+
+        @probe.command()
+        def _probe(command_config: Annotated[str | None, typer.Option(
+                "--command-config", help=COMMAND_CONFIG_HELP, show_default=False)] = None) -> None:
+            """probe"""
+
+        param = typer.main.get_command(probe).params[0]
+        param.expose_value = False
+        param.callback = _read_command_config
+        _COMMAND_CONFIG_PARAM.append(param)
+    return _COMMAND_CONFIG_PARAM[0]
+
+
+def add_command_config(cmd: Any) -> Any:
+    """Give every connecting command of ``cmd`` (one with both ``--bootstrap-server`` and
+    ``--context``) the ``--command-config`` option, right after ``--context``; one place
+    instead of a parameter in every command."""
+    subs = getattr(cmd, "commands", None)
+    if isinstance(subs, dict):
+        for sub in subs.values():
+            add_command_config(sub)
+        return cmd
+    opts = {o: i for i, p in enumerate(cmd.params) for o in getattr(p, "opts", ())}
+    if "--bootstrap-server" in opts and "--context" in opts and "--command-config" not in opts:
+        cmd.params.insert(opts["--context"] + 1, command_config_param())
+    return cmd

@@ -21,7 +21,7 @@ def list_(output: OutputOpt = Output.table) -> int:
     """List contexts; the current one is marked."""
     cfg = OpskitConfig.load()
     rows = [{"name": n, "current": n == cfg.current_context, "bootstrap": e.get("bootstrap"),
-             "security": (e.get("security") or {}).get("protocol", "PLAINTEXT")}
+             "security": _protocol(e)}
             for n, e in sorted(cfg.contexts.items())]
 
     def table(c: Console) -> None:
@@ -29,11 +29,25 @@ def list_(output: OutputOpt = Output.table) -> int:
         for col in ("CURRENT", "NAME", "BOOTSTRAP", "SECURITY"):
             t.add_column(col)
         for r in rows:
-            t.add_row("*" if r["current"] else "", r["name"], str(r["bootstrap"]), r["security"])
+            t.add_row("*" if r["current"] else "", str(r["name"]), str(r["bootstrap"]),
+                      str(r["security"]))
         c.print(t if rows else f"no contexts in {cfg.path}")
 
     emit(rows, output, table)
     return 0
+
+
+def _protocol(entry: dict[str, Any]) -> str:
+    """A context's security protocol; of an imported context, the one its file names."""
+    if entry.get("command_config") is None:
+        return str((entry.get("security") or {}).get("protocol", "PLAINTEXT"))
+    from opskit.adapters.command_config import load_command_config
+    from opskit.errors import OpskitError
+
+    try:
+        return load_command_config(str(entry["command_config"])).settings.security_protocol
+    except OpskitError:
+        return "? (its properties file is unusable)"
 
 
 @app.command("use")
@@ -59,6 +73,8 @@ def show(
         raise NotFoundError("no current context; run 'opskit context use NAME'")
     data: dict[str, Any] = {"name": target, **cfg.context(target).masked()}
     data.pop("source", None)
+    if cfg.contexts[target].get("command_config") is not None:
+        data["command_config"] = cfg.contexts[target]["command_config"]
 
     def table(c: Console) -> None:
         for k, v in data.items():
@@ -94,6 +110,43 @@ def set_(
         cfg.current_context = name
     cfg.save()
     stdout().print(f"context {name} saved in {cfg.path}")
+    return 0
+
+
+@app.command("import")
+def import_(
+    file: Annotated[str, typer.Argument(
+        help="Kafka client properties file, the one Kafka's tools take with --command-config",
+        show_default=False)],
+    name: Annotated[str, typer.Option("--name", help="context name")],
+    bootstrap: Annotated[str | None, typer.Option(
+        "--bootstrap-server", "-b", help="host:port[,...] (default: the file's bootstrap.servers)",
+        show_default=False)] = None,
+    use_it: Annotated[bool, typer.Option("--use", help="also make it current")] = False,
+) -> int:
+    """Create or replace a context from a Kafka client properties file. The context names
+    the file: its security settings and password stay there (read on each use, never copied)."""
+    import os
+    import sys
+
+    from opskit.adapters.command_config import load_command_config
+    from opskit.adapters.config_file import context_to_connection
+
+    loaded = load_command_config(file)
+    if loaded.settings.ignored:
+        sys.stderr.write(f"opskit: warning: {loaded.source}: not used by opskit: "
+                         f"{', '.join(loaded.settings.ignored)}\n")
+    conn = loaded.connection(bootstrap)
+    entry: dict[str, Any] = {"bootstrap": conn.bootstrap, "client_id": conn.client_id,
+                             "command_config": os.path.abspath(file)}
+    context_to_connection(name, entry)  # usable before anything is written
+    cfg = OpskitConfig.load()
+    cfg.contexts[name] = entry
+    if use_it or not cfg.current_context:
+        cfg.current_context = name
+    cfg.save()
+    stdout().print(f"context {name} saved in {cfg.path} ({conn.security_protocol}, security "
+                   f"settings read from {entry['command_config']})")
     return 0
 
 

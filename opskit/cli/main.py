@@ -8,7 +8,7 @@ import logging
 import os
 import sys
 import traceback
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -76,6 +76,37 @@ COMMANDS: dict[str, tuple[str, str, bool]] = {
     "reassign": ("opskit.cli.reassign", "app", True),
     "playbook": ("opskit.cli.playbook", "app", True),
 }
+#: the first paragraph of each command's help, as ``opskit --help`` lists it: the root
+#: help, ``--version``, completion of command names and an unknown command show these
+#: without importing any command (tests/unit/test_cli_startup.py checks them against
+#: the commands' own help)
+SUMMARIES: dict[str, str] = {
+    "lag": "Consumer lag: committed offset, log start/end, lag in messages and in time per "
+           "partition.",
+    "throughput": "Messages/s and bytes/s written per topic, messages/s consumed per group and "
+                  "topic.",
+    "snapshot": "One document of the cluster's state: brokers, controller, partitions, groups, "
+                "lag.",
+    "health": "Cluster health: brokers vs expected, controller and KRaft quorum, URP, min-ISR, "
+              "offline\npartitions, preferred-leader imbalance and reassignments in progress.",
+    "replay": "Replay a consumer group's backlog with Spark (plan, run, verify, commit).",
+    "exporter": "Serve Prometheus metrics on /metrics (kafka_exporter-compatible names plus "
+                "opskit_*),\nwith /healthz and /ready. Runs until interrupted.",
+    "context": "Named cluster connections in ~/.config/opskit/config.yaml.",
+    "sandbox": "Local real Kafka clusters (KRaft, JVM processes on 127.0.0.1).",
+    "topics": "Compare and reconcile topics with a registry (HIP-30 by default).",
+    "acls": "HIP-30 ACLs as code: compare, apply, lint; what a monitor needs.",
+    "offsets": "Reset consumer group offsets (with backup and undo), restore, export, import.",
+    "dr": "Disaster recovery: snapshot topics, ACLs and group positions; restore them on "
+          "another cluster.",
+    "alerts": "Prometheus alerting rules and Alertmanager routing for Kafka.",
+    "dashboards": "Grafana dashboards (grafanalib sources -> checked-in JSON).",
+    "page": "Trigger, acknowledge or resolve PagerDuty incidents (Events API v2).",
+    "dlq": "Dead-letter topic monitoring and paging (HIP-30 dead-letter-monitor).",
+    "reassign": "Move partition replicas: plan (minimal movement), execute (throttled, "
+                "resumable), status, cancel, verify.",
+    "playbook": "Scheduled, resumable cluster playbooks (scale-out from 1 to 3 brokers).",
+}
 _registered: list[str] = []
 #: global options that take a value (to find the subcommand on the line)
 _VALUE_OPTIONS = {"--log-format"}
@@ -94,7 +125,7 @@ def _add(name: str) -> None:
 
 
 def register_all() -> None:
-    """Register every command, in help order (for help, and for tests that inspect ``app``)."""
+    """Register every command, in help order (for tests that inspect ``app``)."""
     if _registered == list(COMMANDS):
         return
     app.registered_commands.clear()
@@ -117,29 +148,45 @@ def _subcommand(args: list[str]) -> str | None:
 
 
 def _register_for(args: list[str]) -> None:
+    """Import only the command the line runs (its ``--help`` too); the root help,
+    ``--version`` and an unknown command import none (see :data:`SUMMARIES`)."""
     name = _subcommand(args)
-    if name in _registered:
-        return
-    if name in COMMANDS and "--help" not in args and "-h" not in args:
+    if name in COMMANDS and name not in _registered:
         _add(name)
-    else:
-        register_all()  # help, or an unknown command (typer then lists them all)
 
 
-#: the checked click command per set of registered commands (building it takes
-#: ~0.1 s with every command registered; tests run main() many times)
+#: the checked click command per set of registered commands (tests run main() many times)
 _built: dict[tuple[str, ...], click.Command] = {}
 
 
 def _command() -> click.Command:
-    """The app as a click command, every parameter checked (``cli/validate.py``)."""
-    from opskit.cli.validate import hardened_command
+    """The app as a click command, every parameter checked (``cli/validate.py``); the
+    commands not imported stand in with their name and summary, in help order."""
+    from opskit.cli.common import add_command_config
+    from opskit.cli.validate import harden, hardened_command
 
     key = tuple(_registered)
     if key not in _built:
         _built.clear()
-        _built[key] = hardened_command(app)
+        cmd = harden(add_command_config(hardened_command(app)))
+        real = getattr(cmd, "commands", None)
+        if isinstance(real, dict):
+            cmd.commands = {  # type: ignore[attr-defined]
+                name: real.get(name) or _Summary(name) for name in COMMANDS}
+        _built[key] = cmd
     return _built[key]
+
+
+class _Summary(typer.core.TyperCommand):
+    """A command not imported on this run: its name and help summary, for the root help,
+    completion of command names and typo suggestions. Never run (``_register_for``
+    imports the command a line names)."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name, help=SUMMARIES[name])
+
+    def invoke(self, ctx: click.Context) -> Any:  # pragma: no cover - guarded above
+        raise RuntimeError(f"command {self.name} was not loaded")
 
 
 def _err(msg: str) -> None:
@@ -153,6 +200,9 @@ def main(argv: list[str] | None = None) -> int:
     if debug:
         # accepted anywhere on the line, not only before the subcommand
         args = ["--debug"] + [a for a in args if a != "--debug"]
+    properties = sys.modules.get("opskit.adapters.command_config")
+    if properties is not None:  # an earlier main() in this process (tests) read a file
+        properties.use(None)
     try:
         _register_for(args)
         rv = _command()(args=args, prog_name="opskit", standalone_mode=False)

@@ -20,6 +20,10 @@ class ConnectionConfig:
     ca_file: str | None = None
     cert_file: str | None = None
     key_file: str | None = None
+    #: TLS: check that the broker's certificate names the host connected to (Kafka's
+    #: ``ssl.endpoint.identification.algorithm=https``, the default); False when a
+    #: properties file sets it empty
+    verify_hostname: bool = True
     #: where the settings came from: flag, env, or context name (for messages)
     source: str = "flag"
 
@@ -67,6 +71,8 @@ class ConnectionConfig:
             conf["ssl.certificate.location"] = self.cert_file
         if self.key_file:
             conf["ssl.key.location"] = self.key_file
+        if not self.verify_hostname:
+            conf["ssl.endpoint.identification.algorithm"] = "none"
         return conf
 
     def to_kafka_python(self, timeout_ms: int) -> dict[str, Any]:
@@ -89,6 +95,8 @@ class ConnectionConfig:
             conf["ssl_certfile"] = self.cert_file
         if self.key_file:
             conf["ssl_keyfile"] = self.key_file
+        if not self.verify_hostname:
+            conf["ssl_check_hostname"] = False
         return conf
 
     @property

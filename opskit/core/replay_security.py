@@ -22,6 +22,8 @@ def spark_kafka_options(conn: ConnectionConfig, given: list[str]) -> list[str]:
     if conn.ca_file and proto in ("SSL", "SASL_SSL"):
         # KIP-651: the Java client reads a PEM file as its truststore
         out += ["ssl.truststore.type=PEM", f"ssl.truststore.location={conn.ca_file}"]
+    if not conn.verify_hostname and proto in ("SSL", "SASL_SSL"):
+        out.append("ssl.endpoint.identification.algorithm=")
     keys = {item.partition("=")[0] for item in given}
     if conn.cert_file and "ssl.keystore.location" not in keys:
         raise UsageError("the context uses a TLS client certificate, which opskit does not pass "
