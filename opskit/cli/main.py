@@ -200,9 +200,7 @@ def main(argv: list[str] | None = None) -> int:
     if debug:
         # accepted anywhere on the line, not only before the subcommand
         args = ["--debug"] + [a for a in args if a != "--debug"]
-    properties = sys.modules.get("opskit.adapters.command_config")
-    if properties is not None:  # an earlier main() in this process (tests) read a file
-        properties.use(None)
+    _forget_command_config()
     try:
         _register_for(args)
         rv = _command()(args=args, prog_name="opskit", standalone_mode=False)
@@ -234,8 +232,16 @@ def main(argv: list[str] | None = None) -> int:
             sys.stderr.write(redact(traceback.format_exc()))
         _err(f"internal error: {type(e).__name__}: {e} (rerun with --debug and report it)")
         code = exits.INTERNAL
+    _forget_command_config()
     sys.stdout.flush()
     return code
+
+
+def _forget_command_config() -> None:
+    """A ``--command-config`` holds for one run (tests call main() many times)."""
+    properties = sys.modules.get("opskit.adapters.command_config")
+    if properties is not None:
+        properties.use(None)
 
 
 def run() -> None:

@@ -115,8 +115,8 @@ def test_cli_unknown_properties_one_warning(tmp_path: Path) -> None:
                          "sasl.login.callback.handler.class=x.Y\n")
     r = run_cli("lag", "--all-groups", "--command-config", str(p), "--timeout", "1")
     warnings = [ln for ln in r.err.splitlines() if "warning" in ln]
-    assert warnings == [f"opskit: warning: --command-config {p}: not used by opskit: "
-                        "request.timeout.ms, sasl.login.callback.handler.class"]
+    assert warnings == [(f"opskit: warning: --command-config {p}: not used by opskit: "
+                         "request.timeout.ms, sasl.login.callback.handler.class")]
     assert r.code == 3, r.err
 
 
