@@ -387,7 +387,11 @@ def collect_timed_lag(
     if missing:
         records.update(reader.read(missing, report.leaders, report.brokers))
     notes: list[str] = []
-    wanted = read_topics - set(cache)
+    # retention applies to every topic the report covers, also to one the group has not
+    # committed on yet (a live member owns it): the same configs whichever groups were
+    # asked for (lag -g G read them only for topics some group of the report committed on)
+    covered = {p.tp.topic for g in report.groups for p in g.partitions if p.log_end is not None}
+    wanted = (read_topics | covered) - set(cache)
     if wanted and prefetch is not None and prefetch.configs_unanswered:
         log.warning("topic retention configs unknown: the broker did not answer DescribeConfigs "
                     "within %gs", admin.timeout)
@@ -401,7 +405,7 @@ def collect_timed_lag(
         except Exception as e:  # noqa: BLE001 - retention is extra information
             log.warning("could not read topic retention configs: %s", e)
     # sizes only where retention.bytes applies (default -1: no DescribeLogDirs call at all)
-    by_bytes = sorted(t for t in read_topics
+    by_bytes = sorted(t for t in read_topics | covered
                       if (rc := cache.get(t)) is not None and rc.retention_bytes >= 0)
     sizes: dict[TopicPartition, int] = {}
     unavailable: str | None = None

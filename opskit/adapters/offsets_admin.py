@@ -30,6 +30,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 from opskit.adapters import group_blind
 from opskit.adapters.kafka_admin import KafkaAdmin, error_text
 from opskit.adapters.log_end_check import checked_log_offsets
+from opskit.adapters.record_times import ISOLATION_LEVEL
 from opskit.adapters.safe_read import parse_json, read_text
 from opskit.adapters.safe_write import safe_file_name, write_file
 from opskit.core.connection import ConnectionConfig
@@ -232,6 +233,10 @@ class OffsetsAdmin(KafkaAdmin):
             "enable.auto.commit": False,
             "enable.auto.offset.store": False,
             "auto.offset.reset": "error",
+            # as lag reads them (record_times.ISOLATION_LEVEL): librdkafka's default,
+            # read_committed, waits out the timeout behind an open transaction and skips
+            # aborted records, so reset and lag showed different times for one offset
+            "isolation.level": ISOLATION_LEVEL,
             "fetch.max.bytes": 1 << 20,
             "max.partition.fetch.bytes": 64 << 10,
             "logger": logging.getLogger("opskit.librdkafka"),

@@ -15,8 +15,13 @@ Offsets may have gaps (compaction, transaction markers): the first record at
 or after the offset is returned with its real offset, and it *is* the oldest
 unconsumed record. An offset below log start (records deleted) is reset to the
 earliest record by the consumer; :attr:`RecordTime.offset` tells the caller.
-Records are read with ``isolation.level=read_uncommitted`` so a record inside
-an open transaction (below the high watermark) is still seen.
+Records are read with ``isolation.level=read_uncommitted``
+(:data:`ISOLATION_LEVEL`, also used by ``offsets reset``'s record times): the
+time of the record at an offset is a fact of the log, whatever its transaction
+became. read_committed stops at the last stable offset, so behind an open
+transaction it would find nothing until the transaction ends (a wait for the
+whole timeout, then "unknown"), and after an aborted one it would answer the
+next committed record's time: lag and reset would disagree on the same offset.
 
 Results are kept in an LRU cache keyed by ``(topic, partition, offset)``: a
 record's timestamp does not change, so watch mode and the exporter read each
@@ -39,6 +44,9 @@ from opskit.adapters.wire import WireClient, WireUnsupported, usable
 from opskit.core.connection import ConnectionConfig
 from opskit.core.models import TopicPartition
 from opskit.errors import KafkaOperationError, OpskitError
+
+#: the one isolation level opskit reads record times with (lag, offsets reset, dr)
+ISOLATION_LEVEL = "read_uncommitted"
 
 log = logging.getLogger(__name__)
 rdlog = logging.getLogger("opskit.librdkafka")
@@ -100,7 +108,7 @@ class RecordTimeReader:
                 "enable.auto.offset.store": False,
                 "enable.partition.eof": True,
                 "auto.offset.reset": "earliest",
-                "isolation.level": "read_uncommitted",
+                "isolation.level": ISOLATION_LEVEL,
                 "message.max.bytes": 64 * 1024,
                 "fetch.max.bytes": 256 * 1024,
                 "max.partition.fetch.bytes": 1024,
