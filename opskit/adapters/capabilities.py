@@ -317,9 +317,9 @@ def not_kafka(conn: ConnectionConfig, timeout: float) -> str | None:
         except (OSError, ValueError):
             return None
         if head == b"HTTP/":
-            return (f"the server at {host}:{port} answers HTTP, not the Kafka protocol (an "
-                    "HTTP-only streaming server such as StreamNest is not supported: see "
-                    "docs/compat-notes.md)")
+            return (f"the server at {host}:{port} answers HTTP, not the Kafka protocol (for "
+                    f"StreamNest, give -b http://{host}:{port}: health, throughput and exporter "
+                    "work with it, see docs/compat-notes.md)")
     return None
 
 

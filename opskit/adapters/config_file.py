@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from opskit import redact
+from opskit.adapters import streamnest
 from opskit.adapters.safe_read import parse_yaml, read_secret, read_text
 from opskit.adapters.safe_write import write_file
 from opskit.core.connection import ConnectionConfig
@@ -212,9 +213,15 @@ def _properties_context(name: str, entry: dict[str, Any]) -> ConnectionConfig:
 
 
 def resolve_connection(
-    bootstrap: str | None, context: str | None, cfg: OpskitConfig | None = None
+    bootstrap: str | None, context: str | None, cfg: OpskitConfig | None = None,
+    *, allow_http: bool = False,
 ) -> ConnectionConfig:
-    """Apply the precedence rules and return a validated connection."""
+    """Apply the precedence rules and return a validated connection.
+
+    A bootstrap of ``http://`` URLs names a StreamNest cluster (HTTP only): refused with
+    one line saying why (UnsupportedError, exit 3) unless ``allow_http`` (the commands
+    that support StreamNest), which returns it unvalidated for
+    :func:`opskit.adapters.streamnest.parse_endpoints`."""
     # an empty value is a mistake (an unset variable in a script), never "use the
     # current context": that could act on another cluster
     if bootstrap is not None and not bootstrap.strip():
@@ -245,6 +252,10 @@ def resolve_connection(
             "no cluster given: use --bootstrap-server, --context, $KAFKA_BOOTSTRAP_SERVERS "
             "or 'opskit context use NAME'"
         )
+    if streamnest.is_http_bootstrap(conn.bootstrap):
+        if allow_http:
+            return conn
+        raise streamnest.not_applicable(conn.bootstrap)
     errs = conn.validate()
     if errs:
         raise UsageError(f"{conn.source}: {errs[0]}")

@@ -18,6 +18,8 @@ import typer
 from opskit.adapters.cluster_health import quiet_kafka_python
 from opskit.adapters.config_file import resolve_connection
 from opskit.adapters.safe_read import read_secret
+from opskit.adapters.streamnest import is_http_bootstrap
+from opskit.cli import streamnest
 from opskit.cli.common import STATE, BootstrapOpt, ContextOpt, load_config, setup_logging, stderr
 from opskit.cli.validate import DAY, HOUR, parse_duration_option
 from opskit.errors import (
@@ -102,7 +104,9 @@ def exporter(
     web = WebConfig(listen, port, web_tls_cert, web_tls_key, web_user, password)
     if bootstrap_server and bootstrap and bootstrap_server != bootstrap:
         raise UsageError("give --bootstrap-server once")
-    conn = resolve_connection(bootstrap_server or bootstrap, context)
+    conn = resolve_connection(bootstrap_server or bootstrap, context, allow_http=True)
+    if is_http_bootstrap(conn.bootstrap):  # StreamNest: up + counters (cli/streamnest.py)
+        return streamnest.exporter(conn, web, interval_s, timeout, once)
     cfg = load_config()
     quiet_kafka_python(STATE.debug)
     if once:

@@ -9,6 +9,9 @@ from rich.console import Console
 from rich.table import Table
 
 from opskit.adapters.cluster_health import gather_health_input, quiet_kafka_python
+from opskit.adapters.config_file import resolve_connection
+from opskit.adapters.streamnest import is_http_bootstrap
+from opskit.cli import streamnest
 from opskit.cli.common import (
     STATE,
     BootstrapOpt,
@@ -57,6 +60,9 @@ def health(
     Exit code (Nagios): 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN (unreachable, or a check
     could not run and nothing is worse).
     """
+    target = resolve_connection(bootstrap_server, context, allow_http=True)
+    if is_http_bootstrap(target.bootstrap):  # StreamNest: its own checks (cli/streamnest.py)
+        return streamnest.health(target, expected_brokers, output, timeout)
     quiet_kafka_python(STATE.debug)
     policy = HealthPolicy(imbalance_warn_pct=imbalance_warn_pct, quorum_lag_warn=quorum_lag_warn)
     with connect(bootstrap_server, context, timeout) as admin:

@@ -17,9 +17,12 @@ from rich.console import Console
 from rich.table import Table
 
 from opskit.adapters.cluster_health import quiet_kafka_python
+from opskit.adapters.config_file import resolve_connection
 from opskit.adapters.kafka_admin import ClusterMeta, KafkaAdmin
 from opskit.adapters.log_dirs import PartitionSizes, read_partition_sizes
 from opskit.adapters.log_end_check import checked_log_offsets
+from opskit.adapters.streamnest import is_http_bootstrap
+from opskit.cli import streamnest
 from opskit.cli.common import (
     STATE,
     BootstrapOpt,
@@ -137,6 +140,9 @@ def throughput(
 ) -> int:
     """Messages/s and bytes/s written per topic, messages/s consumed per group and topic."""
     interval_s = parse_duration_option(interval, "--interval", HOUR, minimum=0.1)
+    target = resolve_connection(bootstrap_server, context, allow_http=True)
+    if is_http_bootstrap(target.bootstrap):  # StreamNest: counters per broker (cli/streamnest.py)
+        return streamnest.throughput(target, interval_s, topic, group, output, timeout, _sleep)
     quiet_kafka_python(STATE.debug)  # DescribeLogDirs may fall back to kafka-python
     with connect(bootstrap_server, context, timeout) as admin:
         admin.skip_unauthorised_groups = True  # not describable: left out, with a note below
