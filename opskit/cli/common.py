@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import sys
@@ -81,8 +82,13 @@ AdminT = TypeVar("AdminT", bound="KafkaAdmin")
 def stdout() -> Console:
     from rich.console import Console
 
+    class StdoutConsole(Console):
+        def on_broken_pipe(self) -> None:
+            # rich's own handling exits 1 silently; the CLI says it in one line (exit 8)
+            raise BrokenPipeError(errno.EPIPE, "broken pipe")
+
     # tables are not squeezed to 80 columns when piped to a file or a pager
-    return Console(soft_wrap=True, width=None if sys.stdout.isatty() else 220)
+    return StdoutConsole(soft_wrap=True, width=None if sys.stdout.isatty() else 220)
 
 
 def stderr() -> Console:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import atexit
+import errno
+import fcntl
 import gc
 import logging
 import os
@@ -193,9 +195,47 @@ def _err(msg: str) -> None:
     sys.stderr.write(f"opskit: error: {msg}\n")
 
 
+#: what stdout's failure says (exit 8: the output could not be written)
+_STDOUT_CLOSED = "standard output is closed: nothing was done (give opskit somewhere to write)"
+_STDOUT_BROKEN = "standard output was closed while writing (broken pipe): the output is incomplete"
+
+
+def _stdout_unusable() -> bool:
+    """Whether fd 1 is closed or not writable (``opskit lag >&-``, ``1<&0``). Python sets
+    ``sys.stdout`` to None when fd 1 was closed at start; a file opened later could then
+    get fd 1 and receive the output."""
+    if sys.stdout is None:
+        return True
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # a stream without a descriptor (tests)
+        return False
+    try:
+        mode = fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE
+    except OSError:
+        return True
+    return mode == os.O_RDONLY
+
+
+def _stdout_gone() -> None:
+    """After a broken pipe: point fd 1 at /dev/null so the final flush cannot fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (AttributeError, OSError, ValueError):
+        pass
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point: run the app and turn every outcome into one exit code."""
+    if sys.stderr is None:  # 2>&- : nowhere to say anything; never write into a reused fd 2
+        return exits.WRITE_FAILED
+    if _stdout_unusable():
+        _err(_STDOUT_CLOSED)
+        return exits.WRITE_FAILED
     args = list(argv if argv is not None else sys.argv[1:])
+    streams = (sys.stdout, sys.stderr)
     debug = "--debug" in args
     if debug:
         # accepted anywhere on the line, not only before the subcommand
@@ -205,6 +245,7 @@ def main(argv: list[str] | None = None) -> int:
         _register_for(args)
         rv = _command()(args=args, prog_name="opskit", standalone_mode=False)
         code = rv if isinstance(rv, int) else 0
+        sys.stdout.flush()  # a broken pipe shows here, not after the exit code is chosen
     except typer.Exit as e:
         code = e.exit_code
     except click.exceptions.NoArgsIsHelpError:
@@ -225,16 +266,42 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         _err("interrupted")
         code = exits.INTERRUPTED
+    except SystemExit as e:
+        if sys.stdout is streams[0]:  # not click's broken-pipe exit: a bug
+            code = _internal(RuntimeError(f"exit {e.code} requested"), debug)
+        else:  # click met EPIPE on stdout, wrapped both streams and exited 1
+            sys.stdout, sys.stderr = streams
+            _stdout_gone()
+            _err(_STDOUT_BROKEN)
+            code = exits.WRITE_FAILED
     except BrokenPipeError:
-        code = exits.OK
+        _stdout_gone()
+        _err(_STDOUT_BROKEN)
+        code = exits.WRITE_FAILED
+    except OSError as e:
+        if e.errno != errno.EBADF or not _stdout_unusable():
+            code = _internal(e, debug)
+        else:
+            _err(_STDOUT_CLOSED.replace("nothing was done", "the output is incomplete"))
+            code = exits.WRITE_FAILED
     except Exception as e:  # noqa: BLE001 - last resort, never a bare traceback
-        if debug:
-            sys.stderr.write(redact(traceback.format_exc()))
-        _err(f"internal error: {type(e).__name__}: {e} (rerun with --debug and report it)")
-        code = exits.INTERNAL
+        code = _internal(e, debug)
     _forget_command_config()
-    sys.stdout.flush()
+    try:
+        sys.stdout.flush()
+    except (BrokenPipeError, OSError):
+        _stdout_gone()
+        if code == exits.OK:
+            _err(_STDOUT_BROKEN)
+            code = exits.WRITE_FAILED
     return code
+
+
+def _internal(e: Exception, debug: bool) -> int:
+    if debug:
+        sys.stderr.write(redact(traceback.format_exc()))
+    _err(f"internal error: {type(e).__name__}: {e} (rerun with --debug and report it)")
+    return exits.INTERNAL
 
 
 def _forget_command_config() -> None:
@@ -257,11 +324,12 @@ def run() -> None:
     gc.freeze()
     gc.set_threshold(20_000, 20, 20)
     code = main()
-    try:
-        sys.stdout.flush()
-        sys.stderr.flush()
-    except BrokenPipeError:
-        pass
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            if stream is not None:
+                stream.flush()
+        except (BrokenPipeError, OSError):
+            pass
     atexit._run_exitfuncs()  # what a normal exit would still run (safety nets)
     logging.shutdown()
     os._exit(code)

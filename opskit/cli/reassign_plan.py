@@ -115,7 +115,7 @@ def plan(
 
 def _ids(text: str, flag: str) -> tuple[int, ...]:
     parts = [p.strip() for p in text.split(",")]
-    if not parts or any(not p.isdigit() for p in parts):
+    if not parts or any(not (p.isascii() and p.isdigit()) for p in parts):
         raise UsageError(f"{flag}: {text!r} is not a list of broker ids like 3,4,5")
     ids = tuple(int(p) for p in parts)
     if len(set(ids)) != len(ids):

@@ -36,6 +36,7 @@ else:
     except ImportError:  # pragma: no cover - older typer uses the click package
         import click
 
+from opskit.core.k8s_names import dns_label_problem, dns_subdomain_problem
 from opskit.errors import UsageError
 
 #: integers beyond a signed 64-bit value are never meaningful (offsets, counts, ports)
@@ -55,6 +56,12 @@ NAME_PARAMS = TOPIC_PARAMS | frozenset({
     "client_id", "username", "sasl_mechanism", "security_protocol", "kafka_version",
     "collector", "listen", "web_user", "master", "events_url",
 })
+
+#: parameters that name a Kubernetes object: a DNS label of at most N characters
+#: (``--statefulset``: its pods and the ``NAME-broker-headless`` Service opskit adds must
+#: be DNS labels too, so at most 63 - 16) or a DNS subdomain
+K8S_LABEL_PARAMS = {"namespace": 63, "k8s_namespace": 63, "statefulset": 47}
+K8S_SUBDOMAIN_PARAMS = frozenset({"config_secret", "k8s_kafka_secret", "k8s_service_account"})
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
@@ -84,8 +91,18 @@ def _check_text(param: click.Parameter, value: str) -> None:
         if _CONTROL.search(value):
             _fail(param, "contains control characters")
         limit = MAX_TOPIC if name in TOPIC_PARAMS else MAX_NAME
+        # a topic may carry its partitions (``T:0,1``): the limit is the topic's own
+        if name in TOPIC_PARAMS and ":" in value:
+            value = value.rpartition(":")[0]
         if len(value) > limit:
             _fail(param, f"is longer than {limit} characters")
+    problem = None
+    if name in K8S_LABEL_PARAMS:
+        problem = dns_label_problem(value, K8S_LABEL_PARAMS[name])
+    elif name in K8S_SUBDOMAIN_PARAMS:
+        problem = dns_subdomain_problem(value)
+    if problem is not None:
+        _fail(param, problem)
 
 
 def _check_one(param: click.Parameter, value: Any) -> None:

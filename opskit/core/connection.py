@@ -2,11 +2,24 @@
 
 from __future__ import annotations
 
+import ipaddress
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+
+
+def _host_ok(host: str) -> bool:
+    """A host name, an IPv4 address or a bracketed IPv6 address (``[::1]``)."""
+    if host.startswith("[") or host.endswith("]"):
+        try:
+            ipaddress.IPv6Address(host[1:-1] if host.startswith("[") and host.endswith("]")
+                                  else "-")
+        except ValueError:
+            return False
+        return True
+    return not any(c in host for c in ":[]/@")
 
 
 @dataclass(frozen=True)
@@ -39,6 +52,9 @@ class ConnectionConfig:
                     or not all(c.isascii() and c.isprintable() and not c.isspace()
                                for c in host)):
                 errs.append(f"bootstrap server {hp.strip()!r} is not host:port")
+            elif not _host_ok(host):
+                errs.append(f"bootstrap server {hp.strip()!r} is not host:port (an IPv6 "
+                            "address goes in brackets: [::1]:9092)")
         proto = self.security_protocol.upper()
         if proto not in PROTOCOLS:
             errs.append(f"security protocol {self.security_protocol!r} is not one of {', '.join(PROTOCOLS)}")

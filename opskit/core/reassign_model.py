@@ -484,7 +484,7 @@ def _broker_bytes(v: Any, where: str) -> dict[int, int]:
     d = _obj(v, where)
     out: dict[int, int] = {}
     for k, x in d.items():
-        if not k.isdigit():
+        if not (k.isascii() and k.isdigit()):
             raise InvalidInputError(f"{where}: key {k!r} is not a broker id")
         out[int(k)] = _int_item(x, f"{where}.{k}", 0)
     return out

@@ -24,6 +24,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from opskit.core.k8s_names import dns_label_problem, dns_subdomain_problem
 from opskit.errors import UsageError
 
 #: the environment variable the driver and executors read the Kafka password from
@@ -35,8 +36,6 @@ EXECUTOR_CONTAINER = "spark-kubernetes-executor"
 SPARK_UID = 185
 APP_LABEL = "opskit-lag-replay"
 
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
-_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 _QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(m|k|Ki|M|Mi|G|Gi|T|Ti)?$")
 
 
@@ -58,13 +57,14 @@ class K8sReplayTarget:
     job_uri: str = "local:///opt/opskit/lag_replay.py"
 
     def validate(self) -> None:
-        for what, value in (("namespace", self.namespace),
-                            ("service account", self.service_account)):
-            if not _DNS_LABEL.match(value):
-                raise UsageError(f"Kubernetes {what} {value!r} is not a valid name "
-                                 "(lower-case letters, digits and '-', at most 63)")
-        if self.kafka_secret is not None and not _DNS_SUBDOMAIN.match(self.kafka_secret):
-            raise UsageError(f"Kubernetes secret name {self.kafka_secret!r} is not valid")
+        for what, value, problem in (
+                ("namespace", self.namespace, dns_label_problem(self.namespace)),
+                ("service account", self.service_account,
+                 dns_subdomain_problem(self.service_account)),
+                ("secret", self.kafka_secret, None if self.kafka_secret is None
+                 else dns_subdomain_problem(self.kafka_secret))):
+            if problem is not None:
+                raise UsageError(f"Kubernetes {what} {value!r} {problem}")
         if not self.image or any(c.isspace() for c in self.image):
             raise UsageError(f"container image {self.image!r} is not valid")
         if not 1 <= self.executors <= 1000:

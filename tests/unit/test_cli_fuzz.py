@@ -388,3 +388,106 @@ def test_every_command_survives_bad_input(tmp_path: Path) -> None:
     if "char-device" in files.targets:
         assert stat.S_ISCHR(os.stat(files.targets["char-device"]).st_mode)
     assert not bad, f"{len(bad)} of {len(cases)} cases broke the rules:\n" + "\n".join(bad[:60])
+
+
+# ----- named bad inputs: one case per class found by the bad-input runs (issues 21, 28) -----
+
+
+@dataclass(frozen=True)
+class Named:
+    """A command line with the exit code it must end with and a word its one error line
+    must hold (``says``; for exit 0, a word on stdout)."""
+
+    kind: str
+    argv: list[str]
+    code: int
+    says: str = ""
+    env: tuple[tuple[str, str], ...] = ()
+
+
+def _named_cases(tmp: Path) -> list[Named]:
+    b = ["-b", UNREACHABLE, "--timeout", "0.5"]
+    long_topic = "t" * 249
+    return [
+        # a valid 249-character topic with its partitions: the limit is the topic's
+        Named("topic-249-with-partitions", ["offsets", "reset", "-g", "g", "--topic",
+              f"{long_topic}:0", "--to-earliest", *b], exits.UNKNOWN, "cannot reach Kafka"),
+        Named("topic-250-with-partitions", ["offsets", "reset", "-g", "g", "--topic",
+              f"{long_topic}t:0", "--to-earliest", *b], exits.USAGE, "249"),
+        # a digit Python's isdigit() takes but int() does not
+        Named("broker-id-superscript", ["reassign", "plan", "--add-brokers", "\u00b2", *b],
+              exits.USAGE, "broker ids"),
+        Named("bootstrap-open-bracket", ["reassign", "cancel", "-b", "[::1", "--timeout", "0.5"],
+              exits.USAGE, "host:port"),
+        Named("bootstrap-ipv6-unbracketed", ["lag", "-g", "g", "-b", "::1:9092"],
+              exits.USAGE, "brackets"),
+        # Kubernetes names are DNS labels: a trailing newline passed `re.match(...$)`
+        Named("k8s-namespace-newline", ["playbook", "cronjob", "--namespace", "kafka\n",
+              "--statefulset", "kafka", "--image", "i", "--schedule", "0 2 * * *",
+              "--window", "02:00-05:00Z"], exits.USAGE, "Kubernetes name"),
+        Named("k8s-statefulset-upper", ["playbook", "scale-out", "--platform", "kubernetes",
+              "--namespace", "kafka", "--statefulset", "Kafka", "--context", "c"],
+              exits.USAGE, "Kubernetes name"),
+        Named("k8s-replay-namespace-newline", ["replay", "-g", "g", "-t", "t",
+              "--k8s-namespace", "a\n", *b], exits.USAGE, "Kubernetes name"),
+        Named("k8s-config-secret", ["playbook", "cronjob", "--namespace", "kafka",
+              "--statefulset", "kafka", "--image", "i", "--schedule", "0 2 * * *",
+              "--window", "02:00-05:00Z", "--config-secret", "a_b"], exits.USAGE,
+              "Kubernetes name"),
+    ]
+
+
+def _run_named(named: list[Named], tmp: Path) -> list[str]:
+    cases = [Case(n.argv[0], n.kind, n.argv, n.code != exits.OK, n.env) for n in named]
+    results = run_cases(cases, tmp, timeout=300)
+    bad = []
+    for n, case, res in zip(named, cases, results, strict=True):
+        found = problems(case, res)
+        if res["code"] != n.code:
+            found.append(f"exit {res['code']}, expected {n.code}")
+        shown = res["err"] if n.code != exits.OK else res["out"]
+        if n.says and n.says not in shown:
+            found.append(f"does not say {n.says!r}")
+        bad += [f"[{n.kind}] {p}; stderr={res['err'][-300:]!r}" for p in found]
+    return bad
+
+
+@pytest.mark.timeout(600)
+def test_named_bad_inputs(tmp_path: Path) -> None:
+    bad = _run_named(_named_cases(tmp_path), tmp_path)
+    assert not bad, "\n".join(bad)
+
+
+def _with_stdout(args: list[str], tmp: Path, stdout: int | None) -> subprocess.CompletedProcess[str]:
+    """``opskit ARGS`` as a user's shell runs it, fd 1 being ``stdout`` (None: closed)."""
+    def close_stdout() -> None:
+        os.close(1)
+
+    return subprocess.run([sys.executable, "-m", "opskit.cli.main", *args], text=True,
+                          stdout=stdout if stdout is not None else subprocess.DEVNULL,
+                          stderr=subprocess.PIPE, env=_env(tmp), cwd=tmp, timeout=120,
+                          preexec_fn=close_stdout if stdout is None else None, check=False)
+
+
+@pytest.mark.timeout(300)
+def test_stdout_closed_or_broken(tmp_path: Path) -> None:
+    """``opskit lag ... >&-``, ``1<&0`` and a reader that went away: one line, exit 8,
+    never a traceback or click's silent exit 1."""
+    lag = ["lag", "-g", "g", "-b", UNREACHABLE, "--timeout", "0.5"]
+    read_only = os.open(os.devnull, os.O_RDONLY)
+    reader, writer = os.pipe()
+    os.close(reader)  # the reader went away before opskit wrote (`opskit ... | true`)
+    try:
+        runs = {"closed": _with_stdout(lag, tmp_path, None),
+                "read-only": _with_stdout(["context", "list"], tmp_path, read_only),
+                "broken-pipe": _with_stdout(["acls", "monitor-principal", "x"], tmp_path, writer),
+                "broken-pipe-json": _with_stdout(["acls", "monitor-principal", "x", "-o", "json"],
+                                                 tmp_path, writer)}
+    finally:
+        os.close(read_only)
+        os.close(writer)
+    for kind, r in runs.items():
+        lines = r.stderr.splitlines()
+        assert r.returncode == exits.WRITE_FAILED, (kind, r.returncode, r.stderr[-2000:])
+        assert len(lines) == 1 and lines[0].startswith("opskit: error: standard output"), \
+            (kind, r.stderr[-2000:])

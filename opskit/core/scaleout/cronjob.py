@@ -16,13 +16,13 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from opskit.core.k8s_names import dns_label_problem
 from opskit.core.scaleout import k8s as objs
 from opskit.errors import UsageError
 
 CONFIG_DIR = "/etc/opskit"
 ROUTING_KEY = "pagerduty-routing-key"
 STATE_DIR = "/var/lib/opskit"
-_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _CRON_FIELD = re.compile(r"^[-*/,0-9A-Za-z?]+$")
 
 
@@ -44,9 +44,10 @@ class CronJobSpec:
 def _check(spec: CronJobSpec) -> None:
     for what, value in (("--namespace", spec.namespace), ("--statefulset", spec.statefulset),
                         ("--config-secret", spec.config_secret), ("--name", spec.name)):
-        if not _NAME.match(value) or len(value) > 52:
-            raise UsageError(f"{what} {value!r}: expected a Kubernetes name (lower case "
-                             "letters, digits and '-', at most 52 characters)")
+        # a CronJob's name leaves 11 characters for its Jobs' suffix: at most 52
+        problem = dns_label_problem(value, 47 if what == "--statefulset" else 52)
+        if problem is not None:
+            raise UsageError(f"{what} {value!r} {problem}")
     fields = spec.schedule.split()
     if not (len(fields) == 5 and all(_CRON_FIELD.match(f) for f in fields)
             or spec.schedule.strip() in ("@daily", "@hourly", "@weekly")):

@@ -112,7 +112,7 @@ def broker_statefulset(combined: Mapping[str, Any], *, first_id: int, replicas: 
 def broker_first_id(broker_sts: Mapping[str, Any]) -> int:
     """The node id of pod 0 of a broker-only StatefulSet opskit created."""
     value = _env(kafka_container(broker_sts)).get("OPSKIT_BROKER_FIRST_ID", "")
-    if not value.isdigit():
+    if not (value.isascii() and value.isdigit()):
         raise InvalidInputError(f"StatefulSet {broker_sts.get('metadata', {}).get('name')!r} "
                                 "has no OPSKIT_BROKER_FIRST_ID: not one opskit created")
     return int(value)
