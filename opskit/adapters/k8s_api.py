@@ -10,9 +10,9 @@ detects a second, concurrent run. Client exceptions become opskit errors here.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from opskit.errors import (
     InvalidInputError,
@@ -24,6 +24,7 @@ from opskit.errors import (
 )
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 class KubernetesError(KafkaOperationError):
@@ -76,7 +77,15 @@ def _error(e: Exception, what: str, host: str | None = None) -> OpskitError:
         at = f" at {host}" if host else ""
         return ServiceUnavailableError(f"{what}: cannot reach the Kubernetes API server{at} "
                                        f"({_unreachable_cause(e)})")
-    return KubernetesError(f"{what}: {type(e).__name__}: {e}")
+    return _unparseable(what, e)
+
+
+def _unparseable(what: str, e: Exception) -> OpskitError:
+    """An answer that is not what the API returns (not JSON, the wrong shape): the server
+    is not a Kubernetes API server, or something between opskit and it answered (exit 3)."""
+    first = (str(e).splitlines() or [""])[0][:200]
+    return ServiceUnavailableError(f"{what}: the Kubernetes API server answered something "
+                                   f"opskit cannot parse ({type(e).__name__}: {first})")
 
 
 #: a kubeconfig larger than this is not one (the kubernetes client would parse any size)
@@ -169,6 +178,9 @@ class KubeApi:
                     api = _client_from_kubeconfig(target)
         except config.ConfigException as e:
             raise NotFoundError(f"no usable Kubernetes configuration: {_first_line(e)}") from None
+        from opskit.adapters.http_deadline import install
+
+        install(api.rest_client.pool_manager)  # each call ends by its deadline (_call)
         self._api = api
         if getattr(api.configuration, "verify_ssl", True) is False:
             # the kubeconfig asked for it (insecure-skip-tls-verify): said once at debug
@@ -186,14 +198,32 @@ class KubeApi:
 
     # --- generic -------------------------------------------------------------
     def _call(self, what: str, fn: Any, *args: Any, **kw: Any) -> Any:
-        kw.setdefault("_request_timeout", self._timeout)
-        try:
-            return fn(*args, **kw)
-        except Exception as e:  # noqa: BLE001 - translated in one place
-            raise _error(e, what, getattr(self._api.configuration, "host", None)) from None
+        """``fn(*args)`` within the timeout, all of it: connect, TLS handshake, answer and
+        the client's retries (a server dripping bytes cannot stretch it)."""
+        from opskit.adapters.http_deadline import deadline
 
-    def to_dict(self, obj: Any) -> dict[str, Any]:
-        return dict(self._api.sanitize_for_serialization(obj))  # type: ignore[no-untyped-call]
+        kw.setdefault("_request_timeout", self._timeout)
+        with deadline(self._timeout) as watch:
+            try:
+                return fn(*args, **kw)
+            except Exception as e:  # noqa: BLE001 - translated in one place
+                if watch.expired:
+                    raise ServiceUnavailableError(
+                        f"{what}: the Kubernetes API server did not answer within "
+                        f"{self._timeout:g}s") from None
+                raise _error(e, what, getattr(self._api.configuration, "host", None)) from None
+
+    def _read(self, what: str, parse: Callable[[], T]) -> T:
+        """``parse()`` over an answer: a field missing or of the wrong type is an answer
+        opskit cannot parse (exit 3), not a crash."""
+        try:
+            return parse()
+        except (AttributeError, TypeError, KeyError, ValueError) as e:
+            raise _unparseable(what, e) from None
+
+    def to_dict(self, obj: Any, what: str = "an answer") -> dict[str, Any]:
+        return dict(self._read(what, lambda: dict(
+            self._api.sanitize_for_serialization(obj))))  # type: ignore[no-untyped-call]
 
     # --- StatefulSets and Services ---------------------------------------------
     def get_statefulset(self, namespace: str, name: str) -> dict[str, Any] | None:
@@ -242,7 +272,9 @@ class KubeApi:
                             self.core.read_namespaced_config_map, name, namespace)
         except NotFoundError:
             return None
-        return dict(cm.data or {}), str(cm.metadata.resource_version)
+        return self._read(f"ConfigMap {namespace}/{name}", lambda: (
+            {str(k): str(v) for k, v in dict(cm.data or {}).items()},
+            _version(cm.metadata.resource_version)))
 
     def write_configmap(self, manifest: Mapping[str, Any], resource_version: str | None) -> str:
         """Create (``resource_version`` None: must not exist) or replace exactly the
@@ -262,7 +294,7 @@ class KubeApi:
             body = {**manifest, "metadata": {**manifest["metadata"],
                                              "resourceVersion": resource_version}}
             obj = self._call(what, replace, name, ns, body)
-        return str(obj.metadata.resource_version)
+        return str(self._read(what, lambda: _version(obj.metadata.resource_version)))
 
     def delete_configmap(self, namespace: str, name: str) -> bool:
         """Delete it; False when it was already absent."""
@@ -281,8 +313,11 @@ class KubeApi:
                              name, namespace)
         except NotFoundError:
             return None
-        conditions = (pod.status.conditions if pod.status is not None else None) or []
-        return any(c.type == "Ready" and c.status == "True" for c in conditions)
+        def ready() -> bool:
+            conditions = (pod.status.conditions if pod.status is not None else None) or []
+            return any(c.type == "Ready" and c.status == "True" for c in conditions)
+
+        return bool(self._read(f"Pod {namespace}/{name}", ready))
 
     # --- Leases (one active run) -------------------------------------------------
     def read_lease(self, namespace: str, name: str) -> tuple[dict[str, Any], str] | None:
@@ -293,13 +328,21 @@ class KubeApi:
         except NotFoundError:
             return None
         d = self.to_dict(obj)
-        return dict(d.get("spec") or {}), str(d["metadata"]["resourceVersion"])
+        return self._read(f"Lease {namespace}/{name}", lambda: (
+            dict(d.get("spec") or {}), _version(d["metadata"]["resourceVersion"])))
 
     def write_lease(self, manifest: Mapping[str, Any], resource_version: str | None) -> str:
         """Create (``resource_version`` None) or replace exactly the version read;
         RefusedError when another holder wrote it meanwhile."""
         return self._cas("Lease", self.coordination.create_namespaced_lease,
                          self.coordination.replace_namespaced_lease, manifest, resource_version)
+
+
+def _version(value: Any) -> str:
+    """A resourceVersion: the API server always sends one (compare-and-set needs it)."""
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"resourceVersion {value!r}")
+    return value
 
 
 def _contains(live: Any, want: Any) -> bool:

@@ -20,6 +20,7 @@ from typing import Any, Self
 
 import pagerduty
 
+from opskit.adapters.http_deadline import DeadlinePassed, call_within
 from opskit.adapters.safe_read import read_secret
 from opskit.errors import ConfigError, InvalidInputError, ServiceUnavailableError
 
@@ -202,7 +203,13 @@ class _Deadline:
         if left <= 0:
             raise _DeadlineExceededError()
         kwargs["timeout"] = min(self._timeout, left)
-        return self._session.request(method, url, **kwargs)
+        # httpx's timeout is per socket operation: a server dripping its handshake or its
+        # answer a byte at a time never reaches it; this bounds the whole attempt
+        try:
+            return call_within(kwargs["timeout"],
+                               lambda: self._session.request(method, url, **kwargs))
+        except DeadlinePassed:
+            raise _DeadlineExceededError() from None
 
     def __getattr__(self, name: str) -> Any:  # close() and the rest go to the session
         return getattr(self._session, name)

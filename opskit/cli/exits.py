@@ -10,7 +10,7 @@
 | 5    | refused: an unsafe mutation was refused (active group, offsets moved, ...) |
 | 6    | Kafka rejected a request (authorisation, invalid config, ...) |
 | 7    | sandbox could not be set up (no Java or Maven, port taken, ...) |
-| 8    | a file could not be written (disk full, permission denied, ...); nothing was replaced |
+| 8    | a file could not be written (disk full, permission denied, ...); nothing was replaced; or stdout is closed or broken |
 | 9    | authentication or TLS failure (wrong password or user, SASL mechanism not enabled, certificate not verified, TLS/plaintext mismatch) |
 | 70   | internal error (a bug: rerun with --debug and report it) |
 | 130  | interrupted |

@@ -29,21 +29,28 @@ durations) must fail. Afterwards the non-regular targets are still what they wer
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
+import socket
+import ssl
 import stat
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import pytest
 import typer
+import yaml
 
 from opskit.cli import exits
 from opskit.cli.main import app, register_all
+from tests.pd_receiver import make_self_signed_cert
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNNER = ROOT / "tests" / "cli_fuzz_runner.py"
@@ -405,10 +412,136 @@ class Named:
     env: tuple[tuple[str, str], ...] = ()
 
 
-def _named_cases(tmp: Path) -> list[Named]:
+class TlsServer:
+    """An HTTPS endpoint on 127.0.0.1 (a free port, a self-signed certificate) that
+    misbehaves on purpose. ``drip``: sends its TLS handshake in small pieces and then an
+    HTTP answer one byte every 0.5 s, never finishing (each piece comes well within any
+    per-read timeout, so only a deadline over the whole exchange ends it); ``empty``:
+    answers every request ``200 {}`` (valid JSON, no Kubernetes object). Bounded: every
+    connection ends when the server stops, or after 300 s."""
+
+    def __init__(self, directory: Path, mode: str) -> None:
+        self.cert, key = make_self_signed_cert(directory)
+        self._ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        self._ctx.load_cert_chain(self.cert, key)
+        self._mode = mode
+        self._srv = socket.create_server(("127.0.0.1", 0))
+        self.url = f"https://127.0.0.1:{self._srv.getsockname()[1]}"
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+
+    def __enter__(self) -> Self:
+        t = threading.Thread(target=self._accept, daemon=True)
+        t.start()
+        self._threads.append(t)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._srv.close()
+        for t in self._threads:
+            t.join(10)
+
+    def _accept(self) -> None:
+        self._srv.settimeout(0.2)
+        while not self._stop.is_set():
+            try:
+                conn, _ = self._srv.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            t = threading.Thread(target=self._serve, args=(conn,), daemon=True)
+            t.start()
+            self._threads.append(t)
+
+    def _send(self, conn: socket.socket, data: bytes, piece: int, pause: float) -> None:
+        for i in range(0, len(data), piece):
+            if self._stop.wait(pause):
+                raise OSError("server stopped")
+            conn.sendall(data[i:i + piece])
+
+    def _serve(self, conn: socket.socket) -> None:
+        end = time.monotonic() + 300
+        incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+        tls = self._ctx.wrap_bio(incoming, outgoing, server_side=True)
+        conn.settimeout(5)
+        drip = self._mode == "drip"
+        try:
+            while True:  # the handshake, its bytes sent in pieces
+                try:
+                    tls.do_handshake()
+                    break
+                except ssl.SSLWantReadError:
+                    self._send(conn, outgoing.read(), 200 if drip else 1 << 20,
+                               0.02 if drip else 0)
+                    data = conn.recv(65536)
+                    if not data:
+                        return
+                    incoming.write(data)
+            self._send(conn, outgoing.read(), 200 if drip else 1 << 20, 0.02 if drip else 0)
+            head = b""
+            while b"\r\n\r\n" not in head:  # the request's head
+                try:
+                    head += tls.read(65536)
+                except ssl.SSLWantReadError:
+                    data = conn.recv(65536)
+                    if not data:
+                        return
+                    incoming.write(data)
+            if not drip:
+                body = b"{}"
+                tls.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                          b"Connection: close\r\nContent-Length: 2\r\n\r\n" + body)
+                conn.sendall(outgoing.read())
+                return
+            answer = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+            for i in itertools.count():  # one byte of the answer every 0.5 s
+                if time.monotonic() > end:
+                    return
+                filler = b"X-Drip: 1\r\n"
+                tls.write(answer[i:i + 1] if i < len(answer) else
+                          filler[i % len(filler):i % len(filler) + 1])
+                self._send(conn, outgoing.read(), 1 << 20, 0.5)
+        except (OSError, ssl.SSLError):
+            return
+        finally:
+            conn.close()
+
+
+def _kubeconfig(tmp: Path, server: TlsServer, name: str) -> Path:
+    path = tmp / f"kubeconfig-{name}"
+    path.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "x",
+        "clusters": [{"name": "c", "cluster": {"server": server.url,
+                                                "certificate-authority": str(server.cert)}}],
+        "users": [{"name": "u", "user": {"token": "fuzz-token"}}],
+        "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}]}))
+    return path
+
+
+def _named_cases(tmp: Path, servers: dict[str, TlsServer]) -> list[Named]:
     b = ["-b", UNREACHABLE, "--timeout", "0.5"]
     long_topic = "t" * 249
+    key = tmp / "routing.key"
+    key.write_text(KEY + "\n")
+    config = tmp / "config-named.yaml"
+    config.write_text("current-context: c\ncontexts:\n  c: {bootstrap: '127.0.0.1:1'}\n")
+    k8s = ["playbook", "scale-out", "--platform", "kubernetes", "--namespace", "kafka",
+           "--statefulset", "kafka", "--context", "c"]
+    with_config = (("OPSKIT_CONFIG", str(config)),)
     return [
+        # an API server whose handshake and answer come a byte at a time: ended by the
+        # call's deadline (10 s), not hanging; one that answers '{}': exit 3, not 70
+        Named("k8s-slow-tls", [*k8s, "--kubeconfig", str(_kubeconfig(tmp, servers["drip"],
+              "drip"))], exits.UNKNOWN, "did not answer within", with_config),
+        Named("k8s-answers-empty-object", [*k8s, "--kubeconfig",
+              str(_kubeconfig(tmp, servers["empty"], "empty"))], exits.UNKNOWN,
+              "cannot parse", with_config),
+        Named("pagerduty-slow-tls", ["page", "trigger", "--routing-key-file", str(key),
+              "--events-url", servers["drip"].url, "--ca-file", str(servers["drip"].cert),
+              "--timeout", "2", "--max-retries", "1", "--summary", "s", "--execute"],
+              exits.UNKNOWN, "PagerDuty"),
         # a valid 249-character topic with its partitions: the limit is the topic's
         Named("topic-249-with-partitions", ["offsets", "reset", "-g", "g", "--topic",
               f"{long_topic}:0", "--to-earliest", *b], exits.UNKNOWN, "cannot reach Kafka"),
@@ -454,7 +587,11 @@ def _run_named(named: list[Named], tmp: Path) -> list[str]:
 
 @pytest.mark.timeout(600)
 def test_named_bad_inputs(tmp_path: Path) -> None:
-    bad = _run_named(_named_cases(tmp_path), tmp_path)
+    (tmp_path / "drip").mkdir()
+    (tmp_path / "empty").mkdir()
+    with TlsServer(tmp_path / "drip", "drip") as drip, \
+            TlsServer(tmp_path / "empty", "empty") as empty:
+        bad = _run_named(_named_cases(tmp_path, {"drip": drip, "empty": empty}), tmp_path)
     assert not bad, "\n".join(bad)
 
 
