@@ -26,7 +26,7 @@ def dns_label_problem(value: str, max_len: int = MAX_LABEL) -> str | None:
         return ("is not a Kubernetes name (a DNS label: lower-case letters, digits and '-', "
                 "starting and ending with a letter or digit)")
     if len(value) > max_len:
-        return f"is longer than {max_len} characters (a Kubernetes name)"
+        return f"is not a Kubernetes name: longer than {max_len} characters"
     return None
 
 
@@ -36,5 +36,5 @@ def dns_subdomain_problem(value: str, max_len: int = MAX_SUBDOMAIN) -> str | Non
         return ("is not a Kubernetes name (a DNS subdomain: lower-case letters, digits, '-' "
                 "and '.', each part starting and ending with a letter or digit)")
     if len(value) > max_len:
-        return f"is longer than {max_len} characters (a Kubernetes name)"
+        return f"is not a Kubernetes name: longer than {max_len} characters"
     return None
