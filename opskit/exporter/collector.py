@@ -443,8 +443,9 @@ class KafkaSource:
                 self._extras = extras
             for name, msg in (("quorum", extras.quorum_error), ("reassignments",
                                                                  extras.reassignments_error)):
-                self._ran(name, t0, None if msg is None else KafkaOperationError(msg),
-                          keep_data=False)
+                err = None if msg is None else (
+                    UnsupportedError(msg) if "does not support" in msg else KafkaOperationError(msg))
+                self._ran(name, t0, err, keep_data=False)
 
     def _topic_configs(self, admin: KafkaAdmin, topics: list[str], inline: bool) -> bool:
         """Read configs of new topics, and of every topic when due; True when every
