@@ -106,6 +106,10 @@ class KafkaSource:
 
     # ----- clients -----
     def admin(self) -> KafkaAdmin:
+        with self._lock:
+            return self._make_admin()
+
+    def _make_admin(self) -> KafkaAdmin:
         if self._admin is None:
             self._admin = KafkaAdmin(self.conn, timeout=self.options.kafka_timeout_s)
             # a group the principal may not describe (a HIP-30 monitor has Describe on the
@@ -114,9 +118,11 @@ class KafkaSource:
         return self._admin
 
     def reader(self) -> RecordTimeReader:
-        if self._reader is None:
-            self._reader = RecordTimeReader(self.conn, timeout=min(self.options.kafka_timeout_s, 5.0))
-        return self._reader
+        with self._lock:  # the cycle and the background reads share one reader and its cache
+            if self._reader is None:
+                self._reader = RecordTimeReader(self.conn,
+                                                timeout=min(self.options.kafka_timeout_s, 5.0))
+            return self._reader
 
     def close(self) -> None:
         self._slow_stop.set()
