@@ -334,15 +334,10 @@ class KafkaAdmin:
         return {int(n.id): (n.rack or None) for n in res.nodes}
 
     # ----- groups -----
-    def list_groups(self, strict: bool = False) -> dict[str, GroupState]:
-        """Every group and its state. Brokers that fail to list are logged; with
-        ``strict`` they raise instead (a failed listing is not "no groups")."""
+    def list_groups(self) -> dict[str, GroupState]:
         self.require("list_groups", "listing consumer groups")
         res = self._result(self._admin.list_consumer_groups(**self._kw()), "listing consumer groups",
                            "list_groups")
-        if res.errors and strict:
-            raise KafkaOperationError(f"listing consumer groups failed on {len(res.errors)} "
-                                      f"broker(s): {res.errors[0]}")
         if res.errors:
             # a broker that could not list its groups is not a broker without groups: the
             # list is incomplete, and "no groups" (or some) would be a false answer

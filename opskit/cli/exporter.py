@@ -24,9 +24,9 @@ from opskit.cli.common import STATE, BootstrapOpt, ContextOpt, load_config, setu
 from opskit.cli.validate import DAY, HOUR, parse_duration_option
 from opskit.errors import (
     AuthenticationError,
+    IncompleteError,
     KafkaUnavailableError,
     NotFoundError,
-    ServiceUnavailableError,
     UsageError,
 )
 from opskit.exporter.collector import KafkaSource
@@ -36,12 +36,6 @@ from opskit.exporter.process import ProcessExporter
 from opskit.exporter.server import ExporterHTTPServer, WebConfig, serve_in_thread
 
 log = logging.getLogger(__name__)
-
-
-class IncompleteCollectionError(ServiceUnavailableError):
-    """``--once`` read metadata but not every family (exit 3, like Kafka unreachable)."""
-
-    kind = "incomplete"
 
 
 def _read_secret(path: str | None, flag: str) -> str | None:
@@ -129,7 +123,7 @@ def exporter(
         if failed:
             # every family it could not read is named; the metrics above say the same
             # (opskit_exporter_family_up 0): an incomplete collection is never exit 0
-            raise IncompleteCollectionError(
+            raise IncompleteError(
                 "collection incomplete: " + "; ".join(
                     f"{n.replace('_', ' ')} could not be read ({r.kind}: {r.message})"
                     for n, r in failed))

@@ -278,9 +278,9 @@ class KafkaSource:
             finally:
                 client.close()
         try:
-            return sorted(admin.list_groups(strict=True))
+            return sorted(admin.list_groups())
         except (KafkaOperationError, KafkaUnavailableError) as e:
-            if wire_error is None:
+            if wire_error is None or isinstance(e, UnsupportedError):
                 raise
             # both clients failed on it while Metadata was answered: the broker's ListGroups
             raise UnsupportedError(

@@ -72,7 +72,8 @@ def core_failure(families: dict[str, FamilyRead] | None) -> tuple[str, FamilyRea
 
 
 _KIND = {"unreachable": "unreachable", "unsupported": "unsupported", "kafka_error": "kafka",
-         "not_found": "kafka", "inconsistent": "kafka", "authentication": "auth"}
+         "not_found": "kafka", "inconsistent": "kafka", "incomplete": "kafka",
+         "authentication": "auth"}
 
 
 def error_kind(exc: BaseException) -> str:

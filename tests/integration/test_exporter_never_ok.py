@@ -11,6 +11,7 @@ the broker -- proves the assertions can fail.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -83,7 +84,7 @@ def test_once_names_what_it_could_not_read(cluster):
     # what could be read is served, with the true numbers
     p = {i: (("partition", str(i)), ("topic", t)) for i in range(2)}
     assert [v["kafka_topic_partition_current_offset"][p[i]] for i in range(2)] == [10, 5]
-    assert "groups" not in v.get("opskit_exporter_data_age_seconds", {})  # nothing served
+    assert fam("groups") not in v.get("opskit_exporter_data_age_seconds", {})  # nothing served
 
 
 def test_served_exporter_is_not_up_without_groups_and_recovers(cluster):
@@ -115,3 +116,42 @@ def test_served_exporter_is_not_up_without_groups_and_recovers(cluster):
     assert all(x == 1 for x in v["opskit_exporter_family_up"].values())
     assert all(x == 0 for x in v["opskit_exporter_family_errors_total"].values())
     assert v["kafka_consumergroup_lag"][(("consumergroup", g), ("partition", "0"), ("topic", t))] == 7
+
+
+def test_real_heraclitus_once_names_what_it_could_not_read(heraclitus, uniq):
+    """The real broker (scripts/install-compat.sh): it closes the connection on ListGroups,
+    DescribeGroups and DescribeConfigs. Before: exit 0, up 1, no group series."""
+    from confluent_kafka import Consumer, Producer
+    from confluent_kafka import TopicPartition as CkTP
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    bs = heraclitus.bootstrap
+    t, g = f"nok_hx_{uniq}", f"nok-hx-{uniq}"
+    admin = AdminClient({"bootstrap.servers": bs})  # kept until its futures resolve
+    admin.create_topics([NewTopic(t, 2, 1)])[t].result(30)
+    deadline = time.monotonic() + 30
+    while len(admin.list_topics(t, timeout=10).topics[t].partitions) < 2:
+        assert time.monotonic() < deadline
+        time.sleep(0.5)
+    p = Producer({"bootstrap.servers": bs, "acks": "all", "enable.idempotence": False})
+    for i in range(20):
+        p.produce(t, value=b"v", partition=i % 2)
+    assert p.flush(30) == 0
+    c = Consumer({"bootstrap.servers": bs, "group.id": g})
+    try:
+        c.commit(offsets=[CkTP(t, 0, 3), CkTP(t, 1, 10)], asynchronous=False)
+    finally:
+        c.close()
+    code, v, err = _once(bs, t)
+    assert code == 3, err
+    lines = [ln for ln in err.splitlines() if ln.startswith("opskit: error:")]
+    assert len(lines) == 1 and "Traceback" not in err, err
+    assert "groups could not be read" in lines[0] and "ListGroups" in lines[0], lines[0]
+    assert v["opskit_kafka_up"][()] == 0
+    assert v["opskit_exporter_family_up"][fam("groups")] == 0
+    assert v["opskit_exporter_family_errors_total"][fam("groups", kind="unsupported")] == 1
+    assert "kafka_consumergroup_lag" not in v
+    # what Heraclitus does answer is served, with the true numbers
+    p_ = {i: (("partition", str(i)), ("topic", t)) for i in range(2)}
+    assert [v["kafka_topic_partition_current_offset"][p_[i]] for i in range(2)] == [10, 10]
+    assert v["opskit_exporter_family_up"][fam("offsets")] == 1
