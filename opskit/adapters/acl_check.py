@@ -85,11 +85,14 @@ def authorized_operations(admin: KafkaAdmin, topics: Iterable[str] = (),
     return AuthorizedOps(cluster, topic_ops, group_ops)
 
 
-def refuse(admin: KafkaAdmin, command: str, missing: list[str]) -> None:
-    """NotAuthorisedError (exit 6) naming every ACL in ``missing``; nothing when empty."""
+def refuse(admin: KafkaAdmin, command: str, missing: list[str],
+           label: str | None = None) -> None:
+    """NotAuthorisedError (exit 6) naming every ACL in ``missing``; nothing when empty.
+    ``label``: the command as the user typed it (default: ``command``'s name)."""
     if missing:
         raise NotAuthorisedError(
-            f"{command.split(' --')[0].removesuffix(' (dry run)')} refused before any change: "
+            f"{label or command.split(' --')[0].removesuffix(' (dry run)')} refused before "
+            "any change: "
             f"{admin.conn.principal} "
             f"lacks {', '.join(missing)} (grant them, or run as an admin principal); "
             "nothing changed")
@@ -97,13 +100,14 @@ def refuse(admin: KafkaAdmin, command: str, missing: list[str]) -> None:
 
 def require_acls(admin: KafkaAdmin, command: str, topics: Iterable[str] = (),
                  groups: Iterable[str] = (),
-                 only: frozenset[tuple[str, str]] | None = None) -> None:
+                 only: frozenset[tuple[str, str]] | None = None,
+                 label: str | None = None) -> None:
     """Refuse (exit 6, one line naming each missing ACL) unless the principal holds every
     required ACL of ``command`` (``only``: just these needs) on the cluster, ``topics``
     and ``groups``."""
     ops = authorized_operations(admin, topics, groups)
     refuse(admin, command, missing_acls(command, ops.cluster, ops.topics, ops.groups,
-                                        only=only))
+                                        only=only), label)
 
 
 def create_refused(admin: KafkaAdmin,
@@ -144,6 +148,34 @@ def require_topic_changes(admin: KafkaAdmin,
                            only=frozenset({("topic", "ALTER")}))
     missing += missing_acls(command, ops.cluster, {t: ops.topics.get(t) for t in cfgs},
                             only=frozenset({("topic", "ALTER_CONFIGS")}))
+    if creates and (ops.cluster is None or "CREATE" not in ops.cluster):
+        missing += [f"Create on the cluster or on topic {t}"
+                    for t in create_refused(admin, creates)]
+    refuse(admin, command, missing)
+
+
+def require_dr_restore(admin: KafkaAdmin,
+                       creates: list[tuple[str, int, int, dict[str, str]]],
+                       partitions: Iterable[str], configs: Iterable[str], acls: bool,
+                       commits: Mapping[str, Iterable[str]]) -> None:
+    """``dr restore --execute``: refuse (exit 6, each missing ACL named) unless the
+    principal may do all of the plan: create ``creates``, add ``partitions``, set
+    ``configs``, create ACLs (``acls``: Alter on the cluster) and commit the offsets of
+    each group of ``commits`` (group -> its topics: Read on both), so that a principal
+    without the rights does not leave a half-restored cluster."""
+    command = "dr restore --execute"
+    parts, cfgs = set(partitions), set(configs)
+    read_topics = {t for ts in commits.values() for t in ts}
+    ops = authorized_operations(admin, parts | cfgs | read_topics, commits)
+    missing = missing_acls(command, ops.cluster, {t: ops.topics.get(t) for t in parts},
+                           only=frozenset({("topic", "ALTER")}))
+    missing += missing_acls(command, ops.cluster, {t: ops.topics.get(t) for t in cfgs},
+                            only=frozenset({("topic", "ALTER_CONFIGS")}))
+    if acls:
+        missing += missing_acls(command, ops.cluster, {}, only=frozenset({("cluster", "ALTER")}))
+    missing += missing_acls(command, None, {}, ops.groups, only=frozenset({("group", "READ")}))
+    missing += missing_acls(command, None, {t: ops.topics.get(t) for t in read_topics},
+                            only=frozenset({("topic", "READ")}))
     if creates and (ops.cluster is None or "CREATE" not in ops.cluster):
         missing += [f"Create on the cluster or on topic {t}"
                     for t in create_refused(admin, creates)]

@@ -216,8 +216,18 @@ def restore(
                                      "so pass --yes")
                 if not typer.confirm("apply the DR plan to the target?"):
                     raise typer.Abort()
-            admin.create_topics([(t.name, t.partitions, t.replication_factor, dict(t.configs))
-                                 for t in plan.create])
+            creates = [(t.name, t.partitions, t.replication_factor, dict(t.configs))
+                       for t in plan.create]
+            from opskit.adapters.acl_check import require_dr_restore
+
+            # every ACL the plan needs, before its first change (exit 6, each one named)
+            require_dr_restore(admin, creates, plan.add_partitions, plan.set_configs,
+                               bool(plan.create_acls),
+                               {g.group: {tp.topic for tp, o in g.offsets.items()
+                                          if o is not None}
+                                for g in plan.groups if not g.refusal
+                                and any(o is not None for o in g.offsets.values())})
+            admin.create_topics(creates)
             admin.create_partitions(plan.add_partitions)
             admin.alter_topic_configs(plan.set_configs)
             if plan.create_acls:

@@ -302,7 +302,8 @@ def _finish(
     # the ACLs a commit needs, before any backup is written (exit 6 naming each one)
     require_acls(admin, "offsets reset --execute",
                  topics={tp.topic for r in to_apply for tp in r.plan.offsets_to_commit()},
-                 groups={r.plan.group_id for r in to_apply})
+                 groups={r.plan.group_id for r in to_apply},
+                 label=" ".join(reason.split()[:2]))      # offsets reset / restore
     try:
         for r in to_apply:
             _apply(admin, r, backup_dir, reason)

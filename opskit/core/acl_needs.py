@@ -112,7 +112,9 @@ COMMAND_NEEDS: dict[str, tuple[Need, ...]] = {
         Need("topic", "ALTER", "add partitions"),
         Need("topic", "ALTER_CONFIGS", "set topic overrides"),
         Need("group", "READ", "set group offsets"),
-        Need("cluster", "ALTER", "create the recorded ACLs"),
+        Need("topic", "READ", "set group offsets (on the groups' topics)"),
+        Need("cluster", "ALTER", "create the recorded ACLs (all checked first: refused with "
+             "exit 6 before any change)"),
     ),
     "reassign plan": (
         Need("topic", "DESCRIBE", "partitions and replicas"),

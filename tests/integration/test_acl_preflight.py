@@ -8,6 +8,7 @@ principal that holds them through (a prefixed Create ACL included).
 
 from __future__ import annotations
 
+import json
 import uuid
 from pathlib import Path
 from typing import Any
@@ -97,6 +98,39 @@ def test_monitor_refused_before_any_backup(scenario: Scenario, tmp_path: Path) -
     finally:
         with AclsAdmin(s.cluster.conn("admin"), timeout=15) as a:
             a.delete_acls(grant)
+    # its undo, without the Read ACLs again: refused the same way, no second backup
+    [backup] = _files(backups)
+    r = run_cli("offsets", "restore", str(backup), "--execute", "--yes", "--backup-dir",
+                str(backups), *mon)
+    assert r.code == 6, r.err        # after restore's line naming the backup it read
+    last = r.err.splitlines()[-1]
+    assert last.startswith("opskit: error: offsets restore refused before any change"), r.err
+    assert r.err.count("opskit: error:") == 1 and "Request(" not in r.err
+    assert _files(backups) == [backup]
+    assert _committed(s, s.reset_group_monitor) == dict.fromkeys(range(PARTITIONS), 0)
+
+    # dr restore --execute: a topic to create and a group's offsets to set, neither
+    # allowed: refused whole (it created the topic, then failed on the group)
+    from opskit.core.dr import SNAPSHOT_FORMAT, SNAPSHOT_VERSION
+
+    new_topic = f"{s.topic}_dr"
+    snap = tmp_path / "snapshot.json"
+    snap.write_text(json.dumps({
+        "format": SNAPSHOT_FORMAT, "version": SNAPSHOT_VERSION, "taken_at_ms": 0,
+        "cluster_id": None, "acls": None,
+        "topics": [{"name": new_topic, "partitions": 1, "replication_factor": 1,
+                    "configs": {}}],
+        "groups": {s.reset_group_monitor: [
+            {"topic": s.topic, "partition": 0, "offset": 2, "record_timestamp_ms": None}]}}))
+    r = run_cli("dr", "restore", str(snap), "--execute", "--yes", "--backup-dir",
+                str(backups), *mon)
+    line = _one_line(r, 6)
+    assert f"Create on the cluster or on topic {new_topic}" in line, line
+    assert f"Read on group {s.reset_group_monitor}" in line, line
+    assert _files(backups) == [backup]
+    with s.cluster.admin() as a:
+        assert new_topic not in a.metadata().topics
+    assert _committed(s, s.reset_group_monitor) == dict.fromkeys(range(PARTITIONS), 0)
 
 
 def test_service_principal_is_told_the_missing_acls(scenario: Scenario, tmp_path: Path) -> None:
