@@ -5,6 +5,10 @@ before any client sees them, and a write that fails is a failure.
 Each case runs ``opskit`` as a user would (``python -m opskit.cli.main``, a fresh
 process): a crash inside librdkafka would show as a signal, a hang as the
 subprocess timeout. Nothing here asserts on speed.
+
+The last test, that every mutating command's invalid inputs fail before any request that
+would change the cluster, runs its cases in-process (``run_cli``): they reach the broker
+through the broker double of this process, which records every request's API key.
 """
 
 from __future__ import annotations
@@ -262,6 +266,7 @@ def test_invalid_input_fails_before_any_mutating_request(kafka, uniq, tmp_path):
     produce(kafka.bootstrap, t, {0: 5, 1: 5})
     commit_retrying(kafka.bootstrap, g, {(t, 0): 3, (t, 1): 3})
     journal = kafka.sandbox.playbook_dir / "journal.json"
+    had_run_dir = kafka.sandbox.playbook_dir.exists()
     nodes = len(kafka.sandbox.require().nodes)
     pd = _Listener()
     cases = _cases(t, g, tmp_path, kafka.sandbox.name, pd.url)
@@ -297,3 +302,7 @@ def test_invalid_input_fails_before_any_mutating_request(kafka, uniq, tmp_path):
             assert {"OffsetCommit", "CreateTopics"} <= made, made
     finally:
         pd.close()
+        if not had_run_dir:     # a failing case journaled a run: not left to the session
+            import shutil
+
+            shutil.rmtree(kafka.sandbox.playbook_dir, ignore_errors=True)
