@@ -8,7 +8,6 @@ exit 2 (a bad value) or 4 (a file that does not exist).
 
 from __future__ import annotations
 
-import re
 import ssl
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,10 +15,6 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from opskit.errors import ConfigError, UsageError
-
-#: a Kubernetes object name that is also a DNS-1123 label (namespaces, and the
-#: StatefulSet whose pods are named after it)
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
 
 @dataclass(frozen=True)
@@ -83,13 +78,17 @@ def check_pager(routing_key_file: Path | None, pagerduty_url: str | None,
 
 def check_k8s_names(namespace: str | None, statefulset: str | None) -> None:
     """--namespace and --statefulset as Kubernetes accepts them (the journal ConfigMap,
-    the Lease and the broker StatefulSet are named after them)."""
-    for opt, value in (("--namespace", namespace), ("--statefulset", statefulset)):
-        if value is not None and not _DNS_LABEL.match(value):
-            shown = value if len(value) <= 80 else value[:80] + "..."
-            raise UsageError(f"{opt} {shown!r}: not a Kubernetes name (lowercase letters, "
-                             "digits and '-', at most 63, starting and ending with a letter "
-                             "or digit)")
+    the Lease and the broker StatefulSet ``NAME-broker`` with its pods and headless
+    Service are named after them)."""
+    from opskit.core.k8s_names import dns_label_problem
+
+    for opt, value, limit in (("--namespace", namespace, 63), ("--statefulset", statefulset, 47)):
+        if value is None:
+            continue
+        why = dns_label_problem(value, limit)
+        if why is not None:
+            shown = value if len(value) <= 80 else f"{value[:80]}..."
+            raise UsageError(f"{opt} {shown!r} {why}")
 
 
 def check_run_inputs(*, throttle: str, window: str | None, registry: Path | None,
