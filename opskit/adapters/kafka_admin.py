@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Iterable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -161,6 +162,10 @@ class KafkaAdmin:
         #: (named in :attr:`unauthorised_groups`) instead of failing on the first
         self.skip_unauthorised_groups = False
         self.unauthorised_groups: set[str] = set()
+        #: (when, answer) of the last fresh-ApiVersions check after a failed request
+        self._answers_memo: tuple[float, bool] | None = None
+        #: partition -> the translated error of its last failed ListOffsets
+        self._offset_failures: dict[TopicPartition, OpskitError] = {}
 
     @property
     def _admin(self) -> ck.AdminClient:
@@ -290,8 +295,15 @@ class KafkaAdmin:
         return f"to {apis} " if apis else ""
 
     def _broker_still_answers(self) -> bool:
-        """After a timeout: does the broker answer a fresh ApiVersions (so it is up)?"""
-        return caps_mod.answers_api_versions(self.conn, timeout=min(self.timeout, 3.0))
+        """After a failed request: does the broker answer a fresh ApiVersions (so it is
+        up)? Asked once per batch of failures (the answer is kept for 5 s: a ListOffsets
+        over many partitions fails once per partition)."""
+        now = time.monotonic()
+        if self._answers_memo is not None and now - self._answers_memo[0] < 5.0:
+            return self._answers_memo[1]
+        answers = caps_mod.answers_api_versions(self.conn, timeout=min(self.timeout, 3.0))
+        self._answers_memo = (time.monotonic(), answers)
+        return answers
 
     def _result(self, fut: Future[T], what: str, operation: str | None = None) -> T:
         self.round_trips += 1
@@ -444,9 +456,10 @@ class KafkaAdmin:
                 r = fut.result(timeout=self.timeout + 2)
                 ok[tp] = (r.offset, r.timestamp)
             except BaseException as e:  # noqa: BLE001 - per-partition failures are data
-                translated = self.translate(e, what)
+                translated = self.translate(e, what, "log_offsets")
                 if isinstance(translated, KafkaUnavailableError):
                     unreachable = translated
+                self._offset_failures[tp] = translated
                 errs[tp] = error_text(e)
         if futs and not ok and unreachable is not None:
             raise unreachable  # nothing answered at all: the cluster is unreachable
@@ -482,7 +495,16 @@ class KafkaAdmin:
             self._submit_offsets(sorted(set(tps)), ck.OffsetSpec.for_timestamp(ts_ms), what), what)
         if errs:
             tp, msg = next(iter(errs.items()))
+            cause = self._offset_failures.get(tp)
+            if isinstance(cause, UnsupportedError | KafkaUnavailableError):
+                raise cause  # the same cause, the same exit (3) as on every other path
             raise KafkaOperationError(f"offset lookup by time failed for {tp}: {msg}")
+        failed = sorted(tp for tp, (off, _ts) in ok.items() if off < -1)
+        if failed:  # -1001: librdkafka's shape of a request that failed (a closed connection)
+            self._client = None
+            raise UnsupportedError(
+                f"no answer from the broker at {self._where()} to ListOffsets by timestamp "
+                f"for {failed[0]} (offset {ok[failed[0]][0]}: the request failed)")
         return {tp: (off if off >= 0 else None) for tp, (off, _ts) in ok.items()}
 
     # ----- topics -----
