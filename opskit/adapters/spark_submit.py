@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -28,7 +29,9 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
+from opskit.adapters.spark_guard import GRACE_SECONDS
 from opskit.errors import SandboxError, UnsupportedError, UsageError
 from opskit.paths import cache_dir
 
@@ -317,15 +320,43 @@ class SubmitResult:
     tail: str
 
 
+def _close_quietly(stream: IO[str] | None) -> None:
+    if stream is not None:
+        try:
+            stream.close()
+        except OSError:
+            pass
+
+
+def stop_guarded(proc: subprocess.Popen[str]) -> None:
+    """Close the guard's pipe (it then stops the job's process group) and wait for it;
+    kill the guard's whole group if it does not finish in time."""
+    _close_quietly(proc.stdin)
+    try:
+        proc.wait(timeout=GRACE_SECONDS + 5)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        proc.wait()
+
+
 def run_spark_submit(cmd: Sequence[str], on_progress: Callable[[str], None],
                      timeout: float = 3600.0) -> SubmitResult:
     """Run ``spark-submit``; relay progress lines; return the job's result line."""
     env = dict(os.environ)
     env.setdefault("PYSPARK_PYTHON", sys.executable)
     env.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    # through the guard (opskit.adapters.spark_guard): its stdin is a pipe only this process
+    # holds, so however opskit ends (Ctrl-C, SIGTERM, SIGKILL) the guard sees the pipe close
+    # and stops spark-submit with everything it started; a session of its own keeps a
+    # terminal's Ctrl-C for opskit to handle
+    guarded = [sys.executable, "-m", "opskit.adapters.spark_guard", "--", *cmd]
     try:
-        proc = subprocess.Popen(list(cmd), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True, env=env, start_new_session=True)
+        proc = subprocess.Popen(guarded, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, env=env,
+                                start_new_session=True)
     except OSError as e:
         raise UnsupportedError(f"cannot run spark-submit: {e}") from e
     tail: list[str] = []
@@ -350,10 +381,11 @@ def run_spark_submit(cmd: Sequence[str], on_progress: Callable[[str], None],
             else:
                 log.debug("spark stdout: %s", line.rstrip())
         rc = proc.wait(timeout=timeout)
-    except (KeyboardInterrupt, subprocess.TimeoutExpired):
-        proc.kill()
-        proc.wait()
+    except BaseException:
+        # interrupted or timed out: the guard stops the job's whole process group
+        stop_guarded(proc)
         raise
+    _close_quietly(proc.stdin)
     t.join(5)
     _adopt_cds_archive(cmd, rc == 0)
     errors = [ln for ln in tail if "Error" in ln or "Exception" in ln]

@@ -1,0 +1,139 @@
+"""A guard process that ties ``spark-submit`` and everything it starts to opskit's life.
+
+``opskit replay`` runs ``spark-submit`` through this guard::
+
+    python -m opskit.adapters.spark_guard -- spark-submit ...
+
+The guard leads a session of its own (the caller starts it with
+``start_new_session=True``), so a Ctrl-C typed at the terminal reaches opskit only,
+and opskit decides. It starts ``spark-submit`` in its process group; Spark's driver
+JVM and the Python processes it forks stay in that group. The guard's standard input
+is a pipe whose write end only opskit holds: when opskit exits for any reason --
+a normal return, an exception, SIGTERM, or a SIGKILL that runs no code at all -- the
+kernel closes that end, the guard reads end-of-file and stops the whole group
+(SIGTERM, then SIGKILL after :data:`GRACE_SECONDS`). When ``spark-submit`` ends on its
+own, the guard stops whatever it left in the group and exits with its exit code.
+
+On a Spark standalone cluster in client mode the driver is local, so stopping it
+ends the application (the master then stops its executors). On Kubernetes in cluster
+mode the driver runs in a pod: stopping ``spark-submit`` does not stop that pod
+(``docs/replay.md`` says how to delete it).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+#: seconds between SIGTERM and SIGKILL when the group is stopped
+GRACE_SECONDS = 10.0
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # pragma: no cover - a member we may not signal still exists
+        return True
+    return True
+
+
+def _others_in_group(pgid: int) -> bool:
+    """Whether a process other than this guard is still in the group ``pgid``."""
+    me = os.getpid()
+    try:
+        names = os.listdir("/proc")
+    except OSError:  # pragma: no cover - no /proc: fall back to the group signal
+        return _group_alive(pgid)
+    for name in names:
+        if not name.isdigit() or int(name) == me:
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        # fields after the command name (which may hold spaces and parentheses)
+        rest = stat[stat.rfind(b")") + 2:].split()
+        if len(rest) > 2 and rest[0] != b"Z" and int(rest[2]) == pgid:
+            return True
+    return False
+
+
+def stop_group(pgid: int, grace: float = GRACE_SECONDS) -> None:
+    """SIGTERM every other member of ``pgid``, SIGKILL what is left after ``grace``."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the group signal reaches us too
+    try:
+        os.killpg(pgid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline:
+        _reap()
+        if not _others_in_group(pgid):
+            return
+        time.sleep(0.1)
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == os.getpid():
+            continue
+        try:
+            if os.getpgid(int(name)) == pgid:
+                os.kill(int(name), signal.SIGKILL)
+        except OSError:
+            continue
+    _reap()
+
+
+def _reap() -> None:
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def main(argv: list[str]) -> int:
+    if not argv or argv[0] != "--" or len(argv) < 2:
+        sys.stderr.write("usage: python -m opskit.adapters.spark_guard -- COMMAND [ARG ...]\n")
+        return 2
+    cmd = argv[1:]
+    pgid = os.getpgrp()
+    stopping = threading.Event()
+
+    def watch_parent() -> None:
+        # blocks until opskit closes the pipe (it exited, was killed, or is stopping us)
+        try:
+            while sys.stdin.buffer.read(4096):
+                pass
+        except OSError:
+            pass
+        stopping.set()
+
+    try:
+        child = subprocess.Popen(cmd, stdin=subprocess.DEVNULL)
+    except OSError as e:
+        sys.stderr.write(f"cannot run {cmd[0]}: {e}\n")
+        return 127
+    signal.signal(signal.SIGTERM, lambda *_: stopping.set())
+    threading.Thread(target=watch_parent, daemon=True).start()
+    while True:
+        if stopping.wait(0.2):
+            stop_group(pgid)
+            return 143
+        rc = child.poll()
+        if rc is not None:
+            # the job ended on its own: nothing it started may outlive it
+            if _others_in_group(pgid):
+                stop_group(pgid, grace=2.0)
+            return rc
+
+
+if __name__ == "__main__":  # pragma: no cover - run as a program
+    sys.exit(main(sys.argv[1:]))
