@@ -70,6 +70,17 @@ class OpskitConfig:
         contexts = data.get("contexts") or {}
         if not isinstance(contexts, dict) or not all(isinstance(v, dict) for v in contexts.values()):
             raise ConfigError(f"config file {p}: 'contexts' must map names to mappings")
+        for name, entry in contexts.items():
+            if not isinstance(name, str):
+                raise ConfigError(f"config file {p}: context name {name!r} is not text")
+            for key in ("bootstrap", "security"):
+                want = str if key == "bootstrap" else dict
+                if entry.get(key) is not None and not isinstance(entry[key], want):
+                    raise ConfigError(f"config file {p}: context {name!r}: {key!r} must be "
+                                      f"{'text' if want is str else 'a mapping'}")
+        current = data.get("current-context")
+        if current is not None and not isinstance(current, str):
+            raise ConfigError(f"config file {p}: 'current-context' must be a context name")
         thresholds = data.get("thresholds") or {}
         if not isinstance(thresholds, dict):
             raise ConfigError(f"config file {p}: 'thresholds' must be a mapping")

@@ -6,7 +6,8 @@ through :func:`read_text`, and their JSON or YAML through :func:`parse_json` /
 :class:`~opskit.errors.OpskitError` with a one-line message:
 
 - missing: :class:`~opskit.errors.NotFoundError` (exit 4);
-- a directory, unreadable, larger than the bound (an endless ``/dev/zero``-like
+- a directory, a device (``/dev/null`` would read as an empty file), unreadable,
+  larger than the bound (an endless ``/dev/zero``-like
   path is read only up to the bound), not UTF-8 (binary, UTF-16), containing NUL
   bytes, JSON or YAML that does not parse or nests too deeply:
   :class:`~opskit.errors.InvalidInputError` (exit 2).
@@ -51,6 +52,8 @@ def read_bytes(path: Path | str, what: str = "file", max_bytes: int = MAX_DOCUME
         st = os.fstat(fd)
         if stat.S_ISDIR(st.st_mode):
             raise InvalidInputError(f"cannot read {what} {p}: it is a directory")
+        if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode):  # /dev/null reads as empty
+            raise InvalidInputError(f"cannot read {what} {p}: it is a device, not a file")
         flags = fcntl.fcntl(fd, fcntl.F_GETFL)
         fcntl.fcntl(fd, fcntl.F_SETFL, flags & ~os.O_NONBLOCK)
         chunks: list[bytes] = []

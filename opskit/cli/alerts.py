@@ -45,7 +45,9 @@ def to_yaml(data: Any) -> str:
 
 
 def load_policy(config: Path, runbook_base_url: str | None = None) -> AlertPolicy:
-    data = parse_yaml(read_text(config, "thresholds config"), f"thresholds config {config}") or {}
+    data = parse_yaml(read_text(config, "thresholds config"), f"thresholds config {config}")
+    if data is None or data == {}:  # an empty file, 'null': not a policy to generate from
+        raise InvalidInputError(f"thresholds config {config} is empty")
     if not isinstance(data, dict):
         raise InvalidInputError(f"{config} must be a mapping at the top level")
     if runbook_base_url:

@@ -92,7 +92,9 @@ def watch(
         raise UsageError(f"--severity must be critical, error, warning or info, not {severity!r}")
     quiet = _seconds("--quiet-period", quiet_period)
     update = _seconds("--update-interval", update_interval)
-    stop_after = _seconds("--duration", duration) if duration else None
+    # '' is a mistake (an unset variable), not "run until interrupted"; 0 would end at once
+    stop_after = (None if duration is None
+                  else parse_duration_option(duration, "--duration", MAX_DURATION_S))
     pd_settings = settings(routing_key_file, events_url, ca_file, max_retries)
     conn = resolve_connection(bootstrap, context)
     policy = DlqPolicy(cluster=cluster or context or conn.bootstrap, quiet_period=quiet,
@@ -102,9 +104,6 @@ def watch(
     started = time.monotonic()
     with DeadLetterConsumer(conn, topic, group, timeout) as consumer, \
             PagerDutyEvents(pd_settings) as pd:
-        if not execute:
-            sys.stderr.write("dry run: pages are printed, not sent; offsets are not committed; "
-                             "add --execute to page\n")
         caught_up_passes = 0
         while True:
             letters = consumer.poll(500, 1.0)
@@ -130,6 +129,9 @@ def watch(
                 break
             if stop_after is not None and time.monotonic() - started >= stop_after:
                 break
+    if not execute:  # said at the end: a failure before it is one error line
+        sys.stderr.write("dry run: pages were printed, not sent; offsets were not committed; "
+                         "add --execute to page\n")
     _summary(state)
     return 0
 

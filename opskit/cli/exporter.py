@@ -10,14 +10,13 @@ import functools
 import logging
 import signal
 import threading
-from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from opskit.adapters.cluster_health import quiet_kafka_python
 from opskit.adapters.config_file import resolve_connection
-from opskit.adapters.safe_read import read_secret
+from opskit.adapters.safe_read import read_secret, read_text
 from opskit.adapters.streamnest import is_http_bootstrap
 from opskit.cli import streamnest
 from opskit.cli.common import STATE, BootstrapOpt, ContextOpt, load_config, setup_logging, stderr
@@ -25,8 +24,8 @@ from opskit.cli.validate import DAY, HOUR, parse_duration_option
 from opskit.errors import (
     AuthenticationError,
     IncompleteError,
+    InvalidInputError,
     KafkaUnavailableError,
-    NotFoundError,
     UsageError,
 )
 from opskit.exporter.collector import KafkaSource
@@ -93,8 +92,16 @@ def exporter(
     )
     password = _read_secret(web_password_file, "--web-password-file")
     for flag, path in (("--web-tls-cert", web_tls_cert), ("--web-tls-key", web_tls_key)):
-        if path is not None and not Path(path).is_file():
-            raise NotFoundError(f"{flag}: no such file {path!r}")
+        if path is not None:  # missing: 4; a device, a directory, binary: 2
+            read_text(path, flag)
+    if web_tls_cert and web_tls_key:  # a usable pair, before anything starts
+        import ssl
+
+        try:
+            ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_cert_chain(web_tls_cert, web_tls_key)
+        except (ssl.SSLError, OSError) as e:
+            raise InvalidInputError(f"--web-tls-cert/--web-tls-key: not a PEM certificate and "
+                                    f"its key ({getattr(e, 'reason', None) or e})") from None
     web = WebConfig(listen, port, web_tls_cert, web_tls_key, web_user, password)
     if bootstrap_server and bootstrap and bootstrap_server != bootstrap:
         raise UsageError("give --bootstrap-server once")

@@ -40,6 +40,7 @@ from opskit.core.reassign_model import (
     Policy,
     Topology,
     assignments_from_json,
+    refuse_log_dirs,
 )
 from opskit.core.reassign_plan import plan_reassignment
 from opskit.errors import UsageError
@@ -148,6 +149,7 @@ def _goal(add: str | None, remove: str | None, rf: int | None, topics: list[str]
                     include_internal=include_internal)
     if from_json is not None:
         target = assignments_from_json(read_text(from_json, "plan file"))
+        refuse_log_dirs(target, f"--from-json {from_json}")
         if not target:
             raise UsageError(f"--from-json: {from_json} lists no partitions")
         return Goal(GoalKind.FROM_JSON, target=target, source=from_json)

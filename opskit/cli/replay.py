@@ -81,7 +81,11 @@ from opskit.core.replay_plan import (
     job_spec,
     verify_result,
 )
-from opskit.core.replay_security import spark_kafka_login, spark_kafka_options
+from opskit.core.replay_security import (
+    check_kafka_options,
+    spark_kafka_login,
+    spark_kafka_options,
+)
 from opskit.errors import (
     InconsistentStateError,
     InvalidInputError,
@@ -362,6 +366,7 @@ def replay(
     opts = SubmitOptions(master=master, deploy_mode=deploy_mode, driver_memory=driver_memory,
                          conf=parse_conf(conf or []))
     check_submittable(opts)
+    check_kafka_options(list(kafka_option or []))
     k8s = _k8s(master, k8s_namespace, k8s_image, k8s_service_account, k8s_kafka_secret,
                kafka_username, k8s_job_uri)
     if manifest is None and not group:

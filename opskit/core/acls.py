@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
+from opskit.core.connection import MECHANISMS
 from opskit.errors import InvalidInputError
 
 CLUSTER_NAME = "kafka-cluster"
@@ -33,7 +34,17 @@ OPERATIONS: Mapping[str, tuple[str, ...]] = {
                 "ALTER_CONFIGS", "IDEMPOTENT_WRITE"),
     "TRANSACTIONAL_ID": ("DESCRIBE", "WRITE"),
 }
-_PRINCIPAL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]*$")
+_PRINCIPAL_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@-]*")
+#: the longest user name of a principal (``User:`` not counted); a 10,000-character one
+#: is a pasted file, not a service
+MAX_PRINCIPAL = 255
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def _short(value: Any) -> str:
+    """A value for a one-line message: repr, at most 60 characters."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 @dataclass(frozen=True, order=True)
@@ -57,19 +68,33 @@ class AclEntry:
     def from_dict(cls, d: Mapping[str, Any]) -> AclEntry:
         """From :meth:`to_dict`, or from an older DR snapshot (``name``, ``permission_type``,
         resource type ``BROKER`` for the cluster)."""
-        try:
-            rtype = str(d["resource_type"]).upper()
-            return cls(
-                principal=str(d["principal"]),
-                resource_type="CLUSTER" if rtype == "BROKER" else rtype,
-                resource_name=str(d.get("resource_name", d.get("name"))),
-                operation=str(d["operation"]).upper(),
-                permission=str(d.get("permission", d.get("permission_type", "ALLOW"))).upper(),
-                pattern_type=str(d.get("pattern_type", "LITERAL")).upper(),
-                host=str(d.get("host", "*")),
-            )
-        except KeyError as e:
-            raise InvalidInputError(f"ACL entry {dict(d)!r} has no {e.args[0]!r}") from None
+        if not isinstance(d, Mapping):
+            raise InvalidInputError(f"ACL entry {_short(d)} is not a mapping")
+
+        def text(key: str, *older: str, default: str | None = None) -> str:
+            for k in (key, *older):
+                if k in d:
+                    value = d[k]
+                    break
+            else:
+                if default is None:
+                    raise InvalidInputError(f"ACL entry {_short(dict(d))} has no {key!r}")
+                value = default
+            if not isinstance(value, str):
+                raise InvalidInputError(f"ACL entry {_short(dict(d))}: {key!r} must be text, "
+                                        f"not {type(value).__name__}")
+            return value
+
+        rtype = text("resource_type").upper()
+        return cls(
+            principal=text("principal"),
+            resource_type="CLUSTER" if rtype == "BROKER" else rtype,
+            resource_name=text("resource_name", "name"),
+            operation=text("operation").upper(),
+            permission=text("permission", "permission_type", default="ALLOW").upper(),
+            pattern_type=text("pattern_type", default="LITERAL").upper(),
+            host=text("host", default="*"),
+        )
 
     def problems(self) -> list[str]:
         """Why Kafka could not hold this entry (empty when it can)."""
@@ -83,7 +108,14 @@ class AclEntry:
         if self.permission not in PERMISSIONS:
             out.append(f"permission {self.permission!r} is not ALLOW or DENY")
         if not self.principal.startswith("User:"):
-            out.append(f"principal {self.principal!r} is not User:NAME")
+            out.append(f"principal {_short(self.principal)} is not User:NAME")
+        elif len(self.principal) > MAX_PRINCIPAL + len("User:"):
+            out.append(f"principal {_short(self.principal)} is longer than {MAX_PRINCIPAL} "
+                       "characters")
+        for what, value in (("principal", self.principal), ("resource name", self.resource_name),
+                            ("host", self.host)):
+            if not value or _CONTROL.search(value):
+                out.append(f"{what} {_short(value)} is empty or holds control characters")
         return out
 
     def describe(self) -> str:
@@ -200,7 +232,11 @@ def parse_security(data: Any, topics: Iterable[str], groups: Iterable[str],
     if unknown:
         raise InvalidInputError(f"{where}: unknown field {min(unknown)!r}")
     topics, groups = tuple(topics), tuple(groups)
-    mechanism = str(data.get("mechanism", "PLAIN")).upper()
+    mechanism = data.get("mechanism", "PLAIN")
+    if not isinstance(mechanism, str) or mechanism.upper() not in MECHANISMS:
+        raise InvalidInputError(f"{where}: mechanism {_short(mechanism)} is not one of "
+                                f"{', '.join(MECHANISMS)}")
+    mechanism = mechanism.upper()
     dlq = data.get("dead_letter")
     if dlq is not None and (not isinstance(dlq, str) or dlq not in topics):
         raise InvalidInputError(f"{where}: dead_letter {dlq!r} is not a registered topic")
@@ -213,9 +249,11 @@ def parse_security(data: Any, topics: Iterable[str], groups: Iterable[str],
         if not isinstance(p, dict) or not isinstance(p.get("name"), str):
             raise InvalidInputError(f"{where}: principals[{i}] must be a mapping with a 'name'")
         name = p["name"].removeprefix("User:")
-        pw = f"{where}: principal {name!r}"
-        if name == "*" or not _PRINCIPAL_RE.match(name):
+        pw = f"{where}: principal {_short(name)}"
+        if name == "*" or not _PRINCIPAL_RE.fullmatch(name):
             raise InvalidInputError(f"{pw}: not a usable user name (User:* would be every user)")
+        if len(name) > MAX_PRINCIPAL:
+            raise InvalidInputError(f"{pw}: longer than {MAX_PRINCIPAL} characters")
         if name in seen:
             raise InvalidInputError(f"{pw} is listed twice")
         seen.add(name)

@@ -84,28 +84,52 @@ class Snapshot:
             if data.get("version") != SNAPSHOT_VERSION:
                 raise InvalidInputError(f"unsupported snapshot version {data.get('version')!r}")
             topics = tuple(
-                TopicSnapshot(str(t["name"]), int(t["partitions"]), int(t["replication_factor"]),
+                TopicSnapshot(_text(t["name"], "topic name"),
+                              _count(t["partitions"], f"topic {t['name']!r}: partitions", 1),
+                              _count(t["replication_factor"],
+                                     f"topic {t['name']!r}: replication_factor", 1, 32767),
                               {str(k): str(v) for k, v in dict(t["configs"]).items()})
                 for t in data["topics"]
             )
             groups = {
-                str(g): tuple(
-                    GroupPosition(TopicPartition(str(p["topic"]), int(p["partition"])),
-                                  int(p["offset"]),
+                _text(g, "group id"): tuple(
+                    GroupPosition(TopicPartition(_text(p["topic"], "topic name"),
+                                                 _count(p["partition"], "partition", 0)),
+                                  _count(p["offset"], f"group {g!r}: offset", 0, _MAX_I64),
                                   None if p["record_timestamp_ms"] is None
-                                  else int(p["record_timestamp_ms"]))
+                                  else _count(p["record_timestamp_ms"], "record_timestamp_ms",
+                                              -1, _MAX_I64))
                     for p in ps
                 )
                 for g, ps in dict(data["groups"]).items()
             }
             acls = data.get("acls")
-            return cls(int(data["taken_at_ms"]), data.get("cluster_id"), topics, groups,
+            return cls(_count(data["taken_at_ms"], "taken_at_ms", 0, _MAX_I64),
+                       data.get("cluster_id"), topics, groups,
                        None if acls is None else tuple(dict(a) for a in acls),
                        data.get("acls_note"))
         except InvalidInputError:
             raise
         except (KeyError, TypeError, ValueError) as e:
             raise InvalidInputError(f"malformed DR snapshot ({e!r})") from None
+
+
+_MAX_I64 = 2**63 - 1
+
+
+def _count(value: Any, what: str, minimum: int, maximum: int = 2**31 - 1) -> int:
+    """An integer of the snapshot within Kafka's range (a negative partition count, a
+    fraction or text is a broken file, not something to act on)."""
+    if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= maximum:
+        raise InvalidInputError(f"{what} must be an integer from {minimum} to {maximum}, "
+                                f"not {value!r}")
+    return value
+
+
+def _text(value: Any, what: str) -> str:
+    if not isinstance(value, str) or not value:
+        raise InvalidInputError(f"{what} {value!r} is not a name")
+    return value
 
 
 @dataclass(frozen=True)

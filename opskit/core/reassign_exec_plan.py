@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from opskit.core.models import TopicPartition
-from opskit.core.reassign_model import ANY_LOG_DIR, Plan, load_json, parse_assignments
+from opskit.core.reassign_model import Plan, load_json, parse_assignments, refuse_log_dirs
 from opskit.errors import InvalidInputError, UsageError
 
 __all__ = ["ExecPlan", "PlannedMove", "parse_plan", "parse_rate", "plan_id"]
@@ -60,10 +60,7 @@ def parse_plan(text: str, source: str = "plan") -> ExecPlan:
             base = {b.tp: b.replicas for b in plan.base}
     except InvalidInputError as e:
         raise InvalidInputError(f"{source}: {e}") from None
-    for a in assignments:
-        if any(d != ANY_LOG_DIR for d in (a.log_dirs or ())):
-            raise UsageError(f"{source}: {a.topic}:{a.partition}: log directories other than "
-                             "\"any\" are not supported by opskit reassign execute")
+    refuse_log_dirs(assignments, source)
     if not assignments:
         raise InvalidInputError(f"{source}: the plan has no partitions")
     return ExecPlan(tuple(PlannedMove(a.tp, a.replicas) for a in assignments), base)

@@ -33,7 +33,7 @@ from typing import Any
 
 from opskit.core.models import TopicPartition
 from opskit.core.strict_read import PLAN_FILE, describe_value
-from opskit.errors import InvalidInputError
+from opskit.errors import InvalidInputError, UsageError
 
 PLAN_FORMAT = "opskit/reassign-plan"
 FORMAT_VERSION = 1
@@ -403,6 +403,14 @@ def parse_assignments(data: Any) -> tuple[Assignment, ...]:
 
 def assignments_from_json(text: str) -> tuple[Assignment, ...]:
     return parse_assignments(load_json(text))
+
+
+def refuse_log_dirs(assignments: Sequence[Assignment], source: str) -> None:
+    """Moves to named log directories are not supported (plan and execute alike)."""
+    for a in assignments:
+        if any(d != ANY_LOG_DIR for d in (a.log_dirs or ())):
+            raise UsageError(f"{source}: {a.topic}:{a.partition}: log directories other than "
+                             "\"any\" are not supported by opskit reassign")
 
 
 # --------------------------------------------------------------------------- validation

@@ -323,6 +323,10 @@ class ReplayManifest:
             data = json.loads(text)
         except json.JSONDecodeError as e:
             raise InvalidInputError(f"manifest is not valid JSON ({e})") from None
+        except RecursionError:
+            raise InvalidInputError("manifest nests too deeply to be read") from None
+        except ValueError as e:  # an integer of more than 4300 digits
+            raise InvalidInputError(f"manifest is not usable JSON ({e})") from None
         return cls.from_dict(data)
 
 

@@ -8,8 +8,22 @@ who logs in, and the caller hands the password over a pipe (``--kafka-password-f
 
 from __future__ import annotations
 
+import re
+
 from opskit.core.connection import ConnectionConfig
 from opskit.errors import UsageError
+
+#: a Java Kafka client property name (``ssl.keystore.location``, ``sasl.jaas.config``)
+_KEY = re.compile(r"[a-z][a-z0-9]*([._-][a-z0-9]+)*")
+
+
+def check_kafka_options(given: list[str]) -> None:
+    """Each ``--kafka-option`` is ``KEY=VALUE`` with a Kafka client property name as KEY."""
+    for item in given:
+        key, eq, _value = item.partition("=")
+        if not eq or _KEY.fullmatch(key) is None:
+            raise UsageError(f"--kafka-option {item[:80]!r} is not KEY=VALUE (e.g. "
+                             "ssl.keystore.location=FILE)")
 
 
 def spark_kafka_options(conn: ConnectionConfig, given: list[str]) -> list[str]:

@@ -41,13 +41,16 @@ def build(source: Path, runbook_base: str) -> dict[str, Any]:
     module = importlib.util.module_from_spec(spec)
     try:
         spec.loader.exec_module(module)
-    except Exception as e:
+        fn = getattr(module, "build", None)
+        if not callable(fn):
+            raise InvalidInputError(f"{source.name} defines no build(runbook_base) function")
+        data: dict[str, Any] = json.loads(json.dumps(fn(runbook_base).to_json_data(),
+                                                     cls=DashboardEncoder))
+    except InvalidInputError:
+        raise
+    # a source file is code: its sys.exit() or any error is its problem, never opskit's exit
+    except (Exception, SystemExit) as e:
         raise InvalidInputError(f"{source.name}: {type(e).__name__}: {e}") from e
-    fn = getattr(module, "build", None)
-    if not callable(fn):
-        raise InvalidInputError(f"{source.name} defines no build(runbook_base) function")
-    data: dict[str, Any] = json.loads(json.dumps(fn(runbook_base).to_json_data(),
-                                                 cls=DashboardEncoder))
     return data
 
 

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from opskit.core.connection import ConnectionConfig
-from opskit.errors import NotFoundError, SandboxError, UsageError
+from opskit.errors import InvalidInputError, NotFoundError, SandboxError, UsageError
 from opskit.paths import state_dir
 from opskit.sandbox.dist import KafkaDist, ensure_kafka_dist, resolve_version
 from opskit.sandbox.security import CLIENT_LISTENER, MECHANISMS, SandboxSecurity, validate_mode
@@ -582,6 +582,10 @@ def _reap(pid: int) -> None:
 
 def list_sandboxes() -> list[str]:
     root = sandboxes_root()
+    for d in (root.parent, root):  # "no sandboxes" only when that was looked at
+        if d.exists() and not d.is_dir():
+            raise InvalidInputError(f"cannot list sandboxes: {d} is not a directory "
+                                    "(the state directory: $OPSKIT_STATE)")
     if not root.exists():
         return []
     return sorted(p.name for p in root.iterdir() if (p / "state.json").exists())

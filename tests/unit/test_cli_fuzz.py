@@ -520,6 +520,48 @@ def _kubeconfig(tmp: Path, server: TlsServer, name: str) -> Path:
     return path
 
 
+def _shape_files(tmp: Path) -> dict[str, str]:
+    """Files of the right kind with the wrong content, for :func:`_named_cases`."""
+    d = tmp / "shapes"
+    d.mkdir()
+    out: dict[str, str] = {}
+
+    def put(name: str, text: str) -> None:
+        (d / name).write_text(text)
+        out[name] = str(d / name)
+
+    put("acl-backup-int", json.dumps({"format": "opskit/acls-backup", "acls": [5]}))
+    put("acl-backup-types", json.dumps({"format": "opskit/acls-backup", "acls": [
+        {"principal": "User:a", "resource_type": "TOPIC", "resource_name": "t",
+         "operation": "READ", "host": 7}]}))
+    registry = yaml.safe_load((ROOT / "opskit" / "registry" / "hip30.yaml").read_text())
+    long_name = json.loads(json.dumps(registry))
+    long_name["security"]["principals"][0]["name"] = "x" * 10_000
+    put("registry-long-principal", yaml.safe_dump(long_name))
+    bogus = json.loads(json.dumps(registry))
+    bogus["security"]["mechanism"] = "BOGUS"
+    put("registry-bogus-mechanism", yaml.safe_dump(bogus))
+    put("deep-json-100k", "[" * 100_000 + "]" * 100_000)
+    put("config-security-list", "current-context: a\ncontexts:\n  a: {bootstrap: 'h:1', "
+        "security: [1, 2]}\n")
+    put("state-file", "a file where the state directory should be\n")
+    put("dr-negative", json.dumps({
+        "format": "opskit/dr-snapshot", "version": 1, "taken_at_ms": 1, "cluster_id": None,
+        "topics": [{"name": "t", "partitions": -3, "replication_factor": 1, "configs": {}}],
+        "groups": {}, "acls": None, "acls_note": None}))
+    put("empty", "")
+    put("null", "null\n")
+    put("empty-json", "{}\n")
+    put("plan-log-dirs", json.dumps({"version": 1, "partitions": [
+        {"topic": "t", "partition": 0, "replicas": [1], "log_dirs": ["/tmp"]}]}))
+    (d / "out").mkdir()
+    out["out-dir"] = str(d / "out")
+    (d / "dashboards").mkdir()
+    (d / "dashboards" / "exits.dashboard.py").write_text("import sys\nsys.exit(5)\n")
+    out["dashboards"] = str(d / "dashboards")
+    return out
+
+
 def _named_cases(tmp: Path, servers: dict[str, TlsServer]) -> list[Named]:
     b = ["-b", UNREACHABLE, "--timeout", "0.5"]
     long_topic = "t" * 249
@@ -530,7 +572,46 @@ def _named_cases(tmp: Path, servers: dict[str, TlsServer]) -> list[Named]:
     k8s = ["playbook", "scale-out", "--platform", "kubernetes", "--namespace", "kafka",
            "--statefulset", "kafka", "--context", "c"]
     with_config = (("OPSKIT_CONFIG", str(config)),)
+    files = _shape_files(tmp)
     return [
+        # files of the wrong shape: one line, exit 2, never 70 or exit 0
+        Named("acl-backup-entry-not-mapping", ["acls", "restore", files["acl-backup-int"], *b],
+              exits.USAGE, "not a mapping"),
+        Named("acl-backup-host-not-text", ["acls", "restore", files["acl-backup-types"], *b],
+              exits.USAGE, "must be text"),
+        Named("acl-registry-long-principal", ["acls", "lint", files["registry-long-principal"],
+              "--no-cluster"], exits.USAGE, "longer than 255"),
+        Named("acl-registry-bogus-mechanism", ["acls", "lint", files["registry-bogus-mechanism"],
+              "--no-cluster"], exits.USAGE, "mechanism"),
+        Named("replay-manifest-deep", ["replay", "--manifest", files["deep-json-100k"], *b],
+              exits.USAGE, "nests too deeply"),
+        Named("context-security-list", ["context", "list"], exits.USAGE, "'security'",
+              (("OPSKIT_CONFIG", files["config-security-list"]),)),
+        Named("sandbox-state-is-a-file", ["sandbox", "list"], exits.USAGE, "not a directory",
+              (("OPSKIT_STATE", files["state-file"]),)),
+        Named("dr-snapshot-negative-partitions", ["dr", "restore", files["dr-negative"], *b],
+              exits.USAGE, "partitions"),
+        Named("alerts-config-empty", ["alerts", "generate", "--config", files["empty"],
+              "--out-dir", files["out-dir"]], exits.USAGE, "empty"),
+        Named("alerts-config-null", ["alerts", "generate", "--config", files["null"],
+              "--out-dir", files["out-dir"]], exits.USAGE, "empty"),
+        Named("alerts-config-device", ["alerts", "generate", "--config", "/dev/null",
+              "--out-dir", files["out-dir"]], exits.USAGE, "device"),
+        Named("replay-kafka-option-noequals", ["replay", "-g", "g", "-t", "t",
+              "--kafka-option", "noequals", *b], exits.USAGE, "KEY=VALUE"),
+        Named("reassign-plan-log-dirs", ["reassign", "plan", "--from-json",
+              files["plan-log-dirs"], *b], exits.USAGE, "log directories"),
+        Named("dlq-duration-zero", ["dlq", "watch", "--duration", "0", "--routing-key-file",
+              str(key), *b], exits.USAGE, "--duration"),
+        Named("dlq-duration-empty", ["dlq", "watch", "--duration", "", "--routing-key-file",
+              str(key), *b], exits.USAGE, "--duration"),
+        Named("exporter-tls-cert-device", ["exporter", "--web-tls-cert", "/dev/null",
+              "--web-tls-key", "/dev/null", *SAFE_ARGS["exporter"], *b], exits.USAGE, "device"),
+        Named("exporter-tls-cert-junk", ["exporter", "--web-tls-cert", files["empty-json"],
+              "--web-tls-key", files["empty-json"], *SAFE_ARGS["exporter"], *b], exits.USAGE,
+              "PEM"),
+        Named("dashboard-calls-sys-exit", ["dashboards", "generate", "--dir",
+              files["dashboards"], "--check"], exits.USAGE, "SystemExit"),
         # an API server whose handshake and answer come a byte at a time: ended by the
         # call's deadline (10 s), not hanging; one that answers '{}': exit 3, not 70
         Named("k8s-slow-tls", [*k8s, "--kubeconfig", str(_kubeconfig(tmp, servers["drip"],
@@ -593,6 +674,9 @@ def test_named_bad_inputs(tmp_path: Path) -> None:
             TlsServer(tmp_path / "empty", "empty") as empty:
         bad = _run_named(_named_cases(tmp_path, {"drip": drip, "empty": empty}), tmp_path)
     assert not bad, "\n".join(bad)
+    # refused before anything was written
+    assert list((tmp_path / "shapes" / "out").iterdir()) == []
+    assert Path(tmp_path / "shapes" / "state-file").is_file()
 
 
 def _with_stdout(args: list[str], tmp: Path, stdout: int | None) -> subprocess.CompletedProcess[str]:

@@ -98,7 +98,7 @@ def test_k8s_playbook_inputs_fail_before_any_request(apiserver_double: CountingS
     cases: list[tuple[list[str], int, str]] = [
         (["--registry", str(tmp_path / "hip30.yml")], 4, "does not exist"),   # the typo
         (["--registry", str(registry)], 2, "topics"),
-        (["--registry", "/dev/zero"], 2, "larger than"),
+        (["--registry", "/dev/zero"], 2, "a device, not a file"),
         (["--routing-key-file", str(key), "--pagerduty-ca-file", str(not_pem)], 2, "PEM"),
         (["--routing-key-file", str(key), "--pagerduty-ca-file", str(tmp_path / "no.pem")],
          4, "does not exist"),

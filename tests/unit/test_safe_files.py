@@ -9,6 +9,9 @@ import socket
 import stat
 import subprocess
 import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -116,13 +119,40 @@ def test_write_failed_has_its_own_documented_exit_code() -> None:
     assert exits.WRITE_FAILED in exits.DOCUMENTED and exits.INTERNAL not in exits.DOCUMENTED
 
 
+@contextmanager
+def _endless_fifo(path: Path) -> Iterator[Path]:
+    """A FIFO that never ends while the block runs (a writer keeps it full)."""
+    os.mkfifo(path)
+    fd = os.open(path, os.O_RDWR | os.O_NONBLOCK)  # holds a reader too: writes never fail
+    stop = threading.Event()
+
+    def feed() -> None:
+        while not stop.is_set():
+            try:
+                os.write(fd, b"0" * 65536)
+            except BlockingIOError:
+                stop.wait(0.001)
+
+    writer = threading.Thread(target=feed, daemon=True)
+    writer.start()
+    try:
+        yield path
+    finally:
+        stop.set()
+        writer.join(10)
+        os.close(fd)
+
+
 def test_read_errors_are_one_line(tmp_path: Path) -> None:
     with pytest.raises(NotFoundError):
         read_text(tmp_path / "missing", "plan")
     with pytest.raises(InvalidInputError, match="is a directory"):
         read_text(tmp_path, "plan")
-    with pytest.raises(InvalidInputError, match="larger than 1 MiB"):
-        read_bytes("/dev/zero", "state file", max_bytes=1024 * 1024)
+    with pytest.raises(InvalidInputError, match="a device, not a file"):
+        read_bytes("/dev/zero", "state file")  # /dev/null would read as an empty file
+    with _endless_fifo(tmp_path / "endless") as endless, \
+            pytest.raises(InvalidInputError, match="larger than 1 MiB"):
+        read_bytes(endless, "state file", max_bytes=1024 * 1024)
     utf16 = tmp_path / "u16"
     utf16.write_text("password", encoding="utf-16")
     binary = tmp_path / "bin"
