@@ -30,11 +30,15 @@ _INTERNAL = ("__consumer_offsets", "__transaction_state")
 def describe_unavailable(admin: KafkaAdmin) -> str | None:
     """Why group state and members cannot be read from this broker (None: they can)."""
     missing = caps_mod.missing_for(admin.capabilities, "describe_groups")
-    if not missing:
-        return None
     where = admin.capabilities.broker or admin.conn.bootstrap
-    return (f"group state and members unknown: the broker at {where} does not support "
-            f"{' and '.join(missing)}")
+    if missing:
+        return (f"group state and members unknown: the broker at {where} does not support "
+                f"{' and '.join(missing)}")
+    dead = admin.not_served("describe_groups")  # e.g. Heraclitus: advertised, connection closed
+    if dead:
+        return (f"group state and members unknown: the broker at {where} advertises but does "
+                f"not serve {' and '.join(dead)}")
+    return None
 
 
 def named_partitions(md: ClusterMeta, topics: Iterable[str] | None) -> list[TopicPartition]:

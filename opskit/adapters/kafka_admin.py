@@ -32,6 +32,7 @@ from typing import Any, Self, TypeVar
 
 from opskit.adapters import capabilities as caps_mod
 from opskit.adapters import confluent as ck
+from opskit.adapters.broker_quirks import BrokerQuirks
 from opskit.adapters.capabilities import Capabilities
 from opskit.core.connection import ConnectionConfig
 from opskit.core.models import (
@@ -80,6 +81,10 @@ _UNSUPPORTED = {"UNSUPPORTED_VERSION", "_UNSUPPORTED_FEATURE", "INVALID_REQUEST"
 _AUTH = {"SASL_AUTHENTICATION_FAILED", "_AUTHENTICATION", "_SSL"}
 #: the principal lacks an ACL (NotAuthorisedError: optional reads degrade on it)
 _AUTHZ = {"TOPIC_AUTHORIZATION_FAILED", "GROUP_AUTHORIZATION_FAILED", "CLUSTER_AUTHORIZATION_FAILED"}
+#: APIs remembered as not served once a broker closed or ignored them while still answering
+#: ApiVersions (see :mod:`opskit.adapters.broker_quirks`): those with another path or that
+#: are optional. The reads every command needs are never written off for a run.
+_REMEMBERED_APIS = frozenset({"DescribeGroups", "ListGroups", "DescribeConfigs"})
 
 
 @dataclass(frozen=True)
@@ -117,6 +122,15 @@ class OffsetsResult:
     errors: dict[TopicPartition, str] = field(default_factory=dict)
 
 
+def _merge_committed(into: dict[TopicPartition, int], gid: str, res: Any) -> None:
+    for tp in res.topic_partitions or []:
+        if tp.error is not None:
+            log.warning("group %s %s:%s offset error %s", gid, tp.topic, tp.partition, tp.error)
+            continue
+        if tp.offset >= 0:
+            into[TopicPartition(tp.topic, tp.partition)] = tp.offset
+
+
 def error_name(exc: BaseException) -> str:
     if isinstance(exc, ck.KafkaException) and exc.args and isinstance(exc.args[0], ck.KafkaError):
         return str(exc.args[0].name())
@@ -140,9 +154,13 @@ def error_text(exc: BaseException) -> str:
 class KafkaAdmin:
     """A connected admin client. Create one per command; call ``close()`` when done."""
 
-    def __init__(self, conn: ConnectionConfig, timeout: float = 10.0) -> None:
+    def __init__(self, conn: ConnectionConfig, timeout: float = 10.0,
+                 quirks: BrokerQuirks | None = None) -> None:
         self.conn = conn
         self.timeout = timeout
+        #: what the brokers were seen to do wrong in this run (the exporter passes one
+        #: record for its lifetime: see :mod:`opskit.adapters.broker_quirks`)
+        self.quirks = quirks if quirks is not None else BrokerQuirks()
         self._last_error: str | None = None
         self._lock = threading.Lock()
         self._conf = conn.to_librdkafka()
@@ -209,8 +227,29 @@ class KafkaAdmin:
         return self._caps
 
     def require(self, operation: str, what: str | None = None) -> None:
-        """Raise UnsupportedError when the broker lacks an API ``operation`` needs."""
+        """Raise UnsupportedError when the broker lacks an API ``operation`` needs, or
+        was seen earlier in this run not to serve one it advertises."""
         caps_mod.require(self.capabilities, operation, what)
+        dead = self.not_served(operation)
+        if dead:
+            raise UnsupportedError(
+                f"the broker at {self.capabilities.broker or self.conn.bootstrap} advertises "
+                f"but does not serve {'; '.join(dead)}, needed for "
+                f"{what or operation.replace('_', ' ')}")
+
+    def unavailable(self, operation: str) -> list[str]:
+        """Why ``operation`` cannot be done on this broker: APIs not advertised, or
+        advertised and seen not served (empty: it can be tried)."""
+        return caps_mod.missing_for(self.capabilities, operation) + self.not_served(operation)
+
+    def not_served(self, operation: str) -> list[str]:
+        """The APIs of ``operation`` this broker advertises and was seen not to serve."""
+        out: list[str] = []
+        for api, _v in caps_mod.OPERATION_APIS[operation]:
+            q = self.quirks.dead_api(api)
+            if q is not None:
+                out.append(f"{api} ({q.detail})")
+        return out
 
     def _on_error(self, err: ck.KafkaError) -> None:
         with self._lock:
@@ -250,6 +289,8 @@ class KafkaAdmin:
             if ((isinstance(exc, TimeoutError) or name in _NO_ANSWER)
                     and self._broker_still_answers()):
                 # something answered: the broker is up, this request is what fails on it
+                if operation is not None:
+                    self._remember_not_served(operation, name in _CLOSED)
                 if name in _CLOSED:
                     # librdkafka keeps the broken connection's broker "down" for a while
                     # (later requests fail with "no leaders found"): start afresh
@@ -294,6 +335,15 @@ class KafkaAdmin:
         apis = self._apis(operation)
         return f"to {apis} " if apis else ""
 
+    def _remember_not_served(self, operation: str, closed: bool) -> None:
+        """Record in :attr:`quirks` that the broker, still answering ApiVersions, closed
+        or ignored the request of ``operation`` (only APIs with another path)."""
+        api = caps_mod.OPERATION_APIS[operation][-1][0]
+        if api in _REMEMBERED_APIS:
+            self.quirks.note_dead_api(api, self._where(), (
+                "it closed the connection" if closed else
+                f"no answer within {self.timeout:g}s") + " while still answering ApiVersions")
+
     def _broker_still_answers(self) -> bool:
         """After a failed request: does the broker answer a fresh ApiVersions (so it is
         up)? Asked once per batch of failures (the answer is kept for 5 s: a ListOffsets
@@ -305,10 +355,14 @@ class KafkaAdmin:
         self._answers_memo = (time.monotonic(), answers)
         return answers
 
-    def _result(self, fut: Future[T], what: str, operation: str | None = None) -> T:
+    def _result(self, fut: Future[T], what: str, operation: str | None = None,
+                deadline: float | None = None) -> T:
+        """The future's result within ``timeout`` + 2 s (or by ``deadline``, monotonic),
+        errors translated."""
         self.round_trips += 1
+        wait = self.timeout + 2 if deadline is None else max(deadline - time.monotonic(), 0.05)
         try:
-            return fut.result(timeout=self.timeout + 2)
+            return fut.result(timeout=wait)
         except BaseException as e:
             raise self.translate(e, what, operation) from e
 
@@ -400,37 +454,68 @@ class KafkaAdmin:
                           ) -> dict[str, dict[TopicPartition, int]]:
         """Committed offsets per group: on all partitions the group committed on, or
         only on ``partitions`` (an explicit list, which some Kafka-compatible brokers
-        answer where they return nothing for "all partitions of the group")."""
+        answer where they return nothing for "all partitions of the group").
+
+        A named list that spans several topics goes in one request per group, unless
+        the broker answered such a request with something librdkafka cannot parse (the
+        Hanzo gateway): then, and for the rest of the run, one request per topic."""
         ids = sorted(set(group_ids))
         if ids:
             self.require("committed_offsets", "reading committed offsets")
-        explicit = (None if partitions is None else
-                    [ck.TopicPartition(tp.topic, tp.partition) for tp in sorted(set(partitions))])
-        futs: dict[str, Future[Any]] = {}
-        for gid in ids:  # one group per request; all in flight at once
-            if explicit is not None and not explicit:
-                continue
-            futs.update(self._admin.list_consumer_group_offsets(
-                [ck.ConsumerGroupTopicPartitions(gid, explicit)], **self._kw()))
+        explicit = None if partitions is None else sorted(set(partitions))
+        if explicit is not None and not explicit:
+            return {}
+        chunks = self._offset_fetch_chunks(explicit)
+        # one group per request (confluent-kafka's limit); all in flight at once
+        futs = [(gid, chunk, self._submit_offset_fetch(gid, chunk)) for gid in ids for chunk in chunks]
         out: dict[str, dict[TopicPartition, int]] = {}
-        for gid, fut in futs.items():
+        denied: set[str] = set()
+        again: list[str] = []
+        for gid, chunk, fut in futs:
+            what = f"reading committed offsets of group {gid}"
+            self.round_trips += 1
             try:
-                res = self._result(fut, f"reading committed offsets of group {gid}",
-                                   "committed_offsets")
-            except NotAuthorisedError:
-                if not self.skip_unauthorised_groups:
-                    raise
-                self.unauthorised_groups.add(gid)
-                continue
-            offs: dict[TopicPartition, int] = {}
-            for tp in res.topic_partitions or []:
-                if tp.error is not None:
-                    log.warning("group %s %s:%s offset error %s", gid, tp.topic, tp.partition, tp.error)
+                res = fut.result(timeout=self.timeout + 2)
+            except BaseException as e:
+                if chunk is not None and len({tp.topic for tp in chunk}) > 1 and (
+                        error_name(e) in _UNPARSEABLE or _parse_failure(e)):
+                    self.quirks.note_offset_fetch_per_topic(
+                        self.capabilities.broker or self.conn.bootstrap,
+                        f"an OffsetFetch naming {len({tp.topic for tp in chunk})} topics got an "
+                        f"answer librdkafka cannot parse ({error_text(e)})")
+                    again.append(gid)
                     continue
-                if tp.offset >= 0:
-                    offs[TopicPartition(tp.topic, tp.partition)] = tp.offset
-            out[gid] = offs
+                err = self.translate(e, what, "committed_offsets")
+                if not (isinstance(err, NotAuthorisedError) and self.skip_unauthorised_groups):
+                    raise err from e
+                denied.add(gid)
+                continue
+            _merge_committed(out.setdefault(gid, {}), gid, res)
+        if again:  # the same groups, one topic per request this time
+            for gid, offs in self.committed_offsets(again, explicit).items():
+                out.setdefault(gid, {}).update(offs)
+            denied |= self.unauthorised_groups & set(again)
+        for gid in denied:
+            self.unauthorised_groups.add(gid)
+            out.pop(gid, None)
         return out
+
+    def _offset_fetch_chunks(self, explicit: list[TopicPartition] | None
+                             ) -> list[list[TopicPartition] | None]:
+        """The partition lists of a group's OffsetFetch requests: all in one, or one
+        list per topic on a broker that cannot answer several topics at once."""
+        if explicit is None or self.quirks.offset_fetch_per_topic is None:
+            return [explicit]
+        by_topic: dict[str, list[TopicPartition]] = {}
+        for tp in explicit:
+            by_topic.setdefault(tp.topic, []).append(tp)
+        return [by_topic[t] for t in sorted(by_topic)]
+
+    def _submit_offset_fetch(self, gid: str, chunk: list[TopicPartition] | None) -> Future[Any]:
+        tps = None if chunk is None else [ck.TopicPartition(tp.topic, tp.partition) for tp in chunk]
+        futs = self._admin.list_consumer_group_offsets(
+            [ck.ConsumerGroupTopicPartitions(gid, tps)], **self._kw())
+        return next(iter(futs.values()))
 
     # ----- partitions -----
     def _submit_offsets(self, tps: list[TopicPartition], spec: ck.OffsetSpec,
@@ -515,9 +600,13 @@ class KafkaAdmin:
             return {}
         self.require("topic_configs", "reading topic configs")
         futs = self._admin.describe_configs(res, **self._kw())
+        # one deadline for the whole request: librdkafka does not end a DescribeConfigs
+        # that a broker never answers (the Hanzo gateway) at its request timeout
+        deadline = time.monotonic() + self.timeout
         out: dict[str, dict[str, tuple[str | None, bool]]] = {}
         for r, fut in futs.items():
-            entries = self._result(fut, f"describing configs of topic {r.name}", "topic_configs")
+            entries = self._result(fut, f"describing configs of topic {r.name}", "topic_configs",
+                                   deadline)
             out[r.name] = {
                 k: (v.value, bool(v.is_default) or v.source == 5)  # 5 = DEFAULT_CONFIG
                 for k, v in entries.items()
@@ -534,11 +623,13 @@ class KafkaAdmin:
         self.require("topic_configs", "reading broker configs")  # the same DescribeConfigs API
         futs = [(b, self._admin.describe_configs([ck.ConfigResource(ck.ResourceType.BROKER, str(b))],
                                                  **self._kw())) for b in ids]
+        deadline = time.monotonic() + self.timeout  # one wait for all (see topic_configs)
         out: dict[int, dict[str, tuple[str | None, bool]]] = {}
         for b, by_res in futs:
             for fut in by_res.values():
                 try:
-                    entries = self._result(fut, f"describing configs of broker {b}")
+                    entries = self._result(fut, f"describing configs of broker {b}",
+                                           deadline=deadline)
                 except OpskitError as e:
                     log.warning("could not read configs of broker %s: %s", b, e)
                     continue

@@ -133,7 +133,14 @@ def collect_lag(
     try:
         blind = group_blind.describe_unavailable(admin)
         if blind is None:
-            descs, committed = read_groups(admin, ids, client)
+            try:
+                descs, committed = read_groups(admin, ids, client)
+            except UnsupportedError:
+                # advertised, then closed or unanswered (Heraclitus): remembered by the admin
+                blind = group_blind.describe_unavailable(admin)
+                if blind is None:
+                    raise
+        if blind is None:
             ids = [g for g in ids if g in descs]  # a listed group the principal may not describe
             if explicit:
                 group_blind.rescue_empty(admin, descs, committed, ids, md, topic_list)
@@ -317,6 +324,7 @@ def read_topic_configs(admin: KafkaAdmin, topics: Iterable[str], keys: list[str]
     wanted = sorted(set(topics))
     if not wanted:
         return {}
+    admin.require("topic_configs", "reading topic configs")  # (a broker seen not to answer it)
     if usable(admin.conn):
         client = _first_try_client(admin)
         try:
@@ -342,6 +350,9 @@ def _raise_if_api_silent(admin: KafkaAdmin, client: WireClient, api: str, what: 
         caps_mod.api_versions(node.host, node.port, min(admin.timeout, FIRST_TRY_S), admin.conn)
     except (OSError, ValueError, OpskitError):
         return  # the broker itself is gone (or refuses us): librdkafka tries and says why
+    admin.quirks.note_dead_api(api, f"{node.host}:{node.port}",
+                               f"no answer within {client.timeout:g}s while still answering "
+                               "ApiVersions")
     raise UnsupportedError(
         f"the broker at {node.host}:{node.port} answers ApiVersions but not {api}, needed for "
         f"{what} (no usable answer within {client.timeout:g}s); treating it as unsupported "

@@ -28,6 +28,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 )
 
 from opskit.adapters import group_blind
+from opskit.adapters.broker_quirks import BrokerQuirks
 from opskit.adapters.kafka_admin import KafkaAdmin, error_text
 from opskit.adapters.log_end_check import checked_log_offsets
 from opskit.adapters.record_times import ISOLATION_LEVEL
@@ -52,6 +53,7 @@ from opskit.errors import (
     NotAuthorisedError,
     NotFoundError,
     OpskitError,
+    UnsupportedError,
 )
 from opskit.paths import state_dir
 
@@ -86,8 +88,9 @@ _COORDINATOR_LOADING = ("NOT_COORDINATOR", "COORDINATOR_NOT_AVAILABLE",
 class OffsetsAdmin(KafkaAdmin):
     """``KafkaAdmin`` plus committing group offsets and reading record timestamps."""
 
-    def __init__(self, conn: ConnectionConfig, timeout: float = 10.0) -> None:
-        super().__init__(conn, timeout)
+    def __init__(self, conn: ConnectionConfig, timeout: float = 10.0,
+                 quirks: BrokerQuirks | None = None) -> None:
+        super().__init__(conn, timeout, quirks)
         #: topics a record read was refused on (no Read ACL), by :meth:`record_timestamps`
         self.read_denied: set[str] = set()
 
@@ -113,12 +116,18 @@ class OffsetsAdmin(KafkaAdmin):
 
     def group_state(self, group_id: str) -> GroupOffsetsState:
         blind = group_blind.describe_unavailable(self)
+        if blind is None:
+            try:
+                group = self.describe_groups_settled([group_id])[group_id]
+            except UnsupportedError:  # advertised, then closed or unanswered (Heraclitus)
+                blind = group_blind.describe_unavailable(self)
+                if blind is None:
+                    raise
         if blind is not None:  # e.g. the Hanzo gateway: offsets of named partitions only
             named = group_blind.named_partitions(self.metadata(), None)
             committed = group_blind.committed_on(self, [group_id], named)[group_id]
             return GroupOffsetsState(group_blind.undescribed([group_id])[group_id], committed,
                                      f"{blind}: a reset cannot be checked to be safe")
-        group = self.describe_groups_settled([group_id])[group_id]
         committed = self.committed_offsets([group_id])[group_id]
         return GroupOffsetsState(group, committed)
 
