@@ -31,7 +31,7 @@ from opskit.adapters import group_blind
 from opskit.adapters.broker_quirks import BrokerQuirks
 from opskit.adapters.kafka_admin import KafkaAdmin, error_text
 from opskit.adapters.log_end_check import checked_log_offsets
-from opskit.adapters.record_times import ISOLATION_LEVEL
+from opskit.adapters.record_times import ISOLATION_LEVEL, RecordTimeReader
 from opskit.adapters.safe_read import parse_json, read_text
 from opskit.adapters.safe_write import safe_file_name, write_file
 from opskit.core.connection import ConnectionConfig
@@ -45,6 +45,7 @@ from opskit.core.offset_reset.planner import (
     topics_to_describe,
 )
 from opskit.core.offset_reset.request import ResetRequest
+from opskit.core.time_lookup import SeenRecord, contradiction, positions_to_read
 from opskit.errors import (
     InconsistentStateError,
     InvalidInputError,
@@ -169,10 +170,47 @@ class OffsetsAdmin(KafkaAdmin):
         ts = timestamp_lookups_needed(request, now_ms)
         if ts is not None:
             tps = partitions_in_scope(request, state.committed, log_offsets)
-            by_time = self.offsets_for_times(tps, ts) if tps else {}
+            by_time = self.checked_offsets_for_times(tps, ts, log_offsets) if tps else {}
         plan = plan_offset_reset(request, state.group, state.committed, log_offsets, by_time,
                                  now_ms)
         return plan, cluster_id
+
+    def checked_offsets_for_times(self, tps: Iterable[TopicPartition], ts_ms: int,
+                                  log_offsets: Mapping[TopicPartition, PartitionOffsets]
+                                  ) -> dict[TopicPartition, int | None]:
+        """``offsets_for_times``, every answer checked against the records at and before
+        it (:mod:`opskit.core.time_lookup`): a broker whose answer a record disproves
+        (the Hanzo gateway answers 0, Heraclitus the log end, whatever the time) is
+        remembered for the run and refused with InconsistentStateError (exit 3).
+        Records that cannot be read in time settle nothing."""
+        where = self.capabilities.broker or self.conn.bootstrap
+        seen_before = self.quirks.untrusted_time_lookups
+        if seen_before is not None:
+            raise InconsistentStateError(_untrusted_times(where, seen_before.detail))
+        answers = self.offsets_for_times(tps, ts_ms)
+        positions = [(tp, off) for tp, ans in answers.items() if tp in log_offsets
+                     for off in positions_to_read(ans, log_offsets[tp].log_start,
+                                                  log_offsets[tp].log_end)]
+        if not positions:
+            return answers
+        with RecordTimeReader(self.conn, timeout=min(self.timeout, 5.0)) as reader:
+            seen = reader.read(positions)
+
+        def record(tp: TopicPartition, off: int) -> SeenRecord | None:
+            rt = seen.get((tp, off))
+            return None if rt is None else SeenRecord(rt.offset, rt.timestamp_ms)
+
+        for tp, ans in sorted(answers.items()):
+            lo = log_offsets.get(tp)
+            if lo is None:
+                continue
+            at = lo.log_end if ans is None else ans
+            why = contradiction(tp, ts_ms, ans, lo.log_start, lo.log_end, record(tp, at),
+                                record(tp, at - 1))
+            if why is not None:
+                self.quirks.note_untrusted_time_lookups(where, why)
+                raise InconsistentStateError(_untrusted_times(where, why))
+        return answers
 
     # ----- writes -----
     def alter_group_offsets(self, group_id: str, offsets: Mapping[TopicPartition, int]) -> None:
@@ -285,6 +323,11 @@ class OffsetsAdmin(KafkaAdmin):
 
 
 _AUTHZ_NAMES = {"GROUP_AUTHORIZATION_FAILED", "TOPIC_AUTHORIZATION_FAILED"}
+
+
+def _untrusted_times(where: str, why: str) -> str:
+    return (f"the broker at {where} cannot be trusted with offsets by time: {why}; refusing "
+            "to plan from its lookups by time (nothing was changed)")
 
 
 def ensure_group_exists(group_id: str, state: GroupOffsetsState) -> None:

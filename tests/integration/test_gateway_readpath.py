@@ -216,3 +216,41 @@ def test_an_unanswered_describe_configs_is_waited_for_once(gateway: Gateway) -> 
     r = run_cli("health", *gateway.args(timeout=2.0))
     assert r.code == exits.UNKNOWN, r.out + r.err
     assert r.err.count("opskit: error:") == 1 and "DescribeConfigs" in r.err, r.err
+
+
+def _iso(ms: int) -> str:
+    from datetime import UTC, datetime
+
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
+def test_reset_by_time_refuses_the_gateways_answers(gateway: Gateway) -> None:
+    """The gateway answers every lookup by time with offset 0. Between the old and the new
+    records Kafka would answer the first new one; the gateway's 0 is disproved by the
+    record there and the reset by time is refused (exit 3, one line). Before: a plan that
+    replays every old record (only the refusal for the unknown group state stopped it)."""
+    group = "billing-agg"
+    between = _iso(OLD_TS_MS + 1_800_000)
+    for extra in ([], ["--execute", "--yes"]):
+        r = run_cli("offsets", "reset", "--group", group, "--all-topics", "--to-datetime",
+                    between, *extra, *gateway.args())
+        assert r.code == exits.UNKNOWN, r.out + r.err
+        errors = [ln for ln in r.err.splitlines() if ln.startswith("opskit: error:")]
+        assert len(errors) == 1 and "cannot be trusted with offsets by time" in errors[0], r.err
+        assert "record at offset 0 is older" in errors[0], errors
+    r = run_cli("offsets", "export", "--group", group, *gateway.args())
+    got = {(t, int(p)): int(o) for t, p, o in (ln.split(",") for ln in r.out.split())}
+    assert got == {tp: off for tp, (off, _end) in gateway.expected[group].items()}  # unchanged
+
+
+def test_reset_by_time_before_every_record_is_planned(gateway: Gateway) -> None:
+    """Before every record, offset 0 is Kafka's answer too: the record there is newer,
+    nothing disproves it, and the plan goes to the log start (then the usual refusal for
+    a group whose state cannot be read)."""
+    group = "billing-agg"
+    r = run_cli("offsets", "reset", "--group", group, "--all-topics", "--to-datetime",
+                _iso(OLD_TS_MS - 60_000), "-o", "json", *gateway.args())
+    assert r.code == exits.REFUSED, r.out + r.err
+    [plan] = r.json()["groups"]
+    assert {(p["topic"], p["partition"]): p["target_offset"] for p in plan["rows"]} == \
+        dict.fromkeys(gateway.expected[group], 0)
