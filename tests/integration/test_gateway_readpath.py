@@ -185,9 +185,11 @@ def test_exporter_once_gives_the_true_numbers(gateway: Gateway) -> None:
     groups = ["billing-agg", "audit-archive"]
     allow = [a for g in groups for a in ("--group-allow", g)]
     r = run_cli("exporter", "--once", *allow, *gateway.args())
-    assert r.code == exits.OK, r.err[-2000:]
+    # exit 3: the families the gateway cannot give (configs, log dirs, quorum) are named
+    # as not collected; the group series are there
+    assert r.code in (exits.OK, exits.UNKNOWN), r.err[-2000:]
+    assert "offsets" not in r.err and "groups could not" not in r.err, r.err[-2000:]
     m = _metrics(r.out)
-    assert m["opskit_kafka_up"] == 1.0
     for g in groups:
         per_topic: dict[str, int] = {}
         for (t, _p), (off, end) in gateway.expected[g].items():
@@ -213,9 +215,10 @@ def test_an_unanswered_describe_configs_is_waited_for_once(gateway: Gateway) -> 
         with pytest.raises(UnsupportedError, match="advertises but does not serve"):
             admin.broker_configs([1])
         assert "DescribeConfigs" in admin.quirks.to_dict()["apis_not_served"]  # type: ignore[operator]
-    r = run_cli("health", *gateway.args(timeout=2.0))
-    assert r.code == exits.UNKNOWN, r.out + r.err
-    assert r.err.count("opskit: error:") == 1 and "DescribeConfigs" in r.err, r.err
+    r = run_cli("health", "-o", "json", *gateway.args(timeout=2.0))
+    assert r.code == exits.UNKNOWN, r.out + r.err  # (no quorum, no reassignments to read)
+    isr = [f for f in r.json()["findings"] if f["check"] == "under_min_isr"]
+    assert isr and "not readable" in isr[0]["message"] and "DescribeConfigs" in isr[0]["message"]
 
 
 def _iso(ms: int) -> str:
