@@ -33,7 +33,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from opskit.adapters import cluster_wire
-from opskit.adapters.capabilities import missing_for
 from opskit.adapters.cluster_health import describe_quorum, kafka_python_config, list_reassignments
 from opskit.adapters.kafka_admin import ClusterMeta, KafkaAdmin
 from opskit.adapters.lag_sampler import RetentionConfig
@@ -290,10 +289,17 @@ class KafkaSource:
     def _lag(self, admin: KafkaAdmin, md: ClusterMeta, topics: list[str]) -> LagReport:
         opts = self.options
         topic_arg = topics if opts.topics.active else None
-        if missing_for(admin.capabilities, "list_groups"):
+        if admin.unavailable("list_groups"):  # not advertised, or seen not served
             return self._lag_unlisted(admin, md, topic_arg)
         for attempt in range(2):
-            ids = [g for g in self._list_groups(admin, md) if opts.groups.keep(g)]
+            try:
+                listed = self._list_groups(admin, md)
+            except UnsupportedError as e:
+                # advertised but not served (Heraclitus closes it): remembered by the admin,
+                # the groups named in --group-allow are read as on a broker without it
+                admin.quirks.note_dead_api("ListGroups", admin.conn.bootstrap, first_line(e))
+                return self._lag_unlisted(admin, md, topic_arg)
+            ids = [g for g in listed if opts.groups.keep(g)]
             if not ids:
                 return LagReport(admin.conn.bootstrap, md.cluster_id, [])
             try:

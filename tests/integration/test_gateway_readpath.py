@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from compat_fixtures import create_topics, require_binaries
 from helpers import commit, produce, run_cli
 
 from opskit.cli import exits
@@ -63,35 +64,13 @@ class Gateway:
         return ["--bootstrap-server", self.bootstrap, "--timeout", f"{timeout:g}"]
 
 
-def _create_topics(bootstrap: str) -> None:
-    # librdkafka's CreateTopics v4 is never answered by the gateway: kafka-python's v7 is
-    from confluent_kafka.admin import AdminClient
-    from kafka.admin import KafkaAdminClient, NewTopic  # type: ignore[import-untyped]
-
-    ka = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10000)
-    try:
-        ka.create_topics([NewTopic(t, n, 1) for t, n in TOPICS.items()], timeout_ms=10000)
-    finally:
-        ka.close()
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        md = admin.list_topics(timeout=5)
-        if all(t in md.topics and len(md.topics[t].partitions) == n for t, n in TOPICS.items()):
-            return
-        time.sleep(0.2)
-    raise AssertionError("topics not visible on the gateway")
-
-
 @pytest.fixture(scope="module")
 def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
-    missing = [b for b in ("hanzo-stream", "nats-server") if compat.find_binary(b) is None]
-    if missing:
-        pytest.skip(f"{', '.join(missing)} not installed; run scripts/install-compat.sh")
+    require_binaries("hanzo-stream")
     broker = compat.start_hanzo_stream(Path(tmp_path_factory.mktemp("gateway")))
     try:
         gw = Gateway(broker.bootstrap, broker)
-        _create_topics(gw.bootstrap)
+        create_topics(gw.bootstrap, TOPICS)
         for t, n in TOPICS.items():
             produce(gw.bootstrap, t, {p: records(t, p)[0] for p in range(n)}, timestamp_ms=OLD_TS_MS)
             produce(gw.bootstrap, t, {p: records(t, p)[1] for p in range(n)}, timestamp_ms=NEW_TS_MS)
