@@ -129,13 +129,6 @@ for _b in ("hanzo-double", "hanzo-stream"):
         ("offsets reset (dry run)", _b): (DEGRADES, _HANZO_RESET),
         ("offsets export", _b): (WORKS, _HANZO_GROUPS),
     })
-#: the real gateway (vendored binary, 1e7e840): an OffsetFetch naming the group's partitions
-#: gets an answer librdkafka cannot parse (a per-topic field Kafka's format does not have)
-_HANZO_UNDERFLOW = ("the gateway answers OffsetFetch in a format librdkafka cannot parse "
-                    "(Read underflow): exits 6 instead of giving the committed offsets")
-for _cmd in ("lag", "lag --no-time", "lag --window", "offsets reset (dry run)", "offsets export"):
-    EXPECTED[(_cmd, "hanzo-stream")] = (FAILS, _HANZO_UNDERFLOW)
-
 #: (command, broker) -> (observed cell, detail), filled as the cells run
 OBSERVED: dict[tuple[str, str], tuple[str, str]] = {}
 VERSIONS: dict[str, str] = {}
