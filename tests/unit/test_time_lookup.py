@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hypothesis import given
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from opskit.core.models import TopicPartition
@@ -29,6 +29,7 @@ def _kafka_answer(times: list[int], start: int, ts: int) -> int | None:
     return next((start + i for i, t in enumerate(times) if t >= ts), None)
 
 
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.integers(0, 50), max_size=12), st.integers(0, 5), st.integers(-5, 60))
 def test_kafkas_answers_always_pass(times: list[int], start: int, ts: int) -> None:
     assert _check(times, start, ts, _kafka_answer(times, start, ts)) is None
