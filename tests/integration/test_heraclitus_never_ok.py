@@ -176,6 +176,18 @@ def test_a_restart_that_lost_the_log_end_is_named(fresh_heraclitus: compat.Compa
     v = checks[tp]
     assert v.log_end is None and v.source is LogEndSource.RECORDS_PAST_END, v
     assert "lost its log end" in v.detail and "returned records up to offset" in v.detail, v.detail
+    # lag names it: the group is UNKNOWN (exit 3), never "lag 0, OK" (what a proxy hiding
+    # the unsupported APIs showed before: committed_beyond_log_end, severity OK, exit 0)
+    lag = _run(b.bootstrap, tmp_path, "lag", "-g", group, "-o", "json")
+    assert lag.code == 3, lag.err
+    data = json.loads(lag.out)
+    [g] = data["groups"]
+    [p] = g["partitions"]
+    assert g["severity"] == "UNKNOWN" and data["severity"] == "UNKNOWN", g
+    assert p["anomalies"][0] == "log_end_lost" and p["lag"] is None, p
+    assert "lost its log end" in data["log_end_checks"][f"{topic}:0"]["detail"]
+    table = _run(b.bootstrap, tmp_path, "lag", "-g", group, "--no-time")
+    assert table.code == 3 and "log_end_lost" in table.out and "restarted" in table.out, table.out
     # throughput refuses to measure over a log end it cannot trust: one line, exit 3
     r = _run(b.bootstrap, tmp_path, "throughput", "--interval", "1s", "-t", topic, "-g", group)
     assert r.code == 3 and "lost its log end" in r.error, r.err
