@@ -164,6 +164,19 @@ def wait_http(url: str, timeout: float, proc: subprocess.Popen[bytes]) -> None:
     raise SystemExit(f"{url} not ready within {timeout:.0f}s")
 
 
+def wait_port(port: int, timeout: float, proc: subprocess.Popen[bytes]) -> None:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit(f"process exited rc={proc.returncode}")
+        with socket.socket() as s:
+            s.settimeout(2)
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.5)
+    raise SystemExit(f"port {port} not listening within {timeout:.0f}s")
+
+
 def self_metric(url: str, name: str) -> float | None:
     _, body = scrape(url)
     v = parse(body, {name}).get(name, {})
@@ -517,10 +530,20 @@ def run_compare(size: str, args: argparse.Namespace) -> dict[str, Any]:
         wait_http(f"http://127.0.0.1:{ports['opskit']}/ready", 900, procs["opskit"])
         while self_metric(urls["opskit"], "opskit_kafka_up") != 1.0:
             time.sleep(1)
-        for n, proc in procs.items():
-            if n != "opskit":
-                wait_http(urls[n], 600, proc)
-                scrape(urls[n], timeout=300)  # warm-up: they read Kafka on the first scrape
+        for n, proc in list(procs.items()):
+            if n == "opskit":
+                continue
+            try:
+                # listening, then one warm-up scrape (they read Kafka on every scrape, and
+                # a first one at 2,000+ partitions on a loaded machine takes longer than
+                # wait_http's 5 s per try)
+                wait_port(ports[n], 300, proc)
+                scrape(urls[n], timeout=300)
+            except (SystemExit, OSError, urllib.error.URLError) as e:
+                # a peer that does not come up is reported, and the others measured
+                res[n] = {"name": n, "missing": f"did not answer: {e}"}
+                stop_process(procs.pop(n))
+                del urls[n]
         probe.start()
         time.sleep(5)
         until = time.time() + args.duration
