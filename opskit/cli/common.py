@@ -60,10 +60,22 @@ ExecuteOpt = Annotated[bool, execute_option()]
 ApplyPlanOpt = Annotated[bool, execute_option("apply the plan")]
 YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="do not ask for confirmation")]
 #: where offset backups go (ACL backups have their own option in ``opskit acls``)
+def _backup_dir(value: Path | None) -> Path | None:
+    """A ``--backup-dir`` that exists must be a directory, and so must its parents:
+    refused before anything is read or printed (the backup is written before a change)."""
+    if value is not None:
+        for d in (value, *value.parents):
+            if d.exists() and not d.is_dir():
+                raise typer.BadParameter(f"{d} is not a directory")
+            if d.exists():
+                break
+    return value
+
+
 BackupDirOpt = Annotated[
     Path | None,
     typer.Option("--backup-dir", help="where backups go (default: <state dir>/backups)",
-                 show_default=False),
+                 show_default=False, callback=_backup_dir),
 ]
 
 

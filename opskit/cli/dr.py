@@ -148,18 +148,19 @@ def snapshot(
     committed offsets with the timestamp of the record at each."""
     if file is not None:  # a bad target is refused before any work
         check_writable_target(file, "snapshot")
+    elif output is Output.table:
+        raise UsageError("a snapshot is data: use -o json or -o yaml (or --file)")
     with _admin(bootstrap_server, context, timeout) as admin:
         snap = take_snapshot(admin, _now_ms(), topic, group)
     data = snap.to_dict()
-    if snap.acls_note:
-        stderr().print(snap.acls_note)
     if file is not None:
         write_file(file, json.dumps(data, indent=2) + "\n", what="snapshot")
+    if snap.acls_note:  # after the write: a failure to write is one error line
+        stderr().print(snap.acls_note)
+    if file is not None:
         stderr().print(f"snapshot of {len(snap.topics)} topics and {len(snap.groups)} groups "
                        f"written to {file}")
         return exits.OK
-    if output is Output.table:
-        raise UsageError("a snapshot is data: use -o json or -o yaml (or --file)")
     emit(data, output, lambda c: None)
     return exits.OK
 

@@ -506,6 +506,9 @@ def restore(
     yes: YesOpt = False,
     allow_other_cluster: Annotated[bool, typer.Option(
         "--allow-other-cluster", help="restore into a cluster other than the backup's")] = False,
+    skip_missing: Annotated[bool, typer.Option(
+        "--skip-missing", help="restore the rest when partitions of the backup no longer "
+        "exist (default: refused, exit 4)")] = False,
     times: TimesOpt = True,
     output: OutputOpt = Output.table,
     backup_dir: BackupDirOpt = None,
@@ -529,14 +532,17 @@ def restore(
             raise RefusedError(
                 f"the backup was taken on cluster {backup.cluster_id}, this is {cluster_id}; "
                 "pass --allow-other-cluster if that is intended")
-        plan = plan_restore(backup, state.group, state.committed, log_offsets, _now_ms())
-        stderr().print(f"backup of group {backup.group_id} taken {format_ms(backup.taken_at_ms)} "
-                       f"({backup.reason}); status: {saved.status.value}"
-                       + (f" ({saved.detail})" if saved.detail else ""))
-        return _finish(admin, [GroupResult(plan, cluster_id)], execute=execute, yes=yes,
+        plan = plan_restore(backup, state.group, state.committed, log_offsets, _now_ms(),
+                            skip_missing=skip_missing)
+        code = _finish(admin, [GroupResult(plan, cluster_id)], execute=execute, yes=yes,
                        export=False, single_group=True, allow_noop=True, output=output,
                        backup_dir=backup_dir, reason=f"offsets restore {backup_file}",
                        noop_code=exits.OK, times=times)
+    # after the work: a failure above is one error line
+    stderr().print(f"backup of group {backup.group_id} taken {format_ms(backup.taken_at_ms)} "
+                   f"({backup.reason}); status: {saved.status.value}"
+                   + (f" ({saved.detail})" if saved.detail else ""))
+    return code
 
 
 # --------------------------------------------------------------------------- export / import

@@ -22,7 +22,7 @@ from opskit.cli.common import (
     stderr,
 )
 from opskit.core.registry import ActualTopic, ChangeKind, Registry, TopicPlan, plan_topic_changes
-from opskit.errors import InvisibleError, NotAuthorisedError, UnsupportedError
+from opskit.errors import InvisibleError, NotAuthorisedError, RefusedError, UnsupportedError
 
 app = typer.Typer(help="Compare and reconcile topics with a registry (HIP-30 by default).",
                   no_args_is_help=True)
@@ -144,13 +144,16 @@ def apply(
     emit({"executed": execute, "in_sync": plan.in_sync,
           "changes": [c.to_dict() for c in plan.changes], "notes": notes}, output,
          lambda con: render(con, plan, execute))
+    if plan.refused:  # one error line; the plan above shows every refused change
+        more = f" (and {len(plan.refused) - 1} more refused)" if len(plan.refused) > 1 else ""
+        done = ("dry run: nothing changed" if not execute else
+                "the other changes were made" if plan.applicable else "nothing changed")
+        raise RefusedError(f"topic {plan.refused[0].topic}: {plan.refused[0].detail}{more}; "
+                           f"{done}")
     for note in notes:
         stderr().print(f"note: {note}", highlight=False)
     if not execute and plan.applicable:
         stderr().print("dry run: nothing changed; rerun with --execute to apply")
-    if plan.refused:
-        stderr().print(f"refused: {plan.refused[0].detail}")
-        return exits.REFUSED
     return exits.OK
 
 

@@ -306,3 +306,53 @@ def test_invalid_input_fails_before_any_mutating_request(kafka, uniq, tmp_path):
             import shutil
 
             shutil.rmtree(kafka.sandbox.playbook_dir, ignore_errors=True)
+
+
+def test_wrong_code_or_shape_against_a_live_broker(kafka, uniq, tmp_path):  # type: ignore[no-untyped-def]
+    """Issue 28's 'wrong code or shape' and 'offsets restore skipping' cases on a real
+    broker: the README's exit code, one 'opskit: error:' line, nothing changed."""
+    import json
+
+    topic, group = f"fuzz_shape_{uniq}", f"fuzz_shape_g_{uniq}"
+    create_topic(kafka.bootstrap, topic, 2)
+    produce(kafka.bootstrap, topic, {0: 5, 1: 5})
+    commit_retrying(kafka.bootstrap, group, {(topic, 0): 2, (topic, 1): 2})
+    b = ["-b", kafka.bootstrap, "--timeout", "20"]
+    # an unknown topic is 'not found' (4), as README says; it was 2
+    r = _opskit(["offsets", "reset", "-g", group, "-t", f"nosuch_{uniq}", "--to-earliest", *b],
+                tmp_path)
+    _check(r, exits.NOT_FOUND)
+    assert "does not exist" in r.stderr
+    # a backup to restore, with an entry for a partition that no longer exists
+    bdir = tmp_path / "backups"
+    r = _opskit(["offsets", "reset", "-g", group, "-t", topic, "--to-latest", "--execute",
+                 "--yes", "--backup-dir", str(bdir), *b], tmp_path)
+    _check(r, exits.OK)
+    saved = next(bdir.rglob("*.json"))
+    data = json.loads(saved.read_text())
+    data["backup"]["offsets"].append({"topic": f"gone_{uniq}", "partition": 0, "offset": 1})
+    backup = tmp_path / "backup-with-gone.json"
+    backup.write_text(json.dumps(data))
+    restore = ["offsets", "restore", str(backup), "--execute", "--yes", *b]
+    r = _opskit(restore, tmp_path)  # skipped silently with exit 0 before
+    _check(r, exits.NOT_FOUND)
+    assert "--skip-missing" in r.stderr
+    r = _opskit(["offsets", "export", "-g", group, *b], tmp_path)
+    assert f"{topic},0,5" in r.stdout and f"{topic},1,5" in r.stdout  # nothing restored
+    # --backup-dir that is a file: one line (the backup's status line came first before)
+    a_file = tmp_path / "a-file"
+    a_file.write_text("x\n")
+    r = _opskit([*restore, "--skip-missing", "--backup-dir", str(a_file)], tmp_path)
+    _check(r, exits.USAGE)
+    r = _opskit([*restore, "--skip-missing", "--backup-dir", str(bdir)], tmp_path)
+    _check(r, exits.OK)  # asked to skip: the rest is restored
+    assert "gone_" in r.stderr
+    # topics apply refusing to reduce partitions: its one line is an error line
+    reg = tmp_path / "registry.yaml"
+    reg.write_text(f"topics:\n  - name: {topic}\n    partitions: 1\n    retention: 7d\n")
+    r = _opskit(["topics", "apply", str(reg), *b], tmp_path)
+    _check(r, exits.REFUSED)
+    assert r.stderr.startswith("opskit: error: topic ") and "reduce" in r.stderr
+    # a snapshot file that cannot be written: one line, not the ACL note first
+    r = _opskit(["dr", "snapshot", "--file", "/proc/version", *b], tmp_path)
+    _check(r, exits.WRITE_FAILED)

@@ -37,7 +37,13 @@ from opskit.core.offset_reset.time_text import (
     parse_duration_nanos,
 )
 from opskit.core.offset_reset.topics import TopicSelection, parse_topic_scope
-from opskit.errors import InconsistentStateError, InvalidInputError, RefusedError, UsageError
+from opskit.errors import (
+    InconsistentStateError,
+    InvalidInputError,
+    NotFoundError,
+    RefusedError,
+    UsageError,
+)
 
 TP = TopicPartition
 NOW = 1_717_243_200_000  # 2024-06-01T12:00:00Z
@@ -142,9 +148,9 @@ class TestTopicScope:
         ) == (TP("t", 0), TP("t", 2))
 
     def test_unknown_topic_and_partition(self) -> None:
-        with pytest.raises(InvalidInputError, match="topic 'u' does not exist"):
+        with pytest.raises(NotFoundError, match="topic 'u' does not exist"):
             plan(ResetStrategy.to_latest(), ResetScope.of_topics(["u"]), {}, LOGS)
-        with pytest.raises(InvalidInputError, match="t:7 does not exist"):
+        with pytest.raises(NotFoundError, match="t:7 does not exist"):
             plan(ResetStrategy.to_latest(), ResetScope.of_topics(["t:0,7"]), {}, LOGS)
 
     def test_topics_to_describe(self) -> None:
@@ -720,9 +726,11 @@ class TestBackup:
         assert all(r.clamped for r in p.rows)
         assert any(w.startswith("t:2: had no committed offset") for w in p.warnings)
 
-    def test_restore_skips_deleted_topic(self) -> None:
+    def test_restore_skips_deleted_topic_only_when_asked(self) -> None:
         b = OffsetsBackup("g", NOW, {TP("gone", 0): 3, TP("t", 0): 20}, "r")
-        p = plan_restore(b, group(), {}, LOGS)
+        with pytest.raises(NotFoundError, match="no longer exist.*gone:0.*--skip-missing"):
+            plan_restore(b, group(), {}, LOGS)
+        p = plan_restore(b, group(), {}, LOGS, skip_missing=True)
         assert targets(p) == {"t:0": 20}
         assert any("gone:0" in w for w in p.warnings)
 

@@ -24,7 +24,7 @@ from opskit.core.offset_reset.document import (
 from opskit.core.offset_reset.plan import ResetPlan
 from opskit.core.offset_reset.planner import offset_text, plan_offset_reset
 from opskit.core.offset_reset.request import FrozenOffsets, ResetRequest, ResetStrategy
-from opskit.errors import InvalidInputError
+from opskit.errors import InvalidInputError, NotFoundError
 
 BACKUP_FORMAT = "opskit/offsets-backup"
 
@@ -133,10 +133,12 @@ def plan_restore(
     committed: Mapping[TopicPartition, int],
     log_offsets: Mapping[TopicPartition, PartitionOffsets],
     now_ms: int | None = None,
+    skip_missing: bool = False,
 ) -> ResetPlan:
     """Plan putting back the offsets of ``backup``: clamped to the log like
-    ``--from-file`` (retention may have deleted them since), partitions that no
-    longer exist are skipped with a warning. Offsets cannot be un-committed: a
+    ``--from-file`` (retention may have deleted them since). Partitions that no longer
+    exist refuse the restore (NotFoundError) unless ``skip_missing``: then they are
+    skipped with a warning. Offsets cannot be un-committed: a
     partition that had none before the reset gets a warning (delete its offset
     with DeleteConsumerGroupOffsets if that matters)."""
     if backup.group_id != group.group_id:
@@ -145,6 +147,11 @@ def plan_restore(
         )
     if not backup.offsets and not backup.uncommitted:
         raise InvalidInputError("the backup holds no offsets")
+    missing = sorted(tp for tp in backup.offsets if tp not in log_offsets)
+    if missing and not skip_missing:
+        raise NotFoundError(
+            f"{len(missing)} partition(s) of the backup no longer exist (first: {missing[0]}); "
+            "nothing restored: pass --skip-missing to restore the others")
     request = ResetRequest(group.group_id, ResetStrategy.restore(backup.offsets))
     plan = plan_offset_reset(request, group, committed, log_offsets, {}, now_ms or 0)
     extra = tuple(

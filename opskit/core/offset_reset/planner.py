@@ -8,7 +8,13 @@ from opskit.core.models import GroupDescription, PartitionOffsets, TopicPartitio
 from opskit.core.offset_reset.plan import ResetPlan, ResetRow
 from opskit.core.offset_reset.request import ResetKind, ResetRequest
 from opskit.core.offset_reset.time_text import NANOS_PER_MS, format_ms
-from opskit.errors import InconsistentStateError, InvalidInputError, RefusedError, UsageError
+from opskit.errors import (
+    InconsistentStateError,
+    InvalidInputError,
+    NotFoundError,
+    RefusedError,
+    UsageError,
+)
 
 
 def timestamp_lookups_needed(request: ResetRequest, now_ms: int) -> int | None:
@@ -103,14 +109,14 @@ def _resolve_partitions(
     for selection in scope.topics:
         have = existing.get(selection.topic)
         if not have:
-            raise InvalidInputError(f"topic {selection.topic!r} does not exist")
+            raise NotFoundError(f"topic {selection.topic!r} does not exist")
         if selection.partitions is None:
             chosen.update(TopicPartition(selection.topic, p) for p in have)
             continue
         unknown = [p for p in selection.partitions if p not in have]
         if unknown:
             # 4.x checkAllTopicPartitionsValid: "The partitions ... do not exist"
-            raise InvalidInputError(
+            raise NotFoundError(
                 f"partition {selection.topic}:{unknown[0]} does not exist "
                 f"(topic {selection.topic!r} has partitions {_ranges(sorted(have))})"
             )
