@@ -251,7 +251,15 @@ def _read_command_config(ctx: Any, param: Any, value: str | None) -> None:
     from opskit.adapters import command_config
 
     command_config.use(None)
-    if value is None or ctx.resilient_parsing:  # shell completion reads no file
+    if value is None:
+        return
+    if ctx.resilient_parsing:  # shell completion: names from this file's cluster, quietly
+        from opskit.errors import OpskitError
+
+        try:
+            command_config.use(command_config.load_command_config(value))
+        except OpskitError:
+            pass
         return
     loaded = command_config.load_command_config(value)
     if loaded.settings.ignored:

@@ -77,6 +77,7 @@ COMMANDS: dict[str, tuple[str, str, bool]] = {
     "dlq": ("opskit.cli.dlq", "app", True),
     "reassign": ("opskit.cli.reassign", "app", True),
     "playbook": ("opskit.cli.playbook", "app", True),
+    "completion": ("opskit.cli.completion", "completion", False),
 }
 #: the first paragraph of each command's help, as ``opskit --help`` lists it: the root
 #: help, ``--version``, completion of command names and an unknown command show these
@@ -108,6 +109,7 @@ SUMMARIES: dict[str, str] = {
     "reassign": "Move partition replicas: plan (minimal movement), execute (throttled, "
                 "resumable), status, cancel, verify.",
     "playbook": "Scheduled, resumable cluster playbooks (scale-out from 1 to 3 brokers).",
+    "completion": "Print the shell completion script for bash, zsh or fish.",
 }
 _registered: list[str] = []
 #: global options that take a value (to find the subcommand on the line)
@@ -234,6 +236,8 @@ def main(argv: list[str] | None = None) -> int:
     if _stdout_unusable():
         _err(_STDOUT_CLOSED)
         return exits.WRITE_FAILED
+    if os.environ.get("_OPSKIT_COMPLETE"):  # a shell asks (opskit completion SHELL)
+        return _complete()
     args = list(argv if argv is not None else sys.argv[1:])
     streams = (sys.stdout, sys.stderr)
     debug = "--debug" in args
@@ -302,6 +306,15 @@ def _internal(e: Exception, debug: bool) -> int:
         sys.stderr.write(redact(traceback.format_exc()))
     _err(f"internal error: {type(e).__name__}: {e} (rerun with --debug and report it)")
     return exits.INTERNAL
+
+
+def _complete() -> int:
+    """Answer a completion request: only the command on the line is imported."""
+    from opskit.cli import completion
+
+    request = completion.request_words()
+    _register_for(request[0] if request else [])
+    return completion.complete(completion.add_name_completion(_command()))
 
 
 def _forget_command_config() -> None:
