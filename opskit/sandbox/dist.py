@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from opskit.errors import SandboxError, UsageError
+from opskit.errors import SandboxError, UnsupportedError, UsageError
 from opskit.paths import cache_dir
 
 log = logging.getLogger(__name__)
@@ -104,7 +104,7 @@ class KafkaDist:
 def java_binary() -> str:
     java = shutil.which("java")
     if java is None:
-        raise SandboxError(
+        raise UnsupportedError(  # a component not installed: exit 3, naming the step
             "java not found on PATH: the sandbox runs Kafka as JVM processes; install a JDK 17+ "
             "(apt-get install openjdk-17-jre-headless) or run scripts/install.sh"
         )
@@ -140,7 +140,7 @@ def ensure_kafka_dist(requested: str | None = None) -> KafkaDist:
         return KafkaDist(version, libs)
     mvn = shutil.which("mvn")
     if mvn is None:
-        raise SandboxError(
+        raise UnsupportedError(
             "mvn not found on PATH: Kafka jars are resolved from Maven Central with Maven; "
             "install it (apt-get install maven) or run scripts/install.sh"
         )

@@ -31,13 +31,15 @@ def test_same_file_same_numbers_as_kafka_tool(any_secured_kafka, mechanism: str,
                    "--command-config", str(props))
     dist = c.dist()
     proc = dist.run_tool(dist.consumer_groups_class, "--bootstrap-server", c.bootstrap,
-                         "--command-config", str(props), "--describe", "--group", group)
+                         "--command-config", str(props), "--describe", "--group", group,
+                         "--timeout", "120000")  # the JVM's logins under a loaded machine
     assert proc.returncode == 0, proc.stderr
     assert ours.code == 0, ours.err
     theirs = parse_describe(proc.stdout)
     mine = {(g["group"], p["topic"], p["partition"]): p
             for g in ours.json()["groups"] for p in g["partitions"]}
-    assert set(theirs) == set(mine) == {(group, topic, p) for p in range(3)}, proc.stdout
+    assert set(theirs) == set(mine) == {(group, topic, p) for p in range(3)}, (
+        proc.stdout + proc.stderr)
     for key, row in theirs.items():
         assert mine[key]["committed_offset"] == int(str(row["CURRENT-OFFSET"])), key
         assert mine[key]["log_end_offset"] == int(str(row["LOG-END-OFFSET"])), key

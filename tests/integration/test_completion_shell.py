@@ -94,8 +94,8 @@ def _protocol(shell: str, line: str) -> list[str]:
 @pytest.mark.skipif(shutil.which("zsh") is None, reason="zsh not installed (Debian: zsh)")
 def test_zsh_loads_and_answers() -> None:
     r = subprocess.run(
-        ["zsh", "-f", "-c", "autoload -U compinit && compinit -u -D && "
-                            "source <(opskit completion zsh) && print -r -- $_comps[opskit]"],
+        ["zsh", "-f", "-c", ("autoload -U compinit && compinit -u -D && "
+                             "source <(opskit completion zsh) && print -r -- $_comps[opskit]")],
         capture_output=True, text=True, env=_env(), timeout=120, check=False)
     assert r.returncode == 0 and r.stdout.strip() == "_opskit_completion", r.stdout + r.stderr
     assert _protocol("zsh", "opskit lag --gr") == ["--group:consumer group (repeatable)"]
@@ -104,8 +104,8 @@ def test_zsh_loads_and_answers() -> None:
 @pytest.mark.skipif(shutil.which("fish") is None, reason="fish not installed (Debian: fish)")
 def test_fish_loads_and_answers() -> None:
     r = subprocess.run(
-        ["fish", "--no-config", "-c", "opskit completion fish | source; "
-                                      "complete -C 'opskit context u'"],
+        ["fish", "--no-config", "-c", ("opskit completion fish | source; "
+                                       "complete -C 'opskit context u'")],
         capture_output=True, text=True, env=_env(), timeout=120, check=False)
     assert r.returncode == 0, r.stderr
     assert r.stdout.splitlines() == ["use\tMake NAME the current context."], r.stdout
