@@ -41,7 +41,8 @@ def measure(tree: Path, cases: dict[str, tuple[list[str], dict[str, str]]],
     out = {}
     for name, (args, extra_env) in cases.items():
         env = dict(os.environ) | {"PYTHONPATH": str(tree)} | extra_env
-        argv = [sys.executable, "-c", "from opskit.cli.main import run; run()", *args]
+        # -P: the working directory is not put first on sys.path (the tree given is used)
+        argv = [sys.executable, "-P", "-c", "from opskit.cli.main import run; run()", *args]
         samples = [cpu_of(argv, env) for _ in range(runs)]
         out[name] = (statistics.median(s[0] for s in samples),
                      statistics.median(s[1] for s in samples), samples[-1][2])

@@ -31,8 +31,9 @@ def _env() -> dict[str, str]:
     return env
 
 
-def bash_tab(line: str) -> list[str]:
-    """What bash's Tab offers at the end of ``line`` with opskit's completion loaded."""
+def bash_tab(line: str, lookup_s: float = 1.5) -> list[str]:
+    """What bash's Tab offers at the end of ``line`` with opskit's completion loaded
+    (``lookup_s``: how long a name lookup may take; the default is opskit's own)."""
     words = line.split(" ")
     script = (
         'source <(opskit completion bash)\n'
@@ -41,8 +42,9 @@ def bash_tab(line: str) -> list[str]:
         f'COMP_WORDS=({" ".join(shlex.quote(w) for w in words)}); COMP_CWORD={len(words) - 1}\n'
         f'_opskit_completion opskit {shlex.quote(words[-1])} {shlex.quote(words[-2])}\n'
         'printf "%s\\n" "${COMPREPLY[@]}"\n')
+    env = _env() | {"OPSKIT_COMPLETE_TIMEOUT": str(lookup_s)}  # a loaded CI machine is slow
     r = subprocess.run(["bash", "--norc", "--noprofile", "-c", script], capture_output=True,
-                       text=True, env=_env(), timeout=120, check=False)
+                       text=True, env=env, timeout=120, check=False)
     assert r.returncode == 0, r.stderr
     first, *rest = r.stdout.splitlines()
     assert first == "complete -o default -F _opskit_completion opskit"
@@ -62,14 +64,16 @@ def test_names_from_the_cluster_and_contexts(kafka, uniq: str) -> None:
     create_topic(kafka.bootstrap, topic, 1)
     produce(kafka.bootstrap, topic, {0: 1})
     commit(kafka.bootstrap, group, {(topic, 0): 1})
-    assert bash_tab(f"opskit lag -b {kafka.bootstrap} --group compl-{uniq[:3]}") == [group]
-    assert bash_tab(f"opskit lag -b {kafka.bootstrap} --topic compl_{uniq[:3]}") == [topic]
+    bs = kafka.bootstrap
+    assert bash_tab(f"opskit lag -b {bs} --group compl-{uniq[:3]}", 10) == [group]
+    assert bash_tab(f"opskit lag -b {bs} --topic compl_{uniq[:3]}", 10) == [topic]
     ctx = f"compl-ctx-{uniq}"
     assert run_cli("context", "set", ctx, "-b", kafka.bootstrap).code == 0
     try:
         assert bash_tab("opskit context use compl-ctx") == [ctx]
         # the context on the line names the cluster
-        assert bash_tab(f"opskit offsets export --context {ctx} --group compl-") == [group]
+        assert bash_tab(f"opskit offsets export --context {ctx} --group compl-{uniq[:3]}",
+                        10) == [group]
     finally:
         run_cli("context", "delete", ctx)
 
