@@ -242,8 +242,8 @@ def add_name_completion(cmd: Any, parent: str = "") -> Any:
     instead of a completer in every command)."""
     subs = getattr(cmd, "commands", None)
     if isinstance(subs, dict):
-        for name, sub in subs.items():
-            add_name_completion(sub, name)
+        for sub in subs.values():
+            add_name_completion(sub, cmd.name or "")
         return cmd
     for p in getattr(cmd, "params", ()):
         kind = _NAMED.get(p.name or "")
