@@ -104,3 +104,59 @@ def test_kafka4_accepts_acks_all_below_min_isr_with_and_without_elr(kafka4: Any,
             features(kafka4, "upgrade" if before else "downgrade", "--feature",
                      f"{ELR}={before}")
 
+
+@pytest.mark.three_brokers
+def test_adding_replicas_raises_the_requirement(kafka3: Any, uniq: str,
+                                                tmp_path: Any) -> None:
+    """The risk the WARNING names, shown: the RF 1 topic with min.insync.replicas=2
+    takes acks=all writes until a reassignment adds two replicas; while they copy
+    (throttled), the leader requires 2 of 3 in sync and refuses acks=all writes, and
+    opskit's health calls that partition under min ISR (CRITICAL). The scale-out
+    playbook holds such topics' min.insync.replicas at their RF during its copy."""
+    import json
+
+    topic = f"rf1_min2_moving_{uniq}"
+    make_topic(kafka3, topic)
+    p = Producer({"bootstrap.servers": kafka3.bootstrap, "acks": "1", "linger.ms": 20})
+    for i in range(3000):
+        p.produce(topic, value=b"x" * 1000)
+        if i % 500 == 0:
+            p.poll(0)
+    assert p.flush(60) == 0
+    assert produce_acks_all(kafka3.bootstrap, topic) == []
+    with kafka3.admin() as admin:
+        leader = admin.metadata().topics[topic][0].replicas[0]
+    target = [leader, *[b for b in (0, 1, 2) if b != leader]]
+    plan = tmp_path / "move.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": topic, "partition": 0, "replicas": target}]}))
+    tool = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"  # 3.7 and 4.x
+    out = kafka3.dist().run_tool(tool, "--bootstrap-server", kafka3.bootstrap,
+                                 "--reassignment-json-file", str(plan), "--execute",
+                                 "--throttle", "1000", timeout=120)
+    assert out.returncode == 0, out.stderr + out.stdout
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            with kafka3.admin() as admin:
+                part = admin.metadata().topics[topic][0]
+            if len(part.replicas) == 3:
+                break
+            assert time.monotonic() < deadline, part
+            time.sleep(0.5)
+        assert list(part.isr) == [leader]
+        strict = Producer({"bootstrap.servers": kafka3.bootstrap, "acks": "all",
+                           "enable.idempotence": False, "retries": 0,
+                           "message.timeout.ms": 20000})
+        errors: list[str] = []
+        strict.produce(topic, value=b"y", on_delivery=lambda e, m: errors.append(
+            e.name() if e else "acked"))
+        assert strict.flush(60) == 0
+        assert errors == ["NOT_ENOUGH_REPLICAS"]
+        assert judge(kafka3, topic)["under_min_isr"] is Severity.CRITICAL
+    finally:
+        kafka3.dist().run_tool(tool, "--bootstrap-server", kafka3.bootstrap,
+                               "--reassignment-json-file", str(plan), "--cancel",
+                               timeout=120)
+        with kafka3.admin() as admin:
+            admin.delete_topics([topic])
