@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import io
 import logging
+import sys
 import time
 from collections.abc import Callable
 from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, TextIO
 
 from opskit.adapters.kafka_admin import KafkaAdmin
 from opskit.core.connection import ConnectionConfig
@@ -35,6 +36,12 @@ STATIC_DEFAULTS = ("default.replication.factor", "offsets.topic.replication.fact
 #: health checks whose WARNING or CRITICAL stops a scale-out before it starts
 BLOCKING_CHECKS = ("brokers", "controller", "offline_partitions", "under_min_isr",
                    "under_replicated")
+#: what must be OK before and after each node of the rolling restart: every broker
+#: registered, a controller and a quorum without lagging voters, every partition's
+#: replicas all in its ISR
+SETTLED_CHECKS = (*BLOCKING_CHECKS, "quorum")
+#: the probe topic verify_defaults creates without an RF (and deletes again)
+PROBE_PREFIX = "opskit_scaleout_probe_"
 
 
 def read_kafka_facts(admin: KafkaAdmin, *, kafka_version: str, kraft_version: int,
@@ -68,6 +75,28 @@ def read_kafka_facts(admin: KafkaAdmin, *, kafka_version: str, kraft_version: in
         topic_rf=rf, topic_bytes=size)
 
 
+class _LineTee(io.StringIO):
+    """Keeps what is written (for the error message) and passes each complete line to
+    ``say`` as it is written (None: keeps only)."""
+
+    def __init__(self, say: Callable[[str], None] | None, real: TextIO) -> None:
+        super().__init__()
+        self._say = say
+        self._real = real          # the stderr ``say`` writes to (not this tee)
+        self._part = ""
+
+    def write(self, s: str) -> int:
+        n = super().write(s)
+        if self._say is not None:
+            self._part += s
+            *lines, self._part = self._part.split("\n")
+            with redirect_stderr(self._real):
+                for line in lines:
+                    if line.strip():
+                        self._say(f"  {line.removeprefix('opskit: ')}")
+        return n
+
+
 class PlanStore(Protocol):
     """Keeps the reassignment plans where the next run finds them when the run's
     directory does not outlive the run (a CronJob pod)."""
@@ -91,16 +120,22 @@ class KafkaSteps:
     wait_s: float = 300.0
     cli: Callable[[list[str]], int] | None = None
     plans: PlanStore | None = None
+    #: progress lines while a wait lasts (the CLI prints them on stderr)
+    say: Callable[[str], None] | None = None
+    progress_every_s: float = 15.0
 
     # --- helpers ------------------------------------------------------------
     def admin(self) -> KafkaAdmin:
         return KafkaAdmin(self.conn, timeout=10.0)
 
-    def opskit(self, *args: str) -> str:
-        """Run an opskit command in this process; its output is kept for the log."""
+    def opskit(self, *args: str, progress: bool = False) -> str:
+        """Run an opskit command in this process; its output is kept for the log. With
+        ``progress`` its stderr lines (a reassignment's progress: moves, bytes left,
+        which brokers it waits for) are passed on to ``say`` as they come."""
         from opskit.cli.main import main
 
-        out, err = io.StringIO(), io.StringIO()
+        out = io.StringIO()
+        err = _LineTee(self.say if progress else None, sys.stderr)
         with redirect_stdout(out), redirect_stderr(err):
             code = (self.cli or main)(list(args))
         log.debug("opskit %s -> %s\n%s%s", " ".join(args), code, out.getvalue(), err.getvalue())
@@ -111,7 +146,9 @@ class KafkaSteps:
 
     def wait(self, what: str, check: Callable[[], str | None]) -> None:
         """Poll ``check`` (None = satisfied, else what is still missing) until wait_s."""
-        deadline = time.monotonic() + self.wait_s
+        start = time.monotonic()
+        deadline = start + self.wait_s
+        next_say = start + self.progress_every_s
         missing = ""
         while time.monotonic() < deadline:
             try:
@@ -121,6 +158,11 @@ class KafkaSteps:
             if got is None:
                 return
             missing = got
+            now = time.monotonic()
+            if self.say is not None and now >= next_say:
+                self.say(f"  {what}: still {missing} ({now - start:.0f}s of "
+                         f"{self.wait_s:.0f}s)")
+                next_say = now + self.progress_every_s
             time.sleep(1.0)
         raise InconsistentStateError(f"{what}: still {missing} after {self.wait_s:.0f}s")
 
@@ -170,9 +212,73 @@ class KafkaSteps:
                                "--all-topics", "--include-internal", "--throttle",
                                self.throttle):
             return f"every topic already at RF {plan.target_rf}: nothing to move"
+        held = self._hold_min_isr()
         self.opskit("reassign", "execute", str(plan_file), "--throttle", self.throttle,
-                    "--execute", "--context", self.context)
-        return f"every topic at RF {plan.target_rf} (plan {plan_file.name})"
+                    "--execute", "--context", self.context, progress=True)
+        restored = self._restore_min_isr(held)
+        return f"every topic at RF {plan.target_rf} (plan {plan_file.name}){restored}"
+
+    def _hold_min_isr(self) -> dict[str, dict[str, str]]:
+        """Topics whose ``min.insync.replicas`` is above their RF: Kafka caps what it
+        requires of their acks=all writes at the replica count, so today they take them
+        with RF copies; but the replicas the RF raise adds count at once, and until
+        they are in sync acks=all writes would fail and the high watermark stop
+        (tests/integration/test_min_isr_judgement.py). For the copy they get
+        ``min.insync.replicas`` = their RF (what Kafka required of them anyway); the
+        values are recorded first (``min-isr-held.json``, so a resumed run restores the
+        same) and restored once the raise is done."""
+        import json
+
+        from opskit.adapters.safe_read import parse_json, read_text
+        from opskit.adapters.safe_write import write_file
+
+        path = self.run_dir / "min-isr-held.json"
+        if path.exists():
+            got = parse_json(read_text(path, "min ISR record"), str(path))
+            held: dict[str, dict[str, str]] = got.get("topics", {})
+            if got.get("restored"):
+                return {}
+        else:
+            with self.admin() as admin:
+                meta = admin.metadata()
+                topics = [t for t in meta.topics if t not in INTERNAL_TOPICS]
+                cfgs = admin.topic_configs(topics)
+            held = {}
+            for t in topics:
+                rf = min((len(p.replicas) for p in meta.topics[t]), default=0)
+                value = cfgs.get(t, {}).get("min.insync.replicas", (None, True))[0]
+                if rf and value and value.isdigit() and int(value) > rf:
+                    held[t] = {"was": value, "during_copy": str(rf)}
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+            write_file(path, json.dumps({"topics": held, "restored": False}, indent=1),
+                       what="min ISR record", mode=0o600)
+        if held:
+            with self.admin() as admin:
+                admin.alter_topic_configs({t: {"min.insync.replicas": h["during_copy"]}
+                                           for t, h in held.items()})
+            if self.say is not None:
+                self.say(f"  min.insync.replicas above RF on {len(held)} topic(s) ("
+                         + ", ".join(sorted(held)[:5]) + "): set to their RF while the new "
+                         "replicas copy, so acks=all writes keep working; restored after")
+        return held
+
+    def _restore_min_isr(self, held: dict[str, dict[str, str]]) -> str:
+        import json
+
+        from opskit.adapters.safe_write import write_file
+
+        if held:
+            with self.admin() as admin:
+                admin.alter_topic_configs({t: {"min.insync.replicas": h["was"]}
+                                           for t, h in held.items()})
+        write_file(self.run_dir / "min-isr-held.json",
+                   json.dumps({"topics": held, "restored": True}, indent=1),
+                   what="min ISR record", mode=0o600)
+        if not held:
+            return ""
+        return (f"; min.insync.replicas of {len(held)} topic(s) above their old RF held at "
+                "that RF during the copy and restored (" + ", ".join(
+                    f"{t}={h['was']}" for t, h in sorted(held.items())[:5]) + ")")
 
     def verify_isr(self, plan: ScaleOutPlan) -> str:
         def check() -> str | None:
@@ -245,3 +351,110 @@ class KafkaSteps:
 
         self.wait("final health", check)
         return "health OK"
+
+
+    # --- the rolling restart's Kafka side -------------------------------------
+    def settled(self, expected_brokers: int) -> str | None:
+        """None when every broker is registered, a controller leads a quorum without
+        lagging voters and every partition has all its replicas in ISR; else what is not."""
+        from opskit.adapters.cluster_health import gather_health_input
+        from opskit.core.health import HealthPolicy, evaluate_health
+        from opskit.core.models import Severity
+
+        with self.admin() as admin:
+            report = evaluate_health(gather_health_input(admin, expected_brokers=expected_brokers),
+                                     HealthPolicy())
+        bad = [f.message for f in report.findings if f.check in SETTLED_CHECKS
+               and f.severity in (Severity.WARNING, Severity.CRITICAL)]
+        return "; ".join(bad[:2]) if bad else None
+
+    def runs_with_defaults(self, node_id: int, plan: ScaleOutPlan) -> dict[str, str | None]:
+        """The read-only defaults broker ``node_id`` reports it runs with that are not
+        ``plan.target_rf`` yet (empty: it runs with them all)."""
+        with self.admin() as admin:
+            cfg = admin.broker_configs([node_id]).get(node_id, {})
+        want = str(plan.target_rf)
+        return {k: cfg.get(k, (None, True))[0] for k in STATIC_DEFAULTS
+                if cfg.get(k, (None, True))[0] != want}
+
+    def sole_in_sync(self, node_id: int) -> list[str]:
+        """Partitions whose only in-sync replica is on ``node_id`` (restarting it would
+        take them offline)."""
+        with self.admin() as admin:
+            meta = admin.metadata()
+        return [f"{t}-{p.partition}" for t, parts in sorted(meta.topics.items()) for p in parts
+                if node_id in p.isr and not set(p.isr) - {node_id}]
+
+    def verify_defaults(self, plan: ScaleOutPlan) -> str:
+        """A topic created without an RF gets the target RF (deleted again), a new
+        group's first offset commit works, and the internal topics have the target RF."""
+        import secrets
+
+        from confluent_kafka import Consumer
+        from confluent_kafka import TopicPartition as CkTp
+        from confluent_kafka.admin import AdminClient
+
+        want = plan.target_rf
+        with self.admin() as admin:
+            meta = admin.metadata()
+            admin.delete_topics(t for t in meta.topics if t.startswith(PROBE_PREFIX))
+            probe = PROBE_PREFIX + secrets.token_hex(4)
+            admin.create_topics([(probe, 1, -1, {})])     # -1: the brokers' default RF
+
+        def listed() -> str | None:
+            with self.admin() as a:
+                parts = a.metadata().topics.get(probe)
+            return None if parts else f"topic {probe} not listed yet"
+
+        self.wait("waiting for the probe topic", listed)
+        with self.admin() as admin:
+            rf = len(admin.metadata().topics[probe][0].replicas)
+        group = f"opskit-scaleout-probe-{secrets.token_hex(4)}"
+        conf = self.conn.to_librdkafka()
+        committed = "not tried"
+        try:
+            if rf == want:
+                c = Consumer({**conf, "group.id": group, "enable.auto.commit": False,
+                              "log_level": 0})
+                try:
+                    c.commit(offsets=[CkTp(probe, 0, 0)], asynchronous=False)
+                    committed = "ok"
+                except Exception as e:  # noqa: BLE001 - reported as the step's failure
+                    committed = f"failed: {e}"
+                finally:
+                    c.close()
+        finally:
+            with self.admin() as admin:
+                admin.delete_topics([probe])
+            try:
+                ac = AdminClient({**conf, "log_level": 0})
+                for fut in ac.delete_consumer_groups([group], request_timeout=10).values():
+                    fut.result()
+            except Exception as e:  # noqa: BLE001 - an empty group left behind is harmless
+                log.info("probe group %s not deleted: %s", group, e)
+        if rf != want:
+            raise RefusedError(
+                f"a topic created without a replication factor got RF {rf}, not {want}: a "
+                "broker still runs an old default.replication.factor (restart it with its "
+                "rewritten server.properties); the scale-out is not finished")
+        if committed != "ok":
+            raise InconsistentStateError(f"a new group's first offset commit {committed}")
+
+        def gone() -> str | None:
+            with self.admin() as a:
+                return f"probe topic {probe} still listed" if probe in a.metadata().topics \
+                    else None
+
+        self.wait("waiting for the probe topic's deletion", gone)
+        with self.admin() as admin:
+            meta = admin.metadata()
+        short = {t: min(len(p.replicas) for p in parts) for t, parts in meta.topics.items()
+                 if t in INTERNAL_TOPICS and parts}
+        low = {t: r for t, r in short.items() if r < want}
+        if low:
+            raise RefusedError(f"internal topic(s) below RF {want}: {low}: reassign them "
+                               "(opskit reassign plan --replication-factor "
+                               f"{want} --include-internal); the scale-out is not finished")
+        return (f"a topic created without an RF got RF {rf} (deleted again); a new group's "
+                f"first offset commit worked; " + ", ".join(
+                    f"{t} RF {r}" for t, r in sorted(short.items())))

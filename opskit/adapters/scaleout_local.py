@@ -109,11 +109,12 @@ class LocalSteps:
     registry: Path | None = None
     wait_s: float = 300.0
     cli: Callable[[list[str]], int] | None = None
+    say: Callable[[str], None] | None = None
     kafka: KafkaSteps = field(init=False)
 
     def __post_init__(self) -> None:
         self.kafka = KafkaSteps(self.conn, self.context, self.run_dir, self.throttle,
-                                self.registry, self.wait_s, self.cli)
+                                self.registry, self.wait_s, self.cli, say=self.say)
 
     def run(self, step: Step, plan: ScaleOutPlan) -> str:
         k = self.kafka
@@ -122,11 +123,14 @@ class LocalSteps:
             StepKind.RAISE_RF: k.raise_rf, StepKind.VERIFY_ISR: k.verify_isr,
             StepKind.ELECT_LEADERS: k.elect_leaders, StepKind.SET_MIN_ISR: self._min_isr,
             StepKind.UPDATE_REGISTRY: k.update_registry, StepKind.FINAL_HEALTH: k.final_health,
+            StepKind.VERIFY_DEFAULTS: k.verify_defaults,
         }
         if step.kind is StepKind.ADD_NODE:
             return self._add_node(step, plan)
         if step.kind is StepKind.PROMOTE_VOTER:
             return self._promote(step)
+        if step.kind is StepKind.RESTART_NODE:
+            return self._restart(step, plan)
         return handler[step.kind](plan)
 
     # --- local steps ----------------------------------------------------------
@@ -145,6 +149,49 @@ class LocalSteps:
         changed = promote_controller(self.sb, step.node_id)
         return (f"node {step.node_id} {'is now' if changed else 'was already'} a voter; "
                 f"voters {voters(self.sb)}")
+
+    def _restart(self, step: Step, plan: ScaleOutPlan) -> str:
+        """Restart node N with its rewritten server.properties, once every partition is
+        in ISR and the controller settled, and wait for the same again. Idempotent: a
+        node that reports the new defaults already is not restarted; a node a killed
+        run had stopped is started first. Never restarts a node that holds the only
+        in-sync replica of a partition (refused)."""
+        from opskit.adapters.scaleout_runner import failpoint
+
+        assert step.node_id is not None
+        n, k = step.node_id, self.kafka
+        brokers = len(set(plan.existing) | set(plan.new_nodes))
+        running = {int(x["node_id"]): bool(x["running"]) for x in self.sb.status()["nodes"]}
+        if n not in running:
+            raise RefusedError(f"sandbox {self.sb.name!r} has no node {n} to restart")
+        started = ""
+        if not running[n]:          # stopped by an earlier, killed run of this step
+            self.sb.start_node(n, wait_timeout=k.wait_s)
+            started = f"node {n} was stopped (an interrupted restart): started it; "
+        k.wait(f"before restarting node {n}: waiting for every partition in ISR and a "
+               "settled controller", lambda: k.settled(brokers))
+        old = k.runs_with_defaults(n, plan)
+        values = ", ".join(f"{d}={plan.target_rf}" for d in STATIC_DEFAULTS)
+        if not old:
+            return f"{started}node {n} runs with {values} already: not restarted"
+        alone = k.sole_in_sync(n)
+        if alone:
+            raise RefusedError(
+                f"node {n} holds the only in-sync replica of {len(alone)} partition(s) ("
+                + ", ".join(alone[:5]) + "): restarting it would take them offline, so it was "
+                f"not restarted; the scale-out is not finished (node {n} still runs "
+                + ", ".join(f"{key}={v}" for key, v in old.items())
+                + "): raise their RF, then 'opskit playbook resume'")
+        self.sb.stop_node(n)            # SIGTERM: a controlled shutdown moves its leaders
+        failpoint("stopped", step.key)
+        self.sb.start_node(n, wait_timeout=k.wait_s)
+        k.wait(f"after restarting node {n}: waiting for every partition in ISR and a settled "
+               "controller", lambda: k.settled(brokers))
+        still = k.runs_with_defaults(n, plan)
+        if still:
+            raise InconsistentStateError(f"node {n} was restarted but reports {still}: its "
+                                         f"server.properties does not set {values}")
+        return f"{started}node {n} restarted, runs with {values}; every partition in ISR"
 
     def _min_isr(self, plan: ScaleOutPlan) -> str:
         want = str(plan.min_insync_replicas)

@@ -57,11 +57,12 @@ def iso(t: datetime) -> str:
 #: TEST ONLY: ``OPSKIT_TEST_KILL_AT=started:<step>`` (or ``finished:<step>``) makes the
 #: running process SIGKILL itself right after the journal recorded that step started (or
 #: finished): the kill -9 tests use it to stop a run at every step boundary
-#: deterministically. Never set it outside tests.
+#: deterministically; ``stopped:restart_node:N`` kills it inside that step, after node N
+#: was stopped and before it is started again. Never set it outside tests.
 KILL_AT_ENV = "OPSKIT_TEST_KILL_AT"
 
 
-def _failpoint(what: str, key: str) -> None:
+def failpoint(what: str, key: str) -> None:
     if os.environ.get(KILL_AT_ENV) == f"{what}:{key}":
         log.warning("test failpoint %s:%s: killing this process", what, key)
         os.kill(os.getpid(), signal.SIGKILL)
@@ -106,7 +107,7 @@ def drive(state: RunState, version: str | None, store: JournalStore, steps: Step
                     say(f"halted: {a.reason}")
             return state
         key = run.step.key
-        _failpoint("started", key)
+        failpoint("started", key)
         say(f"{'resuming' if run.resumed else 'step'} {key} ...")
         try:
             detail = steps.run(run.step, state.plan)
@@ -122,7 +123,7 @@ def drive(state: RunState, version: str | None, store: JournalStore, steps: Step
         state, acts = transition(state, ev)
         save(state)
         if isinstance(ev, StepSucceeded):
-            _failpoint("finished", key)
+            failpoint("finished", key)
         page(acts)
         if any(isinstance(a, (Finish, Halt)) for a in acts):
             return state

@@ -249,8 +249,9 @@ def _resume(sandbox: str, state: Any, version: str | None, store: Any, throttle:
 
     sb = Sandbox(sandbox)
     run_dir = _run_dir(sandbox)
-    steps = LocalSteps(sb, sb.connection(), _context(sandbox), run_dir, throttle, registry)
     err = stderr()
+    steps = LocalSteps(sb, sb.connection(), _context(sandbox), run_dir, throttle, registry,
+                       say=lambda m: err.print(m, highlight=False))
     # held for the whole run: a second run refuses at once, naming the holder; the kernel
     # drops it when a run dies (kill -9 too), so a killed run never blocks its resume
     with RunLock(run_dir / "run.lock", f"playbook scale-out {state.run_id}"):
@@ -272,17 +273,20 @@ def _finish(end: Any, clear_abort: Callable[[], object]) -> int:
     if end.phase.value == "done":
         clear_abort()
         return 0
+    from opskit.core.scaleout.machine import unfinished_note
+
+    note = unfinished_note(end)
     if end.phase.value == "aborted":
         clear_abort()
-        raise RefusedError(f"scale-out {end.run_id} aborted at a safe point: {end.reason}")
+        raise RefusedError(f"scale-out {end.run_id} aborted at a safe point: {end.reason}{note}")
     if end.reason == "outside the maintenance window":
         raise RefusedError(f"scale-out {end.run_id} halted at a safe point: outside the "
-                           "maintenance window; the next run inside it resumes")
+                           f"maintenance window; the next run inside it resumes{note}")
     if end.phase.value == "failed":
         raise RefusedError(f"scale-out {end.run_id} failed: {end.reason}; fix the cause, then "
-                           "'opskit playbook resume'")
+                           f"'opskit playbook resume'{note}")
     raise InconsistentStateError(f"scale-out {end.run_id} halted: {end.reason}; 'opskit "
-                                 "playbook resume' (or the next scheduled run) continues")
+                                 f"playbook resume' (or the next scheduled run) continues{note}")
 
 
 @app.command("status")

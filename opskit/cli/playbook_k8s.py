@@ -100,8 +100,10 @@ def scale_out(args: K8sArgs, *, brokers: int, throttle: str, window: str | None,
         facts = read_k8s_facts(api, ns, sts, admin)
     if idle(existing, facts, brokers, output):
         return 0
+    # no rolling restart on Kubernetes yet: set_min_isr names the KAFKA_CFG_* values to set
     plan = plan_scale_out(facts, ScaleOutRequest(target_brokers=brokers,
-                                                 throttle_bytes_per_s=rate, window=win))
+                                                 throttle_bytes_per_s=rate, window=win,
+                                                 rolling_restart=False))
     if not execute:
         show({"dry_run": True, "plan": plan.to_dict()}, output)
         return 0
@@ -136,10 +138,11 @@ def drive(args: K8sArgs, state: Any, throttle: str, win: Any, registry: Path | N
             raise RefusedError(f"another run ({loaded.run_id}) was started meanwhile on "
                                f"{ns}/{sts}")
         run_dir = _run_dir(ns, sts)
-        kafka = KafkaSteps(conn, args.context, run_dir,
-                           throttle, registry, plans=ConfigMapPlans(api, ns, sts))
-        abort = ConfigMapAbort(api, ns, sts)
         err = stderr()
+        kafka = KafkaSteps(conn, args.context, run_dir,
+                           throttle, registry, plans=ConfigMapPlans(api, ns, sts),
+                           say=lambda m: err.print(m, highlight=False))
+        abort = ConfigMapAbort(api, ns, sts)
         end = run(state, version, store, K8sSteps(api, ns, sts, kafka), window=win,
                   abort_marker=abort, pager=pager(state.run_id),
                   say=lambda m: err.print(m, highlight=False))

@@ -63,6 +63,14 @@ class Traffic:
         for t in self._threads:
             t.join(60)
 
+    def wait_consumed_after_mark(self, timeout: float = 180.0) -> None:
+        """After the run the group consumes again: its members find the coordinator
+        anew after the rolling restart moved it (a few seconds; longer on a loaded host)."""
+        deadline = time.monotonic() + timeout
+        time.sleep(5)
+        while self.consumed_after_mark == 0 and time.monotonic() < deadline:
+            time.sleep(1)
+
     def _produce(self) -> None:
         p = Producer({"bootstrap.servers": self.bootstrap, "enable.idempotence": True,
                       "acks": "all", "linger.ms": 5, "message.timeout.ms": 300000})
@@ -236,6 +244,33 @@ def check_end_state(sb: Sandbox, registry: Path, context: str) -> None:
     assert r.code == 0, r.out + r.err
     r = run_cli("topics", "diff", str(registry), "--context", context)
     assert r.code == 0, r.out + r.err
+    new_topics_and_groups_work(sb)
+
+
+def new_topics_and_groups_work(sb: Sandbox) -> None:
+    """The scale-out is finished: a topic created without an RF gets RF 3 (the brokers
+    run default.replication.factor=3 after the rolling restart), a new group's first
+    commit works, __consumer_offsets is at RF 3."""
+    from confluent_kafka import TopicPartition as CkTp
+
+    name = f"after_scale_out_{int(time.time())}"
+    with KafkaAdmin(sb.connection()) as admin:
+        admin.create_topics([(name, 3, -1, {})])
+        deadline = time.monotonic() + 60
+        while not admin.metadata().topics.get(name):
+            assert time.monotonic() < deadline, f"{name} never listed"
+            time.sleep(0.5)
+        parts = admin.metadata().topics[name]
+        assert [len(p.replicas) for p in parts] == [3, 3, 3], parts
+        c = Consumer({"bootstrap.servers": sb.require().bootstrap,
+                      "group.id": f"first-commit-{name}", "enable.auto.commit": False})
+        try:
+            c.commit(offsets=[CkTp(name, 0, 0)], asynchronous=False)
+        finally:
+            c.close()
+        offsets = admin.metadata().topics["__consumer_offsets"]
+        assert {len(p.replicas) for p in offsets} == {3}
+        admin.delete_topics([name])
 
 
 def no_acknowledged_record_lost(sb: Sandbox, traffic: Traffic) -> None:
@@ -250,6 +285,7 @@ def no_acknowledged_record_lost(sb: Sandbox, traffic: Traffic) -> None:
         assert got[k] == sorted(got[k]), f"order of {k} changed"
 
 
+@pytest.mark.timeout(2400)   # ~40 process starts, 3 node starts and 3 restarts
 def test_static_quorum_scale_out_under_traffic_killed_at_every_step(
         one_node: Sandbox, tmp_path: Path) -> None:
     """SIGKILL right after each step is journaled started (before it acts) and right
@@ -264,6 +300,11 @@ def test_static_quorum_scale_out_under_traffic_killed_at_every_step(
     assert plan.code == 0, plan.err
     steps: list[str] = plan.json()["plan"]["steps"]
     assert "raise_rf" in steps and not any(k.startswith("promote_voter") for k in steps)
+    # the rolling restart: broker-only nodes first, the single controller last
+    restarts = [k for k in steps if k.startswith("restart_node:")]
+    assert restarts == ["restart_node:1", "restart_node:2", "restart_node:0"]
+    assert steps[-2:] == ["verify_defaults", "final_health"]
+    first_restart = restarts[0]
     args = ["playbook", "scale-out", "--sandbox", sb.name, "--throttle", "20MiB",
             "--registry", str(registry), "--execute"]
     lock = sb.playbook_dir / "run.lock"
@@ -279,6 +320,10 @@ def test_static_quorum_scale_out_under_traffic_killed_at_every_step(
             if key == "raise_rf":
                 kill_inside_reassignment(sb, args)
                 assert journal(sb)["in_flight"] == "raise_rf"
+            if key == first_restart:     # killed with the node stopped: the resume starts it
+                run_killed_at(args, f"stopped:{key}")
+                assert journal(sb)["in_flight"] == key
+                assert jvms_of(sb)[int(key.split(":")[1])] == 0
             run_killed_at(args, f"finished:{key}")
             j = journal(sb)
             assert j["in_flight"] is None and key in j["done"], (key, j)  # type: ignore[operator]
@@ -286,15 +331,16 @@ def test_static_quorum_scale_out_under_traffic_killed_at_every_step(
                     "--registry", str(registry))
         assert r.code == 0, r.err
         traffic.mark = True
-        time.sleep(5)
+        traffic.wait_consumed_after_mark()
     assert traffic.errors == []
     assert traffic.consumed_after_mark > 0                   # the group kept consuming
     state = journal(sb)
     assert state["phase"] == "done" and state["done"] == steps
     entries = state["journal"]
     resumed = [e["step"] for e in entries if e["what"] == "resumed"]  # type: ignore[index,union-attr]
-    assert resumed == [*steps[:steps.index("raise_rf") + 1], "raise_rf",
-                       *steps[steps.index("raise_rf") + 1:]]
+    at_rf, at_restart = steps.index("raise_rf"), steps.index(first_restart)
+    assert resumed == [*steps[:at_rf + 1], "raise_rf", *steps[at_rf + 1:at_restart + 1],
+                       first_restart, *steps[at_restart + 1:]]
     started = [e["step"] for e in entries if e["what"] == "started"]  # type: ignore[index,union-attr]
     assert started == steps                                    # each step started once
     # no second reassignment: one execution per plan (RF raise, leader reorder), every
@@ -323,6 +369,7 @@ def test_static_quorum_scale_out_under_traffic_killed_at_every_step(
 
 
 @pytest.mark.kafka4
+@pytest.mark.timeout(2400)   # 3 node starts, 2 promotions and 3 restarts on a loaded host
 def test_dynamic_quorum_scale_out_adds_voters(one_node_dynamic: Sandbox, tmp_path: Path) -> None:
     sb = one_node_dynamic
     ctx = f"sandbox-{sb.name}"
@@ -339,7 +386,7 @@ def test_dynamic_quorum_scale_out_adds_voters(one_node_dynamic: Sandbox, tmp_pat
                     "--registry", str(registry), "--execute")
         assert r.code == 0, r.err
         traffic.mark = True
-        time.sleep(5)
+        traffic.wait_consumed_after_mark()
     assert traffic.errors == [] and traffic.consumed_after_mark > 0
     assert voters(sb) == [0, 1, 2]
     check_end_state(sb, registry, ctx)

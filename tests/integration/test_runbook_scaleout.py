@@ -7,7 +7,8 @@ the two). The commands run as an on-call SRE would meet them, not in page order:
 preflight and the dry run; the scheduled command outside its window (halts before any
 change, exit 5); status; abort, applied by the next resume (exit 5); the execute step,
 SIGKILLed while the RF raise is in flight, as a crash would; resume to the end; the checks
-afterwards and a node's rolling restart. Each command's exit status must be the one the
+afterwards (a topic created without an RF gets RF 3: the playbook's rolling restart
+applied the new defaults) and a node's restart by hand. Each command's exit status must be the one the
 runbook's comment documents, and the one this story expects.
 
 The whole story runs on Kafka 3.7 (static quorum). The static -> dynamic upgrade runs on
@@ -188,6 +189,7 @@ class Runbook:
             proc.wait(30)
 
 
+@pytest.mark.timeout(1800)   # the playbook's own rolling restart adds 3 node restarts
 def test_scale_out_runbook_from_preflight_to_rolling_restart(cluster: dict[str, str]) -> None:
     rb = Runbook(cluster)
     sb = Sandbox(cluster["sandbox"])
@@ -219,6 +221,15 @@ def test_scale_out_runbook_from_preflight_to_rolling_restart(cluster: dict[str, 
         meta = admin.metadata()
         assert sorted(b.node_id for b in meta.brokers) == [0, 1, 2]
         assert {len(p.isr) for parts in meta.topics.values() for p in parts} == {3}
+        # finished: the rolling restart applied default.replication.factor=3
+        admin.create_topics([("made_after_the_run", 2, -1, {})])
+        deadline = time.monotonic() + 60
+        while not admin.metadata().topics.get("made_after_the_run"):
+            assert time.monotonic() < deadline
+            time.sleep(0.5)
+        assert {len(p.replicas) for p in admin.metadata().topics["made_after_the_run"]} == {3}
+        admin.delete_topics(["made_after_the_run"])
+    assert "restart_node:0" in state["done"]  # type: ignore[operator]
     for command in RESTART:
         rb.run(command, 0)
     # the restarted node runs with the read-only defaults the playbook wrote for it

@@ -98,9 +98,19 @@ def test_static_quorum_adds_broker_only_nodes_outside_the_voters() -> None:
         < kinds.index(StepKind.SET_MIN_ISR)                     # min ISR only after ISR = 3
     assert p.bytes_to_copy == 2 * 1_000_000 + 2 * 10_000        # (3 - 1) x bytes, RF-3 skipped
     # one old broker sends: its throttle caps the copy (not two receivers' throttles)
-    assert p.estimated_seconds == pytest.approx(2_020_000 / 1_000_000 + 2 * 6 + 10)
-    assert any(n.startswith("estimate 24 s = 2,020,000 bytes / (throttle 1,000,000 B/s x 1 "
-                            "broker(s)") and "2 node start(s) x 6 s" in n for n in p.notes)
+    # + 3 node restarts (the rolling restart), each counted as a node start
+    assert p.estimated_seconds == pytest.approx(2_020_000 / 1_000_000 + 2 * 6 + 3 * 6 + 10)
+    assert any(n.startswith("estimate 42 s = 2,020,000 bytes / (throttle 1,000,000 B/s x 1 "
+                            "broker(s)") and "2 node start(s) x 6 s" in n
+               and "3 node restart(s) x 6 s" in n for n in p.notes)
+    # the rolling restart after the registry: broker-only nodes first, the controller
+    # last, then the new-topic defaults are verified, then the final health
+    assert [s.key for s in p.steps[-6:]] == ["update_registry", "restart_node:1",
+                                             "restart_node:2", "restart_node:0",
+                                             "verify_defaults", "final_health"]
+    k8s = plan_scale_out(facts(), ScaleOutRequest(throttle_bytes_per_s=1_000_000,
+                                                  rolling_restart=False))
+    assert StepKind.RESTART_NODE not in [s.kind for s in k8s.steps]
     assert any("single point of failure" in n for n in p.notes)
     assert ScaleOutPlan.from_dict(p.to_dict()) == p
 
@@ -167,8 +177,10 @@ def test_enough_brokers_but_topics_below_the_rf_finishes_without_adding_nodes() 
     assert p.new_nodes == () and p.existing == (0, 1, 2)
     kinds = [s.kind for s in p.steps]
     assert StepKind.ADD_NODE not in kinds and StepKind.PROMOTE_VOTER not in kinds
-    assert kinds[-6:] == [StepKind.RAISE_RF, StepKind.VERIFY_ISR, StepKind.ELECT_LEADERS,
-                          StepKind.SET_MIN_ISR, StepKind.UPDATE_REGISTRY, StepKind.FINAL_HEALTH]
+    assert kinds[-10:] == [StepKind.RAISE_RF, StepKind.VERIFY_ISR, StepKind.ELECT_LEADERS,
+                           StepKind.SET_MIN_ISR, StepKind.UPDATE_REGISTRY,
+                           *[StepKind.RESTART_NODE] * 3, StepKind.VERIFY_DEFAULTS,
+                           StepKind.FINAL_HEALTH]
     assert p.bytes_to_copy == 2 * 1_000_000 + 2 * 10_000
     assert "finishes the scale-out" in p.notes[0] and "__consumer_offsets" in p.notes[0]
     # a dynamic quorum: no node to promote either
@@ -352,6 +364,38 @@ def test_abort_waits_for_the_step_in_flight() -> None:
     idle = new_state()
     idle, acts = transition(idle, AbortRequested("t"))
     assert idle.phase is Phase.ABORTED
+
+
+def test_a_stopped_run_says_what_it_leaves_unfinished() -> None:
+    """The exit line of a run that stopped before its end: throttles of an RF raise in
+    flight stay set until resume/abort; nodes not restarted still give new topics the
+    old RF (the cluster is not finished)."""
+    from opskit.core.scaleout.machine import unfinished_note
+
+    s = new_state()
+    while True:
+        s, (act,) = drive(s)
+        assert isinstance(act, RunStep)
+        if act.step.key == "raise_rf":
+            break
+        s, _ = transition(s, StepSucceeded("t", act.step.key))
+    s, _ = transition(s, StepFailed("t", "raise_rf", "no progress for 300s: waiting for "
+                                    "broker(s) 2 to come back"))
+    note = unfinished_note(s)
+    assert "throttles stay set until 'opskit playbook resume'" in note
+    assert "abort" in note and "node(s) 1, 2, 0 still run without the new read-only" in note
+    while True:
+        s, acts = drive(s)
+        (act,) = acts
+        assert isinstance(act, RunStep)
+        if act.step.key == "restart_node:0":
+            break
+        s, _ = transition(s, StepSucceeded("t", act.step.key))
+    s, _ = transition(s, StepFailed("t", "restart_node:0", "refused", retryable=False))
+    note = unfinished_note(s)
+    assert "throttles" not in note and "the cluster is not finished: node(s) 0 still" in note
+    s = finished(s)
+    assert unfinished_note(s) == ""
 
 
 def test_a_foreign_step_result_is_a_bug() -> None:

@@ -43,7 +43,49 @@ def test_raise_rf_with_nothing_to_move_executes_nothing(tmp_path: Path) -> None:
 def test_raise_rf_executes_the_plan_it_wrote_and_a_resume_reuses_it(tmp_path: Path) -> None:
     calls: list[list[str]] = []
     steps = _steps(tmp_path, calls, write=True)
+    # the min ISR hold recorded as this run found it (no topic above its RF): no Kafka
+    (tmp_path / "min-isr-held.json").write_text('{"topics": {}, "restored": false}')
     steps.raise_rf(_plan())
+    assert json.loads((tmp_path / "min-isr-held.json").read_text())["restored"] is True
     steps.raise_rf(_plan())  # a resumed run: the same plan file
     assert [c[:2] for c in calls] == [["reassign", "plan"], ["reassign", "execute"],
                                       ["reassign", "execute"]]
+
+
+def test_the_copy_s_progress_lines_reach_the_operator(tmp_path: Path) -> None:
+    """``reassign execute`` runs in-process; its stderr progress (what it waits for,
+    bytes left) is passed on line by line instead of being swallowed until the end."""
+    said: list[str] = []
+
+    def cli(args: list[str]) -> int:
+        import sys
+
+        sys.stderr.write("opskit: reassign: 3/53 moves done, 1 in flight, 12.0 MB left")
+        sys.stderr.write("; waiting for broker(s) 2 to come back\n")
+        sys.stderr.write("opskit: throttles removed\n")
+        return 0
+
+    def say(line: str) -> None:      # as the CLI's: it prints to (the real) stderr
+        import sys
+
+        sys.stderr.write(line + "\n")
+        said.append(line)
+
+    steps = KafkaSteps(ConnectionConfig("127.0.0.1:1"), "ctx", tmp_path, "1MiB", cli=cli,
+                       say=say)
+    steps.opskit("reassign", "execute", "x.json", progress=True)
+    assert said == [("  reassign: 3/53 moves done, 1 in flight, 12.0 MB left; waiting for "
+                     "broker(s) 2 to come back"), "  throttles removed"]
+    said.clear()
+    steps.opskit("reassign", "plan")                 # without progress: kept for the log
+    assert said == []
+
+
+def test_a_long_wait_says_what_it_waits_for(tmp_path: Path) -> None:
+    said: list[str] = []
+    seen = iter(["broker(s) [2] not registered"] * 3 + [None])
+    steps = KafkaSteps(ConnectionConfig("127.0.0.1:1"), "ctx", tmp_path, "1MiB",
+                       say=said.append, progress_every_s=0.0)
+    steps.wait("waiting for the new brokers", lambda: next(seen))
+    assert said and all("waiting for the new brokers: still broker(s) [2] not registered ("
+                        in s for s in said)

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from opskit.core.scaleout.plan import ScaleOutPlan, Step
+from opskit.core.scaleout.plan import ScaleOutPlan, Step, StepKind
 
 
 class Phase(enum.Enum):
@@ -92,6 +92,23 @@ def nothing_to_do(s: RunState | None, brokers: Iterable[int], target_brokers: in
         return None
     return (f"scale-out {s.run_id} finished at {finished_at(s)}; the cluster has "
             f"{len(present)} brokers: nothing to do")
+
+
+def unfinished_note(s: RunState) -> str:
+    """What a run that stopped before its end leaves unfinished, for its exit line: the
+    throttles of an RF raise in flight, nodes not yet restarted with the new defaults."""
+    notes: list[str] = []
+    if s.in_flight == StepKind.RAISE_RF.value:
+        notes.append("the replication throttles stay set until 'opskit playbook resume' "
+                     "finishes the RF raise (after 'opskit playbook abort --execute' too: "
+                     "that resume stops right after it)")
+    left = [st.node_id for st in s.remaining if st.kind is StepKind.RESTART_NODE]
+    if left:
+        notes.append("the cluster is not finished: node(s) "
+                     + ", ".join(map(str, left)) + " still run without the new read-only "
+                     "defaults (a topic created without an RF gets the old RF) until the "
+                     "rolling restart is done")
+    return "".join(f"; {n}" for n in notes)
 
 
 # --- events -------------------------------------------------------------------

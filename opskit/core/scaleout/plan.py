@@ -44,6 +44,8 @@ class StepKind(enum.Enum):
     ELECT_LEADERS = "elect_leaders"      # preferred leaders; spread within 1
     SET_MIN_ISR = "set_min_isr"          # min.insync.replicas=2, new-topic defaults
     UPDATE_REGISTRY = "update_registry"  # the HIP-30 registry says RF 3 / min ISR 2
+    RESTART_NODE = "restart_node"        # one node restarted with its rewritten file
+    VERIFY_DEFAULTS = "verify_defaults"  # a topic made without an RF gets RF 3; a commit works
     FINAL_HEALTH = "final_health"        # health OK and the report
 
 
@@ -100,6 +102,10 @@ class ScaleOutRequest:
     node_start_s: float = 6.0
     voter_promotion_s: float = 6.0
     playbook_overhead_s: float = 10.0
+    #: restart every node, one at a time, so the read-only defaults it was given
+    #: (default.replication.factor, offsets.topic.replication.factor, ...) take effect;
+    #: False where the runner cannot (Kubernetes: an operator's rolling update)
+    rolling_restart: bool = True
 
 
 @dataclass(frozen=True)
@@ -208,15 +214,20 @@ def plan_scale_out(facts: ClusterFacts, request: ScaleOutRequest) -> ScaleOutPla
     steps += [Step(StepKind.PROMOTE_VOTER, n) for n in new_voters]
     steps += [Step(StepKind.WAIT_REGISTERED), Step(StepKind.RAISE_RF),
               Step(StepKind.VERIFY_ISR), Step(StepKind.ELECT_LEADERS),
-              Step(StepKind.SET_MIN_ISR), Step(StepKind.UPDATE_REGISTRY),
-              Step(StepKind.FINAL_HEALTH)]
+              Step(StepKind.SET_MIN_ISR), Step(StepKind.UPDATE_REGISTRY)]
+    restarts = restart_order(present, new_nodes, (*facts.voters, *new_voters)) \
+        if request.rolling_restart else ()
+    steps += [Step(StepKind.RESTART_NODE, n) for n in restarts]
+    if restarts:
+        steps.append(Step(StepKind.VERIFY_DEFAULTS))
+    steps.append(Step(StepKind.FINAL_HEALTH))
 
     # data to copy: every topic whose RF grows gets (target - current) new replicas
     bytes_to_copy = sum(max(0, target_rf - rf) * int(facts.topic_bytes.get(t, 0))
                         for t, rf in facts.topic_rf.items())
     estimated, estimate_note = estimate_seconds(
         bytes_to_copy, request, sources=len(present), receivers=len(new_nodes),
-        voters=len(new_voters))
+        voters=len(new_voters), restarts=len(restarts))
 
     notes: list[str] = []
     if not new_nodes:
@@ -264,8 +275,16 @@ def plan_scale_out(facts: ClusterFacts, request: ScaleOutRequest) -> ScaleOutPla
                         bytes_to_copy, estimated, tuple(notes), new_voters)
 
 
+def restart_order(present: list[int], new_nodes: list[int],
+                  voters: tuple[int, ...]) -> tuple[int, ...]:
+    """Every node once, one at a time: broker-only nodes first, controller voters last
+    (a single static controller's restart is the one that pauses leader elections)."""
+    nodes = sorted({*present, *new_nodes})
+    return (*[n for n in nodes if n not in voters], *[n for n in nodes if n in voters])
+
+
 def estimate_seconds(bytes_to_copy: int, request: ScaleOutRequest, *, sources: int,
-                     receivers: int, voters: int) -> tuple[float, str]:
+                     receivers: int, voters: int, restarts: int = 0) -> tuple[float, str]:
     """The plan's duration estimate and the note naming its assumptions.
 
     The copy: the replication throttle caps each broker, leader side (what it sends) and
@@ -275,10 +294,14 @@ def estimate_seconds(bytes_to_copy: int, request: ScaleOutRequest, *, sources: i
     the playbook's own work, as measured (``ScaleOutRequest``'s defaults)."""
     lanes = max(1, min(sources, receivers))
     copy_s = bytes_to_copy / (request.throttle_bytes_per_s * lanes)
-    waits_s = receivers * request.node_start_s + voters * request.voter_promotion_s
+    waits_s = (receivers + restarts) * request.node_start_s \
+        + voters * request.voter_promotion_s
     total = copy_s + waits_s + request.playbook_overhead_s
     promo = (f" + {voters} voter promotion(s) x {request.voter_promotion_s:g} s"
              if voters else "")
+    if restarts:
+        promo += (f" + {restarts} node restart(s) x {request.node_start_s:g} s (counted as "
+                  "a node start; not measured separately)")
     note = (f"estimate {total:.0f} s = {bytes_to_copy:,} bytes / (throttle "
             f"{request.throttle_bytes_per_s:,} B/s x {lanes} broker(s) copying at once) "
             f"= {copy_s:.0f} s + {receivers} node start(s) x {request.node_start_s:g} s"
