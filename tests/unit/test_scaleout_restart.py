@@ -1,0 +1,114 @@
+"""The rolling restart's decisions (restart_node:N), with a sandbox and Kafka doubles:
+the real restarts run in tests/integration/test_playbook_local.py."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from opskit.adapters.scaleout_local import LocalSteps
+from opskit.core.connection import ConnectionConfig
+from opskit.core.scaleout.plan import (
+    ClusterFacts,
+    ScaleOutPlan,
+    ScaleOutRequest,
+    Step,
+    StepKind,
+    plan_scale_out,
+)
+from opskit.errors import RefusedError
+
+
+@dataclass
+class FakeSandbox:
+    running: dict[int, bool]
+    name: str = "s"
+    calls: list[str] = field(default_factory=list)
+
+    def status(self) -> dict[str, Any]:
+        return {"nodes": [{"node_id": n, "running": r} for n, r in self.running.items()]}
+
+    def stop_node(self, n: int) -> None:
+        self.calls.append(f"stop {n}")
+        self.running[n] = False
+
+    def start_node(self, n: int, wait_timeout: float = 0) -> None:
+        self.calls.append(f"start {n}")
+        self.running[n] = True
+
+
+@dataclass
+class FakeKafka:
+    old: dict[int, dict[str, str | None]]     # node -> defaults it still runs with
+    alone: dict[int, list[str]] = field(default_factory=dict)
+    sb: FakeSandbox | None = None
+    wait_s: float = 1.0
+
+    def wait(self, what: str, check: Any) -> None:
+        assert check() is None, what
+
+    def settled(self, brokers: int) -> str | None:
+        assert self.sb is not None
+        down = [n for n, r in self.sb.running.items() if not r]
+        return f"broker(s) {down} down" if down else None
+
+    def runs_with_defaults(self, n: int, plan: ScaleOutPlan) -> dict[str, str | None]:
+        assert self.sb is not None
+        if self.sb.calls.count(f"start {n}") and f"stop {n}" in self.sb.calls:
+            return {}                       # restarted: reads its rewritten file
+        return self.old.get(n, {})
+
+    def sole_in_sync(self, n: int) -> list[str]:
+        return self.alone.get(n, [])
+
+    def __getattr__(self, name: str) -> Any:   # the other steps: never called here
+        def other(*_a: object) -> str:
+            raise AssertionError(f"step {name} called")
+        return other
+
+
+def steps(tmp_path: Path, sb: FakeSandbox, kafka: FakeKafka) -> LocalSteps:
+    s = LocalSteps(sb, ConnectionConfig("127.0.0.1:1"), "ctx", tmp_path, "1MiB")  # type: ignore[arg-type]
+    kafka.sb = sb
+    s.kafka = kafka  # type: ignore[assignment]
+    return s
+
+
+def plan() -> ScaleOutPlan:
+    return plan_scale_out(ClusterFacts("3.7.2", 0, (0,), (0,), topic_rf={"t": 1}),
+                          ScaleOutRequest())
+
+
+OLD = {"default.replication.factor": "1"}
+
+
+def test_restarts_a_node_running_the_old_defaults(tmp_path: Path) -> None:
+    sb = FakeSandbox({0: True, 1: True, 2: True})
+    detail = steps(tmp_path, sb, FakeKafka({1: OLD})).run(Step(StepKind.RESTART_NODE, 1),
+                                                          plan())
+    assert sb.calls == ["stop 1", "start 1"] and "node 1 restarted" in detail
+
+
+def test_a_node_with_the_new_defaults_is_not_restarted(tmp_path: Path) -> None:
+    sb = FakeSandbox({0: True, 1: True, 2: True})
+    detail = steps(tmp_path, sb, FakeKafka({})).run(Step(StepKind.RESTART_NODE, 1), plan())
+    assert sb.calls == [] and "not restarted" in detail
+
+
+def test_a_node_a_killed_run_stopped_is_started_first(tmp_path: Path) -> None:
+    sb = FakeSandbox({0: True, 1: False, 2: True})
+    k = FakeKafka({1: OLD})
+    detail = steps(tmp_path, sb, k).run(Step(StepKind.RESTART_NODE, 1), plan())
+    assert sb.calls[0] == "start 1" and "was stopped" in detail
+
+
+def test_the_last_in_sync_replica_is_never_restarted(tmp_path: Path) -> None:
+    sb = FakeSandbox({0: True, 1: True, 2: True})
+    k = FakeKafka({0: OLD}, alone={0: ["made_meanwhile-0"]})
+    with pytest.raises(RefusedError, match="only in-sync replica.*made_meanwhile-0.*not "
+                       "finished"):
+        steps(tmp_path, sb, k).run(Step(StepKind.RESTART_NODE, 0), plan())
+    assert sb.calls == []
