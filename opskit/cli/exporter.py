@@ -18,7 +18,6 @@ from opskit.adapters.cluster_health import quiet_kafka_python
 from opskit.adapters.config_file import resolve_connection
 from opskit.adapters.safe_read import read_secret, read_text
 from opskit.adapters.streamnest import is_http_bootstrap
-from opskit.cli import streamnest
 from opskit.cli.common import STATE, BootstrapOpt, ContextOpt, load_config, setup_logging, stderr
 from opskit.cli.validate import DAY, HOUR, parse_duration_option
 from opskit.errors import (
@@ -107,12 +106,15 @@ def exporter(
         raise UsageError("give --bootstrap-server once")
     conn = resolve_connection(bootstrap_server or bootstrap, context, allow_http=True)
     if is_http_bootstrap(conn.bootstrap):  # StreamNest: up + counters (cli/streamnest.py)
+        from opskit.cli import streamnest  # only for StreamNest: Kafka's exporter never needs it
+
         return streamnest.exporter(conn, web, interval_s, timeout, once)
     cfg = load_config()
     quiet_kafka_python(STATE.debug)
     if once:
         if not STATE.debug:  # the failure is the one error line below, not a log line too
-            logging.getLogger("opskit.exporter.engine").setLevel(logging.ERROR)
+            for name in ("opskit.exporter.engine", "opskit.exporter.collector"):
+                logging.getLogger(name).setLevel(logging.ERROR)
         source = KafkaSource(conn, options, thresholds=cfg.lag_thresholds)
         once_engine = Exporter(source, options)
         once_engine.run_cycle()
