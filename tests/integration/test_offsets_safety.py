@@ -167,7 +167,7 @@ def test_bad_inputs_give_one_line_errors_and_change_nothing(kafka, uniq, tmp_pat
         (["reset", "--group", f"no-such-{uniq}", "--all-topics", "--to-earliest", "--execute",
           "--yes"], 4),
         (["reset", "--group", group, "--topic", f"no_such_{uniq}", "--to-earliest",
-          "--execute", "--yes"], 2),
+          "--execute", "--yes"], 4),  # not found, as the README's exit-code table says
         (["reset", "--group", group, "--topic", topic, "--to-earliest", "--to-latest"], 2),
         (["reset", "--group", group, "--topic", topic, "--to-datetime", "yesterday"], 2),
         (["export", "--group", f"no-such-{uniq}"], 4),
