@@ -136,4 +136,9 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":  # pragma: no cover - run as a program
-    sys.exit(main(sys.argv[1:]))
+    code = main(sys.argv[1:])
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # not sys.exit: the interpreter's shutdown would abort (SIGABRT, exit -6) on the daemon
+    # thread still blocked reading stdin ("could not acquire lock ... at interpreter shutdown")
+    os._exit(code)
