@@ -41,6 +41,8 @@ SPLIT_FROM = 200
 #: max wait of the one-off fetches: 1 ms, not 0 (with min bytes 0 Apache Kafka answers at
 #: once either way; Tansu 0.6 answers a 0 ms fetch with no partitions at all)
 FETCH_WAIT_MS = 1
+#: the longest the log end cross-check waits for records a high watermark promises
+RECHECK_WAIT_S = 0.5
 
 Position = tuple[TopicPartition, int]
 
@@ -151,7 +153,8 @@ def wanted_offsets(positions: Iterable[Position]) -> dict[TopicPartition, list[i
 
 
 def fetch_calls(version: int, want: Mapping[TopicPartition, list[int]],
-                leaders: Mapping[TopicPartition, int], part_bytes: int = PARTITION_BYTES[0]
+                leaders: Mapping[TopicPartition, int], part_bytes: int = PARTITION_BYTES[0],
+                max_wait_ms: int = FETCH_WAIT_MS, min_bytes: int = 0
                 ) -> tuple[list[Call], list[TopicPartition]]:
     """(one fetch round: each partition with wanted offsets at its first one, split per
     leader over LANES requests; the partitions without a leader)."""
@@ -160,7 +163,7 @@ def fetch_calls(version: int, want: Mapping[TopicPartition, list[int]],
     calls: list[Call] = [
         (leader, kp.fetch(version, {t: [(p, want[TopicPartition(t, p)][0], part_bytes) for p in ps]
                                     for t, ps in part.items()},
-                          max_wait_ms=FETCH_WAIT_MS, min_bytes=0, max_bytes=RESPONSE_BYTES))
+                          max_wait_ms=max_wait_ms, min_bytes=min_bytes, max_bytes=RESPONSE_BYTES))
         for leader, topics in sorted(groups.items()) for part in _split(topics, LANES)]
     return calls, no_leader
 
@@ -284,23 +287,34 @@ def check_log_ends(client: WireClient, offsets: Mapping[TopicPartition, Partitio
     deadline = time.monotonic() + client.timeout
     want = {tp: [max(o.log_end, o.log_start, 0)] for tp, o in offsets.items()}
     v = client.version(API_FETCH, 4, 11, deadline)
-    calls, _no_leader = fetch_calls(v, want, leaders, PARTITION_BYTES[0])
     hw: dict[TopicPartition, int] = {}
     last: dict[TopicPartition, int] = {}
-    for answer in client.exchange(calls, deadline, lanes=LANES) if calls else ():
-        for topic, parts in answer:
-            for p in parts:
-                tp = TopicPartition(topic, p.partition)
-                if p.error_code or tp not in offsets:
-                    continue
-                hw[tp] = p.high_watermark
-                try:
-                    batches = list(kp.record_batches(p.records)) if p.records else []
-                except Exception as e:  # noqa: BLE001 - an undecodable batch settles nothing
-                    log.debug("log end check of %s: records not decoded (%s)", tp, e)
-                    batches = []
-                if batches:
-                    last[tp] = batches[-1].last_offset
+
+    def take(calls: list[Call]) -> None:
+        for answer in client.exchange(calls, deadline, lanes=LANES) if calls else ():
+            for topic, parts in answer:
+                for p in parts:
+                    tp = TopicPartition(topic, p.partition)
+                    if p.error_code or tp not in offsets:
+                        continue
+                    hw[tp] = p.high_watermark
+                    try:
+                        batches = list(kp.record_batches(p.records)) if p.records else []
+                    except Exception as e:  # noqa: BLE001 - an undecodable batch settles nothing
+                        log.debug("log end check of %s: records not decoded (%s)", tp, e)
+                        batches = []
+                    if batches:
+                        last[tp] = batches[-1].last_offset
+
+    take(fetch_calls(v, want, leaders, PARTITION_BYTES[0])[0])
+    # A high watermark past the listed end with no records in the answer: the broker may
+    # not have read them within the 1 ms the first Fetch allows (Tansu on a loaded
+    # machine). Ask once more, waiting for at least one byte, so the records can settle it.
+    unsettled = {tp: want[tp] for tp, h in hw.items() if h > want[tp][0] and tp not in last}
+    if unsettled:
+        wait_ms = int(max(0.0, min(RECHECK_WAIT_S, deadline - time.monotonic())) * 1000)
+        take(fetch_calls(v, unsettled, leaders, PARTITION_BYTES[0],
+                         max_wait_ms=wait_ms, min_bytes=1)[0])
     differ = sorted(tp for tp, h in hw.items() if h != offsets[tp].log_end)
     relisted: dict[TopicPartition, int] = {}
     if differ:

@@ -34,7 +34,7 @@ from broker_double import Behaviour, BrokerDouble
 from helpers import commit, create_topic, produce
 
 LIST_GROUPS, LIST_OFFSETS = 16, 2
-TIMEOUT = "2"
+TIMEOUT = "10"  # a closed connection fails at once; the budget only matters on a loaded CI machine
 
 
 @dataclass(frozen=True)
@@ -121,6 +121,7 @@ def test_throughput_and_dr_snapshot_without_a_group_list(scenario: Scenario, tmp
     r = _run(closes_list_groups.bootstrap, tmp_path, "throughput", "--interval", "1s",
              "-t", scenario.topic, "-o", "json")
     assert r.code == 3, r.err
+    assert r.out, r.err
     [row] = json.loads(r.out)["topics"]
     # the log end was read after the failed ListGroups: the topic is counted, not "0 partitions"
     assert row["partitions"] == 2 and row["messages"] == 0, row
@@ -139,6 +140,7 @@ def test_throughput_with_an_unreadable_log_end_is_unknown(scenario: Scenario,
                  "-g", scenario.group, "-o", "json")
         lag = _run(d.bootstrap, tmp_path, "lag", "-g", scenario.group, "-o", "json")
     assert r.code == 3, r.err
+    assert r.out, r.err  # the counted part is printed, not only the error
     [row] = json.loads(r.out)["topics"]
     # was: 2 partitions, 0 messages, exit 0 (librdkafka answers a failed ListOffsets -1001)
     assert row["messages"] is None and row["messages_per_second"] is None, row

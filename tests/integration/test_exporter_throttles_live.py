@@ -4,6 +4,7 @@ the configs are removed."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -41,6 +42,18 @@ def _alter(admin: AdminClient, rtype: ResourceType, name: str, op: AlterConfigOp
         ConfigEntry(k, v, incremental_operation=op) for k, v in cfg.items()])
     for f in admin.incremental_alter_configs([res]).values():
         f.result(30)
+    # The controller has committed the change; the broker that answers DescribeConfigs
+    # applies it from the metadata log a little later (seconds on a loaded machine): wait
+    # until it shows, so the exporter's read sees what the test just set.
+    deadline = time.monotonic() + 60
+    while True:
+        [got] = admin.describe_configs([ConfigResource(rtype, name)]).values()
+        now = {k: e.value for k, e in got.result(30).items()}
+        want_set = op == AlterConfigOpType.SET
+        if all((now.get(k) == v) if want_set else (now.get(k) in (None, "")) for k, v in cfg.items()):
+            return
+        assert time.monotonic() < deadline, f"{name}: {cfg} not applied after 60 s: {now}"
+        time.sleep(0.2)
 
 
 BROKER_CFG = {"leader.replication.throttled.rate": "10485760",
