@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
@@ -25,9 +24,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    from opskit.sandbox.cluster import free_port_block  # below the ephemeral range
+
+    return free_port_block(1)
 
 
 def k8s_bin_dir() -> Path:

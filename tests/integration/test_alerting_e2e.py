@@ -18,7 +18,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -51,9 +50,9 @@ pytestmark = pytest.mark.three_brokers
 
 
 def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    from opskit.sandbox.cluster import free_port_block  # below the ephemeral range
+
+    return free_port_block(1)
 
 
 def _binary(*names: str) -> str:

@@ -4,7 +4,6 @@ group's series gone, brokers stopped and restarted under a running exporter."""
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -238,9 +237,9 @@ def test_one_broker_down_of_three(kafka3, uniq):
 
 
 def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    from opskit.sandbox.cluster import free_port_block  # below the ephemeral range
+
+    return free_port_block(1)
 
 
 def _wait(pred, timeout: float, what: str):  # type: ignore[no-untyped-def]

@@ -21,7 +21,6 @@ the PLAIN token, JSON escaping, repr).
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -126,9 +125,9 @@ def test_no_password_in_any_output_or_file(scenario: Scenario, role: str, tmp_pa
 
 
 def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    from opskit.sandbox.cluster import free_port_block  # below the ephemeral range
+
+    return free_port_block(1)
 
 
 @pytest.mark.timeout(180)

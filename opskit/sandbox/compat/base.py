@@ -92,10 +92,11 @@ def require(name: str, what: str) -> Path:
 
 
 def free_port() -> int:
-    """A TCP port free on 127.0.0.1 right now (the usual small race applies)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((LOOPBACK, 0))
-        return int(s.getsockname()[1])
+    """A TCP port free on 127.0.0.1 right now, outside the ephemeral range (the usual
+    small race with other servers applies; none with outgoing connections)."""
+    from opskit.sandbox.cluster import free_port_block
+
+    return free_port_block(1)
 
 
 def tail(path: Path, lines: int = 12) -> str:
