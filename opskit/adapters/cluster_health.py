@@ -208,14 +208,16 @@ def partitions_of(meta: ClusterMeta) -> tuple[PartitionState, ...]:
 
 
 def min_isr_of(admin: KafkaAdmin, topics: list[str]) -> dict[str, int]:
+    """Each topic's min.insync.replicas as the broker answers it; a topic whose answer
+    lacks it (Tansu answers DescribeConfigs without any entry) or holds no number is
+    left out: its min ISR is unknown, never taken as 1."""
     out: dict[str, int] = {}
     for topic, cfg in admin.topic_configs(topics).items():
         raw = cfg.get("min.insync.replicas", (None, True))[0]
-        try:
-            out[topic] = int(raw) if raw is not None else 1
-        except ValueError:
-            log.warning("topic %s has a non-numeric min.insync.replicas %r; using 1", topic, raw)
-            out[topic] = 1
+        if raw is not None and raw.strip().isdigit():
+            out[topic] = int(raw)
+        elif raw is not None:
+            log.warning("topic %s has a non-numeric min.insync.replicas %r", topic, raw)
     return out
 
 
@@ -240,6 +242,10 @@ def gather_health_input(admin: KafkaAdmin, expected_brokers: int | None = None,
     except UnsupportedError as e:  # a broker without (a working) DescribeConfigs
         min_isr = {}
         min_isr_unknown = f"min.insync.replicas not readable: {e}"
+    missing = set(meta.topics) - set(min_isr)
+    if missing and min_isr_unknown is None:
+        min_isr_unknown = (f"min.insync.replicas not readable: the broker's DescribeConfigs answer "
+                           f"holds no value for {len(missing)} topic(s)")
     invisible = None
     if not meta.topics and _limited(admin):
         invisible = (f"no topic is visible to {admin.conn.principal}: the cluster has none, or the "

@@ -77,6 +77,10 @@ def _sev(s: Severity) -> str:
     return f"[{style}]{s.value}[/{style}]"
 
 
+def _n(count: int | None) -> str:
+    return "?" if count is None else str(count)
+
+
 def render(console: Console, report: HealthReport) -> None:
     console.print(f"[bold]{report.summary}[/bold]")
     c = report.counts
@@ -85,8 +89,8 @@ def render(console: Console, report: HealthReport) -> None:
               if q is not None else "unknown")
     console.print(
         f"brokers {c.brokers_registered}/{c.brokers_expected} {list(report.brokers)}  "
-        f"quorum: {quorum}  partitions {c.partitions}  urp {c.urp}  under-min-isr {c.under_min_isr}  "
-        f"at-min-isr {c.at_min_isr}  offline {c.offline}  not-preferred-leader "
+        f"quorum: {quorum}  partitions {c.partitions}  urp {c.urp}  under-min-isr {_n(c.under_min_isr)}  "
+        f"at-min-isr {_n(c.at_min_isr)}  offline {c.offline}  not-preferred-leader "
         f"{c.preferred_leader_imbalance}  reassignments "
         f"{'?' if c.reassignments is None else c.reassignments}")
     t = Table(box=None, pad_edge=False, header_style="bold")

@@ -34,6 +34,13 @@ Rules, one check each:
 - ``reassignments``: any reassignment in progress is WARNING (which ones are
   listed). UNKNOWN when they could not be listed.
 
+A topic whose ``min.insync.replicas`` could not be read (``min_isr_unknown``: no
+DescribeConfigs ACL, a broker without it) is judged only where every possible value
+gives the same answer: a full ISR is neither under the capped requirement nor "at
+min" with RF above it, an empty ISR is under any. A shrunk ISR makes
+``under_min_isr`` and ``at_min_isr`` UNKNOWN, and ``min_isr_above_rf`` is UNKNOWN
+for every such partition: "could not read" is never OK.
+
 Every affected partition is linked to its leader broker and whether that broker
 is registered (down brokers explain URP and offline partitions).
 """
@@ -51,6 +58,9 @@ from opskit.core.status.rank import worst_severity
 DEFAULT_IMBALANCE_WARN_PCT = 10.0
 #: metadata log records a quorum replica may trail the leader by before WARNING
 DEFAULT_QUORUM_LAG_WARN = 1000
+
+#: the checks that need each topic's min.insync.replicas
+MIN_ISR_CHECKS = ("under_min_isr", "min_isr_above_rf", "at_min_isr")
 
 CHECKS = (
     "brokers",
@@ -203,8 +213,9 @@ class HealthCounts:
     brokers_expected: int = 0
     partitions: int = 0
     urp: int = 0
-    under_min_isr: int = 0
-    at_min_isr: int = 0
+    #: None (as at_min_isr) when some partition could not be judged (min ISR unreadable)
+    under_min_isr: int | None = 0
+    at_min_isr: int | None = 0
     offline: int = 0
     preferred_leader_imbalance: int = 0
     reassignments: int | None = 0
@@ -392,28 +403,55 @@ def effective_min_isr(min_isr: int, replicas: int) -> int:
     return min(min_isr, replicas) if replicas > 0 else min_isr
 
 
-def _per_partition(inp: ClusterHealthInput, policy: HealthPolicy, alive: frozenset[int]
-                   ) -> tuple[list[AffectedPartition], list[AffectedPartition], list[AffectedPartition],
-                              list[AffectedPartition], list[AffectedPartition],
-                              list[AffectedPartition]]:
-    offline, under_min, urp, at_min, not_preferred, above_rf = [], [], [], [], [], []
+@dataclass
+class _Buckets:
+    """The partitions each per-partition check found (``*_unknown``: could not judge, the
+    topic's min.insync.replicas being unreadable)."""
+
+    offline: list[AffectedPartition] = field(default_factory=list)
+    under_min: list[AffectedPartition] = field(default_factory=list)
+    under_min_unknown: list[AffectedPartition] = field(default_factory=list)
+    urp: list[AffectedPartition] = field(default_factory=list)
+    at_min: list[AffectedPartition] = field(default_factory=list)
+    at_min_unknown: list[AffectedPartition] = field(default_factory=list)
+    not_preferred: list[AffectedPartition] = field(default_factory=list)
+    above_rf: list[AffectedPartition] = field(default_factory=list)
+    above_rf_unknown: list[AffectedPartition] = field(default_factory=list)
+
+
+def _per_partition(inp: ClusterHealthInput, policy: HealthPolicy, alive: frozenset[int]) -> _Buckets:
+    """Sort every partition into the checks it fails. A topic whose min.insync.replicas
+    could not be read is judged only where any value gives the same answer: a full ISR
+    is never under the (capped) requirement nor "at min" with RF above it; an empty ISR
+    is under any; whether RF is below min.insync.replicas is never known."""
+    b = _Buckets()
     for p in sorted(inp.partitions, key=lambda x: (x.topic, x.partition)):
+        rf, isr = len(p.replicas), len(p.isr)
+        unknown = inp.min_isr_unknown is not None and p.topic not in inp.min_isr
         mi = inp.min_isr.get(p.topic, policy.default_min_isr)
-        rf = len(p.replicas)
-        aff = _affected(p, alive, mi)
+        aff = _affected(p, alive, None if unknown else mi)
         if p.leader < 0:
-            offline.append(aff)
-        if len(p.isr) < effective_min_isr(mi, rf):
-            under_min.append(aff)
-        if 0 < rf < mi:
-            above_rf.append(aff)
-        if len(p.isr) < rf:
-            urp.append(aff)
-        if len(p.isr) == mi and rf > mi:
-            at_min.append(aff)
+            b.offline.append(aff)
+        if isr < rf:
+            b.urp.append(aff)
         if p.leader >= 0 and p.replicas and p.leader != p.replicas[0]:
-            not_preferred.append(aff)
-    return offline, under_min, urp, at_min, not_preferred, above_rf
+            b.not_preferred.append(aff)
+        if unknown:
+            if isr == 0 and rf > 0:
+                b.under_min.append(aff)
+            elif isr < rf:
+                b.under_min_unknown.append(aff)
+                b.at_min_unknown.append(aff)
+            if rf > 0:
+                b.above_rf_unknown.append(aff)
+            continue
+        if isr < effective_min_isr(mi, rf):
+            b.under_min.append(aff)
+        if 0 < rf < mi:
+            b.above_rf.append(aff)
+        if isr == mi and rf > mi:
+            b.at_min.append(aff)
+    return b
 
 
 def evaluate_health(inp: ClusterHealthInput, policy: HealthPolicy | None = None) -> HealthReport:
@@ -421,7 +459,9 @@ def evaluate_health(inp: ClusterHealthInput, policy: HealthPolicy | None = None)
     policy = policy or HealthPolicy()
     alive = frozenset(inp.brokers)
     expected = expected_broker_count(inp.expected_brokers, inp.partitions, inp.brokers)
-    offline, under_min, urp, at_min, not_preferred, above_rf = _per_partition(inp, policy, alive)
+    b = _per_partition(inp, policy, alive)
+    offline, under_min, urp, at_min, not_preferred = (b.offline, b.under_min, b.urp, b.at_min,
+                                                      b.not_preferred)
     online = len(inp.partitions) - len(offline)
     findings = [check_brokers(inp, expected), check_controller(inp), check_quorum(inp, policy)]
 
@@ -429,41 +469,45 @@ def evaluate_health(inp: ClusterHealthInput, policy: HealthPolicy | None = None)
         findings.append(Finding("topics", Severity.UNKNOWN, inp.topics_invisible))
 
     def part_finding(check: str, bad: list[AffectedPartition], sev: Severity, what: str,
-                     ok: str) -> Finding:
-        note = (f" ({inp.min_isr_unknown})" if inp.min_isr_unknown
-                and check in ("under_min_isr", "at_min_isr", "min_isr_above_rf") else "")
-        if not bad:
-            return Finding(check, Severity.OK, ok + note)
-        names = _names(f"{a.topic}:{a.partition}" for a in bad)
-        return Finding(check, sev, f"{len(bad)} {what}: {names}{_on_down(bad)}{note}",
-                       partitions=tuple(bad),
-                       brokers=tuple(sorted({r for a in bad for r in a.down_replicas})))
+                     ok: str, unknown: list[AffectedPartition] | None = None,
+                     unknown_what: str = "") -> Finding:
+        """The check's finding: ``sev`` for the ``bad`` partitions; else UNKNOWN for those it
+        could not judge (``unknown``, with why); else OK. A min-ISR check says when the
+        requirement was unreadable, whatever its outcome."""
+        note = (f" ({inp.min_isr_unknown})" if inp.min_isr_unknown and check in MIN_ISR_CHECKS
+                else "")
+        if bad:
+            names = _names(f"{a.topic}:{a.partition}" for a in bad)
+            return Finding(check, sev, f"{len(bad)} {what}: {names}{_on_down(bad)}{note}",
+                           partitions=tuple(bad),
+                           brokers=tuple(sorted({r for a in bad for r in a.down_replicas})))
+        if unknown:
+            names = _names(f"{a.topic}:{a.partition}" for a in unknown)
+            return Finding(check, Severity.UNKNOWN, f"{len(unknown)} {unknown_what}: {names}{note}",
+                           partitions=tuple(unknown))
+        return Finding(check, Severity.OK, ok + note)
 
     findings.append(part_finding("offline_partitions", offline, Severity.CRITICAL,
                                  "offline partition(s) (no leader)", "no offline partitions"))
-    shrunk = [a for a in urp if a not in under_min]
-    if inp.min_isr_unknown and shrunk and not under_min:
-        # min.insync.replicas unknown: a partition with a shrunk ISR may be under it
-        findings.append(Finding(
-            "under_min_isr", Severity.UNKNOWN,
-            f"{len(shrunk)} partition(s) with a shrunk ISR may be under min.insync.replicas: "
-            f"{_names(f'{a.topic}:{a.partition}' for a in shrunk)} ({inp.min_isr_unknown})",
-            partitions=tuple(shrunk)))
-    else:
-        findings.append(part_finding("under_min_isr", under_min, Severity.CRITICAL,
-                                     "partition(s) under min.insync.replicas (acks=all writes "
-                                     "fail)", "no partitions under min.insync.replicas"))
     findings.append(part_finding(
-        "min_isr_above_rf", above_rf, Severity.WARNING,
+        "under_min_isr", under_min, Severity.CRITICAL,
+        "partition(s) under min.insync.replicas (acks=all writes fail)",
+        "no partitions under min.insync.replicas", b.under_min_unknown,
+        "partition(s) with a shrunk ISR may be under min.insync.replicas"))
+    findings.append(part_finding(
+        "min_isr_above_rf", b.above_rf, Severity.WARNING,
         "partition(s) with fewer replicas than min.insync.replicas (Kafka caps it at the "
         "replica count: acks=all writes are acknowledged with only RF copies; adding "
         "replicas makes acks=all writes fail until the new replicas are in sync)",
-        "no partitions with fewer replicas than min.insync.replicas"))
+        "no partitions with fewer replicas than min.insync.replicas", b.above_rf_unknown,
+        "partition(s) whose replica count cannot be compared with min.insync.replicas"))
     findings.append(part_finding("under_replicated", urp, Severity.WARNING,
                                  "under-replicated partition(s)", "no under-replicated partitions"))
-    findings.append(part_finding("at_min_isr", at_min, Severity.WARNING,
-                                 "partition(s) at min.insync.replicas (one more replica lost blocks "
-                                 "acks=all writes)", "no partitions at min.insync.replicas"))
+    findings.append(part_finding(
+        "at_min_isr", at_min, Severity.WARNING,
+        "partition(s) at min.insync.replicas (one more replica lost blocks acks=all writes)",
+        "no partitions at min.insync.replicas", b.at_min_unknown,
+        "partition(s) with a shrunk ISR may be at min.insync.replicas"))
 
     pct = 100.0 * len(not_preferred) / online if online else 0.0
     if pct > policy.imbalance_warn_pct:
@@ -493,7 +537,8 @@ def evaluate_health(inp: ClusterHealthInput, policy: HealthPolicy | None = None)
 
     counts = HealthCounts(
         brokers_registered=len(alive), brokers_expected=expected, partitions=len(inp.partitions),
-        urp=len(urp), under_min_isr=len(under_min), at_min_isr=len(at_min), offline=len(offline),
+        urp=len(urp), under_min_isr=None if b.under_min_unknown else len(under_min),
+        at_min_isr=None if b.at_min_unknown else len(at_min), offline=len(offline),
         preferred_leader_imbalance=len(not_preferred),
         reassignments=None if inp.reassignments is None else len(inp.reassignments),
     )

@@ -121,6 +121,18 @@ def lag_time_positions(groups: Iterable[GroupLag]) -> list[Position]:
     return sorted(best, key=lambda pos: (-best[pos], pos))
 
 
+def _min_isr_unknown(inp: CycleInputs) -> str | None:
+    """Why some topics' min.insync.replicas is not known (their configs not read yet, the
+    read failed, the broker left it out), or None: the min-ISR gauges are then left out
+    rather than computed from a guessed value."""
+    missing = {p.topic for p in inp.partitions} - set(inp.min_isr)
+    if not missing:
+        return None
+    fam = inp.families.get("topic_configs")
+    why = f": {fam.message}" if fam is not None and not fam.ok and fam.message else ""
+    return f"min.insync.replicas not read for {len(missing)} topic(s){why}"
+
+
 def _health(inp: CycleInputs) -> HealthReport:
     extra = inp.extras
     return evaluate_health(ClusterHealthInput(
@@ -129,6 +141,7 @@ def _health(inp: CycleInputs) -> HealthReport:
         partitions=tuple(PartitionState(p.topic, p.partition, p.leader, p.replicas, p.isr)
                          for p in inp.partitions),
         min_isr=inp.min_isr,
+        min_isr_unknown=_min_isr_unknown(inp),
         expected_brokers=inp.expected_brokers,
         quorum=extra.quorum,
         quorum_error=extra.quorum_error,

@@ -84,7 +84,7 @@ class KafkaSource:
         self._reader: RecordTimeReader | None = None
         self._kp_client: Any = None
         #: topic -> ((retention.ms, retention.bytes), min.insync.replicas, throttled replicas)
-        self._configs: dict[str, tuple[tuple[int, int], int, dict[str, str]]] = {}
+        self._configs: dict[str, tuple[tuple[int, int], int | None, dict[str, str]]] = {}
         self._cycles_since_configs = 0
         self._warned_unlisted = False
         #: broker id -> {direction: bytes/s}; brokers whose configs could not be read are absent
@@ -251,7 +251,7 @@ class KafkaSource:
             offsets=offsets,
             record_ts=record_ts,
             retention={t: c[0] for t, c in configs.items() if t in kept},
-            min_isr={t: c[1] for t, c in configs.items() if t in kept},
+            min_isr={t: c[1] for t, c in configs.items() if t in kept and c[1] is not None},
             sizes=sizes,
             extras=extras,
             expected_brokers=opts.expected_brokers,
@@ -469,11 +469,11 @@ class KafkaSource:
         wanted = topics if stale else new
         keep = set(topics)
         if wanted:
-            got: dict[str, tuple[tuple[int, int], int, dict[str, str]]] = {}
+            got: dict[str, tuple[tuple[int, int], int | None, dict[str, str]]] = {}
             for t, cfg in admin.topic_configs(wanted).items():
                 rc = RetentionConfig.from_topic_config(cfg)
                 raw = cfg.get("min.insync.replicas", (None, True))[0]
-                mi = int(raw) if raw is not None and raw.isdigit() else 1
+                mi = int(raw) if raw is not None and raw.isdigit() else None  # never guessed
                 got[t] = ((rc.retention_ms, rc.retention_bytes), mi, topic_replica_lists(cfg))
             with self._lock:
                 self._configs.update(got)

@@ -91,8 +91,9 @@ class QuorumNodeSnap:
 class HealthSnap:
     brokers_expected: int | None = None
     under_replicated: int = 0
-    under_min_isr: int = 0
-    at_min_isr: int = 0
+    #: None when min.insync.replicas was not read for a partition that needs it
+    under_min_isr: int | None = 0
+    at_min_isr: int | None = 0
     offline: int = 0
     preferred_leader_imbalance: int = 0
     #: None when reassignments could not be listed

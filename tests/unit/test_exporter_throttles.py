@@ -113,3 +113,21 @@ def test_no_throttles_no_series() -> None:
     v = _values(snap)
     assert BROKER_FAM not in v and TOPIC_FAM not in v
     assert v["kafka_brokers"][()] == 2  # the rest is still there
+
+
+def test_min_isr_gauges_left_out_until_min_isr_is_read() -> None:
+    """The min-ISR gauges are computed from each topic's min.insync.replicas, never from a
+    guessed 1: with topic b's not read and b:0's ISR shrunk, under/at-min-ISR are left out
+    (an alert on them must not see 0); once read, they are there."""
+    import dataclasses
+
+    shrunk = (PartitionSnap("a", 0, 1, (1, 2), (1, 2)), PartitionSnap("b", 0, 1, (1, 2, 3), (1,)))
+    inp = dataclasses.replace(_inputs({}, {}), partitions=shrunk, min_isr={"a": 2})
+    v = _values(assemble_snapshot(inp, History(300_000, 600_000, 10), 1_000_000))
+    assert "opskit_cluster_under_min_isr_partitions" not in v
+    assert "opskit_cluster_at_min_isr_partitions" not in v
+    assert v["opskit_cluster_under_replicated_partitions"][()] == 1
+    inp = dataclasses.replace(inp, min_isr={"a": 2, "b": 2})
+    v = _values(assemble_snapshot(inp, History(300_000, 600_000, 10), 1_000_000))
+    assert v["opskit_cluster_under_min_isr_partitions"][()] == 1
+    assert v["opskit_cluster_at_min_isr_partitions"][()] == 0

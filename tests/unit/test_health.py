@@ -308,14 +308,42 @@ def test_core_imports_stdlib_and_core_only() -> None:
 
 
 def test_unknown_min_isr_is_said_not_hidden() -> None:
-    """No DescribeConfigs ACL: min.insync.replicas counts as 1 and both min-ISR findings
-    say so; the severity comes from what is known (never exit 6, never silent)."""
+    """No DescribeConfigs ACL, every ISR full: under/at min ISR are verifiably OK (a full
+    ISR meets the capped requirement, and "at min" needs RF above it), but whether a
+    topic has fewer replicas than min.insync.replicas cannot be known: UNKNOWN, never OK."""
     why = "min.insync.replicas not readable: User:monitor has no DescribeConfigs ACL"
     r = evaluate_health(inp(min_isr={}, min_isr_unknown=why))
     for check in ("under_min_isr", "at_min_isr"):
-        assert why in r.finding(check).message
-    assert r.severity is Severity.OK
+        assert sev(r, check) is Severity.OK and why in r.finding(check).message
+    above = r.finding("min_isr_above_rf")
+    assert above.severity is Severity.UNKNOWN and why in above.message
+    assert len(above.partitions) == 4
+    assert r.severity is Severity.UNKNOWN and r.severity.nagios_code == 3
+    assert (r.counts.under_min_isr, r.counts.at_min_isr) == (0, 0)
     assert why not in evaluate_health(inp()).finding("under_min_isr").message
+
+
+def test_unknown_min_isr_with_a_shrunk_isr() -> None:
+    """A shrunk ISR under an unreadable min ISR may be under or at it: UNKNOWN (never the
+    WARNING or OK a guessed default of 1 gave), the counts None; an empty ISR is under
+    any min ISR: CRITICAL. A topic whose min ISR was read is judged as usual."""
+    why = "min.insync.replicas not readable: broker closed the connection"
+    parts = (p("orders", 0, 0, (0, 1, 2), (0,)), p("orders", 1, 1, (1, 2, 0)),
+             p("audit", 0, 1, (1, 2, 0)))
+    r = evaluate_health(inp(partitions=parts, min_isr={}, min_isr_unknown=why))
+    for check in ("under_min_isr", "at_min_isr"):
+        f = r.finding(check)
+        assert f.severity is Severity.UNKNOWN and [f"{a.topic}:{a.partition}" for a in f.partitions] == ["orders:0"]
+    assert (r.counts.under_min_isr, r.counts.at_min_isr) == (None, None)
+    assert sev(r, "under_replicated") is Severity.WARNING  # known without min ISR
+    empty = (p("orders", 0, -1, (0, 1, 2), ()),)
+    r = evaluate_health(inp(partitions=empty, min_isr={}, min_isr_unknown=why))
+    assert sev(r, "under_min_isr") is Severity.CRITICAL and r.counts.under_min_isr == 1
+    # audit's min ISR (3) was read: its shrunk ISR is CRITICAL whatever orders' is
+    parts = (p("orders", 0, 0, (0, 1, 2), (0,)), p("audit", 0, 1, (1, 2, 0), (1, 2)))
+    r = evaluate_health(inp(partitions=parts, min_isr={"audit": 3}, min_isr_unknown=why))
+    f = r.finding("under_min_isr")
+    assert f.severity is Severity.CRITICAL and [f"{a.topic}:{a.partition}" for a in f.partitions] == ["audit:0"]
 
 
 def test_no_visible_topic_is_unknown() -> None:
