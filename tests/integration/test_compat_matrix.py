@@ -525,13 +525,13 @@ def classify(r: CliResult, seconds: float, verify: Callable[[], str],
             return DEGRADES, f"{errors[0]} ({seconds:.1f}s)"
         if r.code == exits.UNKNOWN and len(errors) == 1:  # a partial document: check it
             try:
-                return verify(), errors[0]
+                return verify(), f"{errors[0]} ({seconds:.1f}s)"
             except (AssertionError, KeyError, ValueError, TypeError) as e:
                 why = str(e).splitlines()[0] if str(e) else type(e).__name__
                 return FAILS, f"exit {r.code}: {errors[0]}; output wrong: {why}"
         return FAILS, f"exit {r.code}: {errors[0]}"
     try:
-        return verify(), f"exit {r.code}"
+        return verify(), f"exit {r.code} ({seconds:.1f}s)"
     except (AssertionError, KeyError, ValueError, TypeError) as e:
         return FAILS, f"exit {r.code}: output wrong: {e}".splitlines()[0]
 
@@ -553,7 +553,8 @@ def test_cell(target: Target, command: str, tmp_path: Path,
     seconds = time.monotonic() - t0
     cell, detail = classify(r, seconds, lambda: verify(target, r), na=verify is _not_applicable)
     if cell == DEGRADES and r.code == exits.REFUSED:
-        detail = next((ln for ln in r.err.splitlines() if ln.startswith("refused:")), detail)
+        detail = next((f"{ln} ({seconds:.1f}s)" for ln in r.err.splitlines()
+                       if ln.startswith("refused:")), detail)
     detail = _sanitize(detail, target)
     OBSERVED[(command, target.name)] = (cell, detail)
     want, why = EXPECTED[(command, target.name)]
@@ -644,7 +645,10 @@ batches), group G committed at 4 and 7; topic T2 (1 partition) with group G2
 for `throughput`, which produces 6 records and commits 2 more between its readings.
 `topics diff` gets a registry with T as it is and T2 with retention 1d instead of
 the 7d default: exactly one config change must come out.
-Commands run as `opskit ... -b BROKER --timeout {TIMEOUT}`.
+Commands run as `opskit ... -b BROKER --timeout {TIMEOUT}` (in-process: no interpreter
+start); each cell's detail ends with the command's wall time, the machine's load not
+controlled (issue 21 asks a degrading cell to end within `--timeout` + 1 s; a test does
+not assert times, the table shows them).
 
 - **works**: exit code and output checked against what was produced and committed.
 - **degrades**: exit 3 (UNKNOWN) with one line `opskit: error: ...` naming the missing
