@@ -24,7 +24,7 @@ from opskit.adapters.safe_write import check_writable_target, write_file
 from opskit.cli.common import BootstrapOpt, ContextOpt, TimeoutOpt, connect, load_config, stderr
 from opskit.cli.lag import fmt_seconds
 from opskit.core.models import GroupDescription
-from opskit.errors import UnsupportedError
+from opskit.errors import IncompleteError, UnsupportedError
 
 
 class SnapshotFormat(str, Enum):
@@ -137,6 +137,13 @@ def snapshot(
         sys.stdout.write(text)
     if groups_missing is not None:  # the document is written; exit 3 says it is partial
         raise UnsupportedError(f"snapshot without consumer groups: {groups_missing}")
+    if lag["severity"] == "UNKNOWN":  # written, but some lag could not be read or verified
+        unknown = [g["group"] for g in lag["groups"] if g.get("severity") == "UNKNOWN"]
+        why = next(iter(lag["offset_errors"].items()), None)
+        raise IncompleteError(
+            f"snapshot written, lag severity UNKNOWN: {len(unknown)} group(s) with lag unknown "
+            f"({', '.join(unknown[:5])}{', ...' if len(unknown) > 5 else ''})"
+            + (f"; e.g. {why[0]}: {why[1]}" if why else ""))
     return 0
 
 

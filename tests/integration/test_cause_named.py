@@ -139,6 +139,11 @@ def test_throughput_with_an_unreadable_log_end_is_unknown(scenario: Scenario,
         r = _run(d.bootstrap, tmp_path, "throughput", "--interval", "1s", "-t", scenario.topic,
                  "-g", scenario.group, "-o", "json")
         lag = _run(d.bootstrap, tmp_path, "lag", "-g", scenario.group, "-o", "json")
+        snap = _run(d.bootstrap, tmp_path, "snapshot", "--no-time")
+    # the snapshot is written, but its lag is UNKNOWN: exit 3 and one line (was exit 0)
+    assert snap.code == 3, snap.err
+    assert "- lag severity: **UNKNOWN**" in snap.out and "lag severity UNKNOWN" in snap.error
+    assert scenario.group in snap.error
     assert r.code == 3, r.err
     assert r.out, r.err  # the counted part is printed, not only the error
     [row] = json.loads(r.out)["topics"]
