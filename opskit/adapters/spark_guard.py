@@ -43,13 +43,15 @@ def _group_alive(pgid: int) -> bool:
     return True
 
 
-def _others_in_group(pgid: int) -> bool:
-    """Whether a process other than this guard is still in the group ``pgid``."""
+def _others_in_group(pgid: int) -> list[int] | None:
+    """The live (not zombie) processes of group ``pgid`` other than this guard; None when
+    /proc cannot be read (the caller falls back to signalling the group)."""
     me = os.getpid()
     try:
         names = os.listdir("/proc")
-    except OSError:  # pragma: no cover - no /proc: fall back to the group signal
-        return _group_alive(pgid)
+    except OSError:  # pragma: no cover - no /proc
+        return None
+    out: list[int] = []
     for name in names:
         if not name.isdigit() or int(name) == me:
             continue
@@ -61,8 +63,8 @@ def _others_in_group(pgid: int) -> bool:
         # fields after the command name (which may hold spaces and parentheses)
         rest = stat[stat.rfind(b")") + 2:].split()
         if len(rest) > 2 and rest[0] != b"Z" and int(rest[2]) == pgid:
-            return True
-    return False
+            out.append(int(name))
+    return out
 
 
 def stop_group(pgid: int, grace: float = GRACE_SECONDS) -> None:
@@ -73,17 +75,17 @@ def stop_group(pgid: int, grace: float = GRACE_SECONDS) -> None:
     except ProcessLookupError:
         return
     deadline = time.monotonic() + grace
-    while time.monotonic() < deadline:
+    while True:
         _reap()
-        if not _others_in_group(pgid):
+        left = _others_in_group(pgid)
+        if left == [] or (left is None and not _group_alive(pgid)):
             return
+        if time.monotonic() >= deadline:
+            break
         time.sleep(0.1)
-    for name in os.listdir("/proc"):
-        if not name.isdigit() or int(name) == os.getpid():
-            continue
+    for pid in left or ():
         try:
-            if os.getpgid(int(name)) == pgid:
-                os.kill(int(name), signal.SIGKILL)
+            os.kill(pid, signal.SIGKILL)
         except OSError:
             continue
     _reap()
@@ -130,7 +132,7 @@ def main(argv: list[str]) -> int:
         rc = child.poll()
         if rc is not None:
             # the job ended on its own: nothing it started may outlive it
-            if _others_in_group(pgid):
+            if _others_in_group(pgid) != []:  # some left, or /proc unreadable
                 stop_group(pgid, grace=2.0)
             return rc
 
