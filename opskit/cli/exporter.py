@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import signal
-import threading
 from typing import Annotated
 
 import typer
@@ -31,7 +29,7 @@ from opskit.exporter.collector import KafkaSource
 from opskit.exporter.engine import Exporter
 from opskit.exporter.options import ExporterOptions, Granularity, NameFilter
 from opskit.exporter.process import ProcessExporter
-from opskit.exporter.server import ExporterHTTPServer, WebConfig, serve_in_thread
+from opskit.exporter.server import WebConfig, serve_until_signal
 
 log = logging.getLogger(__name__)
 
@@ -148,30 +146,8 @@ def exporter(
                                  log_setup=functools.partial(setup_logging, STATE.debug,
                                                              STATE.log_format),
                                  start_method="fork")
-    try:
-        server = ExporterHTTPServer(engine, web)
-    except OSError as e:
-        raise UsageError(f"--port {port}: cannot listen on {listen}:{port}: {e.strerror}") from e
-    except Exception as e:  # ssl errors: bad certificate or key
-        raise UsageError(f"cannot set up HTTPS: {e}") from e
-    engine.start()
-    serve_in_thread(server)
     scheme = "https" if web_tls_cert else "http"
-    stderr().print(f"opskit exporter: serving {scheme}://{listen}:{server.port}/metrics "
-                   f"for {conn.bootstrap} every {interval_s:g}s", highlight=False)
-    stop = threading.Event()
-
-    def _on_signal(signum: int, _frame: object) -> None:
-        stop.set()
-
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, _on_signal)
-        signal.signal(signal.SIGINT, _on_signal)
-    try:
-        while not stop.wait(0.5):
-            pass
-    finally:
-        server.shutdown()
-        server.server_close()
-        engine.stop()
+    serve_until_signal(engine, web, lambda bound: stderr().print(
+        f"opskit exporter: serving {scheme}://{listen}:{bound}/metrics for {conn.bootstrap} "
+        f"every {interval_s:g}s", highlight=False))
     return 0

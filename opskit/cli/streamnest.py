@@ -8,7 +8,6 @@ other command refuses such a bootstrap with one line (exit 3).
 from __future__ import annotations
 
 import logging
-import signal
 import threading
 import time
 from typing import Any
@@ -22,8 +21,8 @@ from opskit.cli.common import Output, emit, stderr
 from opskit.core.connection import ConnectionConfig
 from opskit.core.models import Severity
 from opskit.core.streamnest import StreamNestHealth, measure, render_metrics
-from opskit.errors import IncompleteError, KafkaUnavailableError, UnsupportedError, UsageError
-from opskit.exporter.server import ExporterHTTPServer, WebConfig, serve_in_thread
+from opskit.errors import IncompleteError, KafkaUnavailableError, UnsupportedError
+from opskit.exporter.server import WebConfig, serve_until_signal
 
 log = logging.getLogger(__name__)
 
@@ -193,26 +192,7 @@ def exporter(conn: ConnectionConfig, web: WebConfig, interval_s: float, timeout:
         if not engine.up:
             raise IncompleteError(f"StreamNest collection incomplete: {engine.error}")
         return 0
-    try:
-        server = ExporterHTTPServer(engine, web)
-    except OSError as e:
-        raise UsageError(f"--port {web.port}: cannot listen on {web.host}:{web.port}: "
-                         f"{e.strerror}") from e
-    except Exception as e:  # ssl errors: bad certificate or key
-        raise UsageError(f"cannot set up HTTPS: {e}") from e
-    engine.start()
-    serve_in_thread(server)
-    stderr().print(f"opskit exporter: serving /metrics on {web.host}:{server.port} for "
-                   f"StreamNest {conn.bootstrap} every {interval_s:g}s", highlight=False)
-    stop = threading.Event()
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, lambda *_: stop.set())
-        signal.signal(signal.SIGINT, lambda *_: stop.set())
-    try:
-        while not stop.wait(0.5):
-            pass
-    finally:
-        server.shutdown()
-        server.server_close()
-        engine.stop()
+    serve_until_signal(engine, web, lambda port: stderr().print(
+        f"opskit exporter: serving /metrics on {web.host}:{port} for StreamNest "
+        f"{conn.bootstrap} every {interval_s:g}s", highlight=False))
     return 0

@@ -11,9 +11,11 @@ from __future__ import annotations
 import base64
 import hmac
 import logging
+import signal
 import ssl
 import sys
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -142,6 +144,41 @@ class ExporterHTTPServer(ThreadingHTTPServer):
     @property
     def port(self) -> int:
         return int(self.server_address[1])
+
+
+class Runnable(Servable, Protocol):
+    """An engine that collects in the background between ``start`` and ``stop``."""
+
+    def start(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+
+def serve_until_signal(engine: Runnable, web: WebConfig, announce: Callable[[int], None]) -> None:
+    """Listen on ``web`` (a port or TLS setup that fails is one UsageError line), start the
+    engine, serve /metrics until SIGTERM or SIGINT, then stop the server and the engine.
+    ``announce`` gets the bound port once serving."""
+    try:
+        server = ExporterHTTPServer(engine, web)
+    except OSError as e:
+        raise UsageError(f"--port {web.port}: cannot listen on {web.host}:{web.port}: "
+                         f"{e.strerror}") from e
+    except Exception as e:  # ssl errors: bad certificate or key
+        raise UsageError(f"cannot set up HTTPS: {e}") from e
+    engine.start()
+    serve_in_thread(server)
+    announce(server.port)
+    stop = threading.Event()
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, lambda *_: stop.set())
+        signal.signal(signal.SIGINT, lambda *_: stop.set())
+    try:
+        while not stop.wait(0.5):
+            pass
+    finally:
+        server.shutdown()
+        server.server_close()
+        engine.stop()
 
 
 def serve_in_thread(server: ExporterHTTPServer) -> threading.Thread:
