@@ -19,6 +19,14 @@ opskit topics apply --context sandbox-demo --execute
 opskit sandbox load --name demo --rate 500 --duration 0 --detach
 echo "letting traffic flow for $WAIT s..."
 sleep "$WAIT"
+# a slow machine may need longer before the group's first commit: wait for it (up to 120 s
+# more) rather than show "group not found"
+for _ in $(seq 60); do
+  rc=0
+  opskit lag --group analytics-ingest --context sandbox-demo -o json >/dev/null 2>&1 || rc=$?
+  if [ "$rc" -le 2 ]; then break; fi
+  sleep 2
+done
 rc=0
 opskit lag --group analytics-ingest --context sandbox-demo || rc=$?
 echo
