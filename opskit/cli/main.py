@@ -249,6 +249,8 @@ def main(argv: list[str] | None = None) -> int:
         _register_for(args)
         rv = _command()(args=args, prog_name="opskit", standalone_mode=False)
         code = rv if isinstance(rv, int) else 0
+        if code == exits.INTERRUPTED:  # Ctrl-C: typer returns a bare 130; say so
+            _err("interrupted")
         sys.stdout.flush()  # a broken pipe shows here, not after the exit code is chosen
     except typer.Exit as e:
         code = e.exit_code

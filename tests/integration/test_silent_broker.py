@@ -59,3 +59,23 @@ def test_several_addresses_still_leave_the_rest_to_librdkafka(silent: SilentServ
         admin.metadata()
     assert "reading cluster metadata" in str(e.value)
     assert len(silent.accepted) >= 3  # the probe's, librdkafka's, the HTTP check's
+
+
+def test_ctrl_c_is_one_line_and_exit_130(silent: SilentServer) -> None:
+    """Ctrl-C while a command waits on a silent broker: 'interrupted' on one line and
+    exit 130 (typer turned it into a silent 130)."""
+    import signal
+    import subprocess
+    import sys
+
+    p = subprocess.Popen([sys.executable, "-m", "opskit.cli.main", "lag", "--all-groups", "-b",
+                          silent.address, "--timeout", "60"], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while not silent.accepted:  # the command is waiting on the broker
+        assert time.monotonic() < deadline and p.poll() is None, p.communicate()
+        time.sleep(0.1)
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == exits.INTERRUPTED == 130, err
+    assert err.strip() == "opskit: error: interrupted" and out == "", err
