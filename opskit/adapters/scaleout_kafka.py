@@ -19,7 +19,7 @@ from collections.abc import Callable
 from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol, TextIO
+from typing import Any, Protocol, TextIO
 
 from opskit.adapters.kafka_admin import KafkaAdmin
 from opskit.core.connection import ConnectionConfig
@@ -385,6 +385,30 @@ class KafkaSteps:
         return [f"{t}-{p.partition}" for t, parts in sorted(meta.topics.items()) for p in parts
                 if node_id in p.isr and not set(p.isr) - {node_id}]
 
+    def _first_commit(self, consumer: Any, tp: Any) -> str:
+        """'ok' once the group's first commit is accepted, else 'failed: ...'. Right after a
+        rolling restart the group coordinators move between brokers: NOT_COORDINATOR and
+        the coordinator loading or unavailable are retried (up to the step's wait), as
+        every Kafka client does; any other error fails at once."""
+        from confluent_kafka import KafkaError, KafkaException
+
+        moving = {KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+                  KafkaError.COORDINATOR_NOT_AVAILABLE, KafkaError.REQUEST_TIMED_OUT}
+        deadline = time.monotonic() + self.wait_s
+        while True:
+            try:
+                consumer.commit(offsets=[tp], asynchronous=False)
+                return "ok"
+            except KafkaException as e:
+                err = e.args[0] if e.args and isinstance(e.args[0], KafkaError) else None
+                if err is not None and err.code() in moving and time.monotonic() < deadline:
+                    log.info("probe commit: %s; retrying", err.str())
+                    time.sleep(1.0)
+                    continue
+                return f"failed: {e}"
+            except Exception as e:  # noqa: BLE001 - reported as the step's failure
+                return f"failed: {e}"
+
     def verify_defaults(self, plan: ScaleOutPlan) -> str:
         """A topic created without an RF gets the target RF (deleted again), a new
         group's first offset commit works, and the internal topics have the target RF."""
@@ -417,10 +441,7 @@ class KafkaSteps:
                 c = Consumer({**conf, "group.id": group, "enable.auto.commit": False,
                               "log_level": 0})
                 try:
-                    c.commit(offsets=[CkTp(probe, 0, 0)], asynchronous=False)
-                    committed = "ok"
-                except Exception as e:  # noqa: BLE001 - reported as the step's failure
-                    committed = f"failed: {e}"
+                    committed = self._first_commit(c, CkTp(probe, 0, 0))
                 finally:
                     c.close()
         finally:

@@ -89,3 +89,36 @@ def test_a_long_wait_says_what_it_waits_for(tmp_path: Path) -> None:
     steps.wait("waiting for the new brokers", lambda: next(seen))
     assert said and all("waiting for the new brokers: still broker(s) [2] not registered ("
                         in s for s in said)
+
+
+class _Consumer:
+    """A consumer whose commit fails with the given errors first, then succeeds."""
+
+    def __init__(self, errors: list[int]) -> None:
+        self.errors = list(errors)
+        self.tries = 0
+
+    def commit(self, offsets: object, asynchronous: bool) -> None:
+        from confluent_kafka import KafkaError, KafkaException
+
+        self.tries += 1
+        if self.errors:
+            raise KafkaException(KafkaError(self.errors.pop(0)))
+
+
+def test_probe_commit_waits_for_a_moving_coordinator(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """After the rolling restart the group coordinator moves: NOT_COORDINATOR (seen in a
+    CI run: the whole scale-out halted at verify_defaults) and a loading coordinator are
+    retried; an error that is not about the coordinator fails at once."""
+    import opskit.adapters.scaleout_kafka as sk
+    from confluent_kafka import KafkaError
+
+    monkeypatch.setattr(sk.time, "sleep", lambda _s: None)
+    steps = KafkaSteps(ConnectionConfig("127.0.0.1:1"), "ctx", tmp_path, "1MiB", wait_s=60.0)
+    moving = _Consumer([KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS])
+    assert steps._first_commit(moving, object()) == "ok" and moving.tries == 3
+    denied = _Consumer([KafkaError.GROUP_AUTHORIZATION_FAILED])
+    assert steps._first_commit(denied, object()).startswith("failed: ") and denied.tries == 1
+    steps.wait_s = 0.0  # the wait is over: a coordinator still moving fails the step
+    late = _Consumer([KafkaError.NOT_COORDINATOR] * 5)
+    assert "NOT_COORDINATOR" in steps._first_commit(late, object()) and late.tries == 1
