@@ -27,6 +27,8 @@ def props(sb: Sandbox, node: int) -> str:
     return sb.require().nodes[node].config_path.read_text()
 
 
+@pytest.mark.timeout(1800)  # a whole scale-out with 3 restarts: 450-470 s at load 1-3, past
+# 600 s at load 15-25 (the run's own waits bound it, each with its deadline)
 @pytest.mark.kafka4
 def test_upgrade_quorum_then_scale_out_adds_controllers(static4: Sandbox) -> None:
     sb = static4

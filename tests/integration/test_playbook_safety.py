@@ -60,6 +60,8 @@ def refused(r: object, *words: str, progress: bool = False) -> None:
         assert w in errors[0], (w, err)
 
 
+@pytest.mark.timeout(1800)  # a whole scale-out with 3 restarts: 450-470 s at load 1-3, past
+# 600 s at load 15-25 (the run's own waits bound it, each with its deadline)
 def test_refusals_paging_lock_and_secured_scale_out(secured: Sandbox, tmp_path: Path) -> None:
     sb = secured
     conf = sb.connection().to_librdkafka()
