@@ -110,8 +110,9 @@ def test_probe_commit_waits_for_a_moving_coordinator(tmp_path: Path, monkeypatch
     """After the rolling restart the group coordinator moves: NOT_COORDINATOR (seen in a
     CI run: the whole scale-out halted at verify_defaults) and a loading coordinator are
     retried; an error that is not about the coordinator fails at once."""
-    import opskit.adapters.scaleout_kafka as sk
     from confluent_kafka import KafkaError
+
+    import opskit.adapters.scaleout_kafka as sk
 
     monkeypatch.setattr(sk.time, "sleep", lambda _s: None)
     steps = KafkaSteps(ConnectionConfig("127.0.0.1:1"), "ctx", tmp_path, "1MiB", wait_s=60.0)
