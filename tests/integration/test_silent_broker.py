@@ -68,7 +68,13 @@ def test_ctrl_c_is_one_line_and_exit_130(silent: SilentServer) -> None:
     import subprocess
     import sys
 
-    p = subprocess.Popen([sys.executable, "-m", "opskit.cli.main", "lag", "--all-groups", "-b",
+    # Ctrl-C as a terminal delivers it: the child gets Python's own SIGINT handler first. A
+    # shell's background job (the CI runner's pytest is one) starts with SIGINT ignored, and
+    # Python keeps an ignored SIGINT ignored, so the signal would never arrive
+    start = ("import runpy, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler);"
+             " sys.argv = ['opskit'] + sys.argv[1:];"
+             " runpy.run_module('opskit.cli.main', run_name='__main__')")
+    p = subprocess.Popen([sys.executable, "-c", start, "lag", "--all-groups", "-b",
                           silent.address, "--timeout", "60"], stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
     deadline = time.monotonic() + 60
