@@ -207,17 +207,25 @@ def partitions_of(meta: ClusterMeta) -> tuple[PartitionState, ...]:
     )
 
 
+def min_isr_value(topic: str, cfg: Mapping[str, tuple[str | None, bool]]) -> int | None:
+    """A topic's min.insync.replicas from its DescribeConfigs answer; None when the answer
+    lacks it (Tansu answers without any entry) or holds no number: unknown, never 1."""
+    raw = cfg.get("min.insync.replicas", (None, True))[0]
+    if raw is not None and raw.strip().isdigit():
+        return int(raw)
+    if raw is not None:
+        log.warning("topic %s has a non-numeric min.insync.replicas %r", topic, raw)
+    return None
+
+
 def min_isr_of(admin: KafkaAdmin, topics: list[str]) -> dict[str, int]:
-    """Each topic's min.insync.replicas as the broker answers it; a topic whose answer
-    lacks it (Tansu answers DescribeConfigs without any entry) or holds no number is
-    left out: its min ISR is unknown, never taken as 1."""
+    """Each topic's min.insync.replicas as the broker answers it; a topic without a value
+    (:func:`min_isr_value`) is left out."""
     out: dict[str, int] = {}
     for topic, cfg in admin.topic_configs(topics).items():
-        raw = cfg.get("min.insync.replicas", (None, True))[0]
-        if raw is not None and raw.strip().isdigit():
-            out[topic] = int(raw)
-        elif raw is not None:
-            log.warning("topic %s has a non-numeric min.insync.replicas %r", topic, raw)
+        mi = min_isr_value(topic, cfg)
+        if mi is not None:
+            out[topic] = mi
     return out
 
 

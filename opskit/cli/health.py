@@ -92,7 +92,7 @@ def render(console: Console, report: HealthReport) -> None:
         f"quorum: {quorum}  partitions {c.partitions}  urp {c.urp}  under-min-isr {_n(c.under_min_isr)}  "
         f"at-min-isr {_n(c.at_min_isr)}  offline {c.offline}  not-preferred-leader "
         f"{c.preferred_leader_imbalance}  reassignments "
-        f"{'?' if c.reassignments is None else c.reassignments}")
+        f"{_n(c.reassignments)}")
     t = Table(box=None, pad_edge=False, header_style="bold")
     t.add_column("CHECK")
     t.add_column("STATUS")

@@ -33,7 +33,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from opskit.adapters import cluster_wire
-from opskit.adapters.cluster_health import describe_quorum, kafka_python_config, list_reassignments
+from opskit.adapters.cluster_health import (
+    describe_quorum,
+    kafka_python_config,
+    list_reassignments,
+    min_isr_value,
+)
 from opskit.adapters.kafka_admin import ClusterMeta, KafkaAdmin
 from opskit.adapters.lag_sampler import RetentionConfig
 from opskit.adapters.lag_source import LagReport, collect_lag, read_log_offsets
@@ -472,9 +477,8 @@ class KafkaSource:
             got: dict[str, tuple[tuple[int, int], int | None, dict[str, str]]] = {}
             for t, cfg in admin.topic_configs(wanted).items():
                 rc = RetentionConfig.from_topic_config(cfg)
-                raw = cfg.get("min.insync.replicas", (None, True))[0]
-                mi = int(raw) if raw is not None and raw.isdigit() else None  # never guessed
-                got[t] = ((rc.retention_ms, rc.retention_bytes), mi, topic_replica_lists(cfg))
+                got[t] = ((rc.retention_ms, rc.retention_bytes), min_isr_value(t, cfg),
+                          topic_replica_lists(cfg))
             with self._lock:
                 self._configs.update(got)
             if stale:
