@@ -244,10 +244,21 @@ class KubeApi:
             return "created"
         if _contains(live.get("spec", {}), manifest.get("spec", {})):
             return "unchanged"
-        self._call(what, self.apps.patch_namespaced_stateful_set, name, ns,
-                   {"spec": {"replicas": manifest["spec"]["replicas"],
-                             "template": manifest["spec"]["template"]}})
+        spec: dict[str, Any] = {"replicas": manifest["spec"]["replicas"],
+                                "template": manifest["spec"]["template"]}
+        if "updateStrategy" in manifest["spec"]:   # OnDelete must drop rollingUpdate
+            spec["updateStrategy"] = {"rollingUpdate": None,
+                                      **manifest["spec"]["updateStrategy"]}
+        self._call(what, self.apps.patch_namespaced_stateful_set, name, ns, {"spec": spec})
         return "patched"
+
+    def replace_statefulset(self, manifest: Mapping[str, Any]) -> None:
+        """Replace exactly the version read (``metadata.resourceVersion`` of a live
+        object ``get_statefulset`` returned, changed); RefusedError when someone else
+        changed it meanwhile."""
+        ns, name = manifest["metadata"]["namespace"], manifest["metadata"]["name"]
+        self._call(f"StatefulSet {ns}/{name}", self.apps.replace_namespaced_stateful_set,
+                   name, ns, manifest)
 
     def apply_service(self, manifest: Mapping[str, Any]) -> str:
         ns, name = manifest["metadata"]["namespace"], manifest["metadata"]["name"]
@@ -318,6 +329,29 @@ class KubeApi:
             return any(c.type == "Ready" and c.status == "True" for c in conditions)
 
         return bool(self._read(f"Pod {namespace}/{name}", ready))
+
+    def pod_uid(self, namespace: str, name: str) -> str | None:
+        """The uid of the pod of that name (a recreated pod has a new one), None when absent."""
+        try:
+            pod = self._call(f"Pod {namespace}/{name}", self.core.read_namespaced_pod,
+                             name, namespace)
+        except NotFoundError:
+            return None
+        return str(self._read(f"Pod {namespace}/{name}", lambda: _version(pod.metadata.uid)))
+
+    def delete_pod(self, namespace: str, name: str, uid: str) -> bool:
+        """Delete that pod if it is still the one with ``uid`` (graceful: its container
+        gets SIGTERM, then its StatefulSet makes a new one); False when it is already
+        gone or replaced."""
+        from kubernetes import client
+
+        try:
+            self._call(f"Pod {namespace}/{name}", self.core.delete_namespaced_pod, name,
+                       namespace, body=client.V1DeleteOptions(
+                           preconditions=client.V1Preconditions(uid=uid)))
+        except (NotFoundError, RefusedError):   # gone, or a newer pod of that name
+            return False
+        return True
 
     # --- Leases (one active run) -------------------------------------------------
     def read_lease(self, namespace: str, name: str) -> tuple[dict[str, Any], str] | None:

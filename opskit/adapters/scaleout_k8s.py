@@ -8,8 +8,18 @@ HIP-30's objects: a bitnami-style combined StatefulSet with a static quorum.
 - The Kafka steps are shared with the local runner (:mod:`.scaleout_kafka`); the
   reassignment plans are also kept in a ConfigMap so a new CronJob pod executes the
   same plan.
-- Read-only broker defaults are **not** patched into the StatefulSets (that would
-  roll the single controller): the step names the exact variables that need it.
+- The read-only broker defaults (``default.replication.factor`` and the internal
+  topics' RF, plus ``min.insync.replicas``) reach the brokers through a **rolling
+  restart**, one ``restart_node:N`` step per node: broker-only nodes first, the
+  combined (controller) pod last. Each step waits for every partition in ISR and a
+  settled controller, refuses to restart the only in-sync replica of anything, sets
+  the ``KAFKA_CFG_*`` values in the pod's StatefulSet, and restarts that one pod:
+  opskit deletes it (the broker-only StatefulSet is ``OnDelete``, so only opskit rolls
+  it); a StatefulSet under ``RollingUpdate`` (HIP-30's combined one) replaces its
+  pod itself when its template changes. Then it waits for the new pod Ready, every
+  partition in ISR again and the broker reporting the new values. ``verify_defaults``
+  creates a probe topic without an RF (RF 3 expected) and makes a first commit.
+  Journaled plans of earlier versions (no restart steps) still name the variables.
 - The journal is a ConfigMap (compare-and-set); one run at a time holds a
   coordination.k8s.io Lease (a second concurrent run is refused); an abort request is
   a ConfigMap of its own.
@@ -202,10 +212,112 @@ class K8sSteps:
             return k.wait_registered(plan)
         if step.kind is StepKind.SET_MIN_ISR:
             return self._min_isr(plan)
+        if step.kind is StepKind.RESTART_NODE:
+            assert step.node_id is not None
+            return self._restart(step, plan)
         return {StepKind.RAISE_RF: k.raise_rf, StepKind.VERIFY_ISR: k.verify_isr,
                 StepKind.ELECT_LEADERS: k.elect_leaders,
                 StepKind.UPDATE_REGISTRY: k.update_registry,
+                StepKind.VERIFY_DEFAULTS: k.verify_defaults,
                 StepKind.FINAL_HEALTH: k.final_health}[step.kind](plan)
+
+    # --- the rolling restart ----------------------------------------------------
+    @staticmethod
+    def restart_settings(plan: ScaleOutPlan) -> dict[str, str]:
+        """The read-only settings a restart applies (setting -> value)."""
+        return {**{k: str(plan.target_rf) for k in STATIC_DEFAULTS},
+                "min.insync.replicas": str(plan.min_insync_replicas)}
+
+    def _pod_of(self, node_id: int, plan: ScaleOutPlan) -> tuple[dict[str, Any], str]:
+        """(the live StatefulSet, the pod name) running node ``node_id``."""
+        combined = _combined(self.api, self.namespace, self.statefulset)
+        voters = objs.voter_pods(combined)
+        if node_id in voters:
+            return combined, voters[node_id]
+        live = self.api.get_statefulset(self.namespace, self.broker_sts)
+        if live is None:
+            raise NotFoundError(f"StatefulSet {self.namespace}/{self.broker_sts} not found: "
+                                f"no pod runs node {node_id}")
+        ordinal = node_id - objs.broker_first_id(live)
+        if not 0 <= ordinal < int(live.get("spec", {}).get("replicas") or 0):
+            raise NotFoundError(f"no pod of StatefulSet {self.broker_sts} or of the voters of "
+                                f"{self.statefulset} runs node {node_id}")
+        return live, f"{self.broker_sts}-{ordinal}"
+
+    def _with_settings(self, sts: dict[str, Any], plan: ScaleOutPlan) -> dict[str, Any]:
+        """``sts`` as it should be: the combined one with the settings in its env; the
+        broker-only one made anew from that combined one (so a later ``add_node`` rerun
+        computes the very same object and changes nothing), ``OnDelete``, same replicas."""
+        wanted = self.restart_settings(plan)
+        name = sts["metadata"]["name"]
+        if name == self.statefulset:
+            return objs.with_env(sts, wanted)
+        combined = objs.with_env(_combined(self.api, self.namespace, self.statefulset), wanted)
+        made = objs.broker_statefulset(combined, first_id=objs.broker_first_id(sts),
+                                       replicas=int(sts["spec"]["replicas"]),
+                                       namespace=self.namespace)
+        out = dict(sts)
+        out["spec"] = {**sts["spec"], "template": made["spec"]["template"],
+                       "updateStrategy": made["spec"]["updateStrategy"]}
+        return out
+
+    def _restart(self, step: Step, plan: ScaleOutPlan) -> str:
+        """Restart the pod of node N with the read-only settings in its StatefulSet (see
+        the module docstring). Idempotent: a broker that reports the settings already is
+        not restarted; a killed run's half-done restart is finished."""
+        from opskit.adapters.scaleout_runner import failpoint
+
+        assert step.node_id is not None
+        n, k = step.node_id, self.kafka
+        brokers = len(set(plan.existing) | set(plan.new_nodes))
+        sts, pod = self._pod_of(n, plan)
+        k.wait(f"before restarting node {n} (pod {pod}): waiting for every partition in ISR "
+               "and a settled controller", lambda: k.settled(brokers))
+        values = ", ".join(f"{key}={v}" for key, v in self.restart_settings(plan).items())
+        want = self._with_settings(sts, plan)
+        template_ok = objs.env_changes([sts], self.restart_settings(plan)) == {} and \
+            objs.update_strategy(sts) == objs.update_strategy(want)
+        old = k.runs_with_defaults(n, plan)
+        if not old and template_ok:
+            return f"node {n} (pod {pod}) runs with {values} already: not restarted"
+        alone = k.sole_in_sync(n)
+        if alone:
+            raise RefusedError(
+                f"node {n} holds the only in-sync replica of {len(alone)} partition(s) ("
+                + ", ".join(alone[:5]) + f"): restarting pod {pod} would take them offline, "
+                "so it was not restarted; the scale-out is not finished: raise their RF, "
+                "then 'opskit playbook resume'")
+        uid = self.api.pod_uid(self.namespace, pod)
+        if uid is None:
+            raise NotFoundError(f"pod {self.namespace}/{pod} (node {n}) not found")
+        if not template_ok:
+            self.api.replace_statefulset(want)     # compare-and-set on its resourceVersion
+        failpoint("patched", step.key)
+        how = "deleted it"
+        if template_ok or objs.update_strategy(want) == "OnDelete":
+            self.api.delete_pod(self.namespace, pod, uid)   # SIGTERM: controlled shutdown
+        else:
+            how = f"StatefulSet {sts['metadata']['name']} replaces it (RollingUpdate)"
+        failpoint("stopped", step.key)
+
+        def replaced() -> str | None:
+            now = self.api.pod_uid(self.namespace, pod)
+            if now is None or now == uid:
+                return f"pod {pod} not replaced yet"
+            return None if self.api.pod_ready(self.namespace, pod) else f"pod {pod} not Ready"
+
+        k.wait(f"restarting node {n}: waiting for a new pod {pod} Ready", replaced)
+        k.wait(f"after restarting node {n}: waiting for every partition in ISR and a settled "
+               "controller", lambda: k.settled(brokers))
+        still = k.runs_with_defaults(n, plan)
+        if still:
+            raise InconsistentStateError(
+                f"pod {pod} was restarted but node {n} reports "
+                + ", ".join(f"{key}={v}" for key, v in still.items())
+                + f": its StatefulSet sets {values}; does the image read KAFKA_CFG_* variables?")
+        updated = "" if template_ok else f"StatefulSet {sts['metadata']['name']} updated, "
+        return (f"node {n}: {updated}pod {pod} restarted ({how}), runs with {values}; "
+                "every partition in ISR")
 
     def _first_id(self, plan: ScaleOutPlan) -> int:
         """Node id of pod 0: the live broker StatefulSet's (a later scale-out appends
@@ -279,7 +391,10 @@ class K8sSteps:
         found = [s for s in (self.api.get_statefulset(self.namespace, n)
                              for n in (self.statefulset, self.broker_sts)) if s is not None]
         changes = objs.env_changes(found, wanted)
-        if changes:
+        if any(s.kind is StepKind.RESTART_NODE for s in plan.steps):
+            rolled = ("read-only settings: the rolling restart sets them in the StatefulSets "
+                      "and restarts one pod at a time")
+        elif changes:
             restart = "; ".join(f"StatefulSet {name}: " + ", ".join(
                 f"{var}={wanted_value(var, wanted)} (now {cur or 'unset'})"
                 for var, cur in env.items()) for name, env in changes.items())

@@ -100,10 +100,10 @@ def scale_out(args: K8sArgs, *, brokers: int, throttle: str, window: str | None,
         facts = read_k8s_facts(api, ns, sts, admin)
     if idle(existing, facts, brokers, output):
         return 0
-    # no rolling restart on Kubernetes yet: set_min_isr names the KAFKA_CFG_* values to set
+    # the rolling restart (restart_node:N, then verify_defaults) sets the KAFKA_CFG_*
+    # values in the StatefulSets and restarts one pod at a time (adapters.scaleout_k8s)
     plan = plan_scale_out(facts, ScaleOutRequest(target_brokers=brokers,
-                                                 throttle_bytes_per_s=rate, window=win,
-                                                 rolling_restart=False))
+                                                 throttle_bytes_per_s=rate, window=win))
     if not execute:
         show({"dry_run": True, "plan": plan.to_dict()}, output)
         return 0

@@ -16,6 +16,7 @@ brokers.
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 import os
 import signal
@@ -37,6 +38,8 @@ from k8s_apiserver import ApiServer
 
 from opskit.adapters.k8s_api import KubeApi, KubeTarget
 from opskit.adapters.kafka_admin import KafkaAdmin
+from opskit.adapters.scaleout_runner import KILL_AT_ENV
+from opskit.core.scaleout.k8s import env_changes, with_env
 from opskit.sandbox.cluster import Sandbox
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -48,14 +51,32 @@ JOURNAL = f"opskit-scaleout-{STS}"
 pytestmark = pytest.mark.timeout(1500)
 
 
+#: KAFKA_CFG_* variables the fake kubelet does not turn into broker settings: the
+#: sandbox node keeps its own id, roles, listeners and voters (as the pod network would)
+_OWN = {"KAFKA_CFG_NODE_ID", "KAFKA_CFG_PROCESS_ROLES", "KAFKA_CFG_CONTROLLER_QUORUM_VOTERS",
+        "KAFKA_CFG_LISTENERS", "KAFKA_CFG_ADVERTISED_LISTENERS",
+        "KAFKA_CFG_LISTENER_SECURITY_PROTOCOL_MAP"}
+
+
+def _template_hash(sts: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(sts["spec"]["template"], sort_keys=True).encode()
+                          ).hexdigest()[:16]
+
+
 class FakeKubelet:
-    """Plays the StatefulSet controller + kubelet for the broker-only StatefulSet (see the
-    module docstring): pods created in order, each backed by a real broker process."""
+    """Plays the StatefulSet controller + kubelet for both StatefulSets (see the module
+    docstring). The broker-only one (``OnDelete``): pods created in order, each backed
+    by a real broker process; a deleted pod is made again from the current template and
+    its broker restarted. HIP-30's combined one (``RollingUpdate``, one pod played by
+    the sandbox's node 0): its pod is replaced when its template changes. A restarted
+    node gets the template's ``KAFKA_CFG_*`` values in its server.properties, as the
+    bitnami image's entrypoint writes them (``KAFKA_CFG_FOO_BAR`` -> ``foo.bar``)."""
 
     def __init__(self, api: KubeApi, sb: Sandbox) -> None:
         self.api, self.sb = api, sb
         self.errors: list[str] = []
         self.started: list[int] = []
+        self.restarted: list[int] = []
         self.allowed = 1      # pods it may create (the test opens the gate step by step)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="fake-kubelet", daemon=True)
@@ -71,9 +92,60 @@ class FakeKubelet:
     def _loop(self) -> None:
         while not self._stop.wait(0.5):
             try:
+                self._sync_combined()
                 self._sync()
             except Exception as e:  # noqa: BLE001 - kept and asserted by the test
                 self.errors.append(f"{type(e).__name__}: {e}")
+
+    def _make_pod(self, sts: dict[str, Any], name: str) -> None:
+        template = sts["spec"]["template"]
+        pod = {"apiVersion": "v1", "kind": "Pod",
+               "metadata": {"name": name, "namespace": NS,
+                            "labels": dict(template["metadata"]["labels"]),
+                            "annotations": {"fake-kubelet/template": _template_hash(sts)}},
+               "spec": copy.deepcopy(template["spec"])}
+        self.api.core.create_namespaced_pod(NS, pod)
+
+    def _ready(self, name: str) -> None:
+        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        self.api.core.patch_namespaced_pod_status(name, NS, {"status": {
+            "phase": "Running", "conditions": [
+                {"type": "Ready", "status": "True", "lastTransitionTime": now}]}})
+
+    def _restart_with(self, node_id: int, sts: dict[str, Any]) -> None:
+        """Stop the node (SIGTERM, as the kubelet stops a deleted pod's container), write
+        the template's KAFKA_CFG_* settings into its file, start it."""
+        env = {e["name"]: e["value"] for e in sts["spec"]["template"]["spec"]["containers"][0]
+               ["env"] if "value" in e and e["name"].startswith("KAFKA_CFG_")
+               and e["name"] not in _OWN}
+        settings = {k[len("KAFKA_CFG_"):].lower().replace("_", "."): v for k, v in env.items()}
+        self.sb.stop_node(node_id)
+        node = next(n for n in self.sb.require().nodes if n.node_id == node_id)
+        keep = [ln for ln in node.config_path.read_text().splitlines()
+                if ln.split("=", 1)[0] not in settings]
+        node.config_path.write_text("\n".join([*keep, *(f"{k}={v}" for k, v in
+                                                       settings.items())]) + "\n")
+        self.sb.start_node(node_id, wait_timeout=180)
+        self.restarted.append(node_id)
+
+    def _sync_combined(self) -> None:
+        sts = self.api.get_statefulset(NS, STS)
+        if sts is None:
+            return
+        name = f"{STS}-0"
+        if self.api.pod_uid(NS, name) is not None:
+            pod = self.api.core.read_namespaced_pod(name, NS)
+            if (pod.metadata.annotations or {}).get("fake-kubelet/template") == \
+                    _template_hash(sts):
+                return
+            assert (sts["spec"].get("updateStrategy") or {}).get(
+                "type", "RollingUpdate") == "RollingUpdate"
+            self.api.core.delete_namespaced_pod(name, NS)   # the rolling update
+            self._make_pod(sts, name)
+            self._restart_with(0, sts)
+        else:
+            self._make_pod(sts, name)   # first sight: node 0 already runs (the sandbox)
+        self._ready(name)
 
     def _sync(self) -> None:
         from opskit.sandbox.scale import add_node
@@ -85,24 +157,21 @@ class FakeKubelet:
         env = {e["name"]: e.get("value") for e in template["spec"]["containers"][0]["env"]}
         first = int(env["OPSKIT_BROKER_FIRST_ID"])
         assert env["KAFKA_CFG_PROCESS_ROLES"] == "broker"
+        assert sts["spec"]["updateStrategy"]["type"] == "OnDelete"
         for ordinal in range(min(int(sts["spec"]["replicas"]), self.allowed)):  # in order
             name = f"{BROKER_STS}-{ordinal}"
             ready = self.api.pod_ready(NS, name)
             if ready:
                 continue
             if ready is None:
-                pod = {"apiVersion": "v1", "kind": "Pod",
-                       "metadata": {"name": name, "namespace": NS,
-                                    "labels": dict(template["metadata"]["labels"])},
-                       "spec": copy.deepcopy(template["spec"])}
-                self.api.core.create_namespaced_pod(NS, pod)
+                self._make_pod(sts, name)
             node_id = first + ordinal
-            add_node(self.sb, "broker", node_id)              # a real broker-only process
-            self.started.append(node_id)
-            now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-            self.api.core.patch_namespaced_pod_status(name, NS, {"status": {
-                "phase": "Running", "conditions": [
-                    {"type": "Ready", "status": "True", "lastTransitionTime": now}]}})
+            if node_id in self.started:           # a deleted pod: its broker restarts
+                self._restart_with(node_id, sts)
+            else:
+                add_node(self.sb, "broker", node_id)              # a real broker-only process
+                self.started.append(node_id)
+            self._ready(name)
             return
 
 
@@ -308,6 +377,13 @@ def test_scale_out_on_kubernetes_killed_resumed_idempotent(
         # plan comes back from the ConfigMap
         _wait_lease_free(admin_api)
         fresh = {**os.environ, "OPSKIT_STATE": str(tmp_path / "fresh-pod-state")}
+        # and kill -9 that one inside the rolling restart, right after it deleted pod 1 of
+        # the broker StatefulSet (node 2)
+        r = subprocess.run(resume, cwd=ROOT, capture_output=True, text=True, timeout=1200,
+                           check=False, env={**fresh, KILL_AT_ENV: "stopped:restart_node:2"})
+        assert r.returncode == -signal.SIGKILL, r.stderr[-2000:]
+        assert _journal(admin_api)["in_flight"] == "restart_node:2"
+        _wait_lease_free(admin_api)
         r = subprocess.run(resume, cwd=ROOT, capture_output=True, text=True, timeout=1200,
                            check=False, env=fresh)
         assert r.returncode == 0, r.stderr[-2000:]
@@ -315,25 +391,40 @@ def test_scale_out_on_kubernetes_killed_resumed_idempotent(
         assert len(restored) == 1 and restored[0].read_text() == rf_plan   # the killed run's plan
         assert not kubelet.errors, kubelet.errors
         assert sorted(set(kubelet.started)) == [1, 2]
+        # the rolling restart: broker-only nodes first, the single controller last, each
+        # once (the resumed restart_node:2 found node 2 restarted already)
+        assert kubelet.restarted == [1, 2, 0], kubelet.restarted
 
     journal = _journal(admin_api)
     assert journal["phase"] == "done" and journal["run_id"] == halted["run_id"]
-    for killed in ("add_node:2", "raise_rf"):
+    assert journal["done"][-5:] == ["restart_node:1", "restart_node:2", "restart_node:0",
+                                    "verify_defaults", "final_health"], journal["done"]
+    for killed in ("add_node:2", "raise_rf", "restart_node:2"):
         assert [e["what"] for e in journal["journal"] if e["step"] == killed] == [
             "started", "resumed", "finished"], killed
     assert all(journal["done"].count(k) == 1 for k in journal["done"])
-    min_isr = next(e["detail"] for e in journal["journal"]
-                   if e["step"] == "set_min_isr" and e["what"] == "finished")
-    assert "KAFKA_CFG_DEFAULT_REPLICATION_FACTOR=3" in min_isr
-    assert "KAFKA_CFG_OFFSETS_TOPIC_REPLICATION_FACTOR=3" in min_isr
+    restarted = {e["step"]: e["detail"] for e in journal["journal"]
+                 if e["step"].startswith("restart_node") and e["what"] == "finished"}
+    assert "pod insights-kafka-0 restarted (StatefulSet insights-kafka replaces it" \
+        in restarted["restart_node:0"], restarted
+    assert "pod insights-kafka-broker-0 restarted (deleted it)" in restarted["restart_node:1"]
+    assert "already: not restarted" in restarted["restart_node:2"], restarted
 
-    # the objects: a broker-only StatefulSet of 2 beside the combined one, left alone
+    # the objects: a broker-only StatefulSet of 2 beside the combined one, whose spec
+    # changed only by the read-only settings in its env
+    settings = {"default.replication.factor": "3", "offsets.topic.replication.factor": "3",
+                "transaction.state.log.replication.factor": "3", "min.insync.replicas": "2"}
     broker = admin_api.get_statefulset(NS, BROKER_STS)
     assert broker is not None and broker["spec"]["replicas"] == 2
     assert broker["spec"]["serviceName"] == f"{BROKER_STS}-headless"
-    assert admin_api.get_statefulset(NS, STS)["metadata"]["resourceVersion"] == combined_rv  # type: ignore[index]
+    live = admin_api.get_statefulset(NS, STS)
+    assert live is not None and live["metadata"]["resourceVersion"] != combined_rv
+    want = with_env(combined, settings)
+    assert live["spec"]["template"]["spec"]["containers"][0]["env"] == \
+        want["spec"]["template"]["spec"]["containers"][0]["env"]   # type: ignore[index]
+    assert env_changes([live, broker], settings) == {}
     pods = sorted(p.metadata.name for p in admin_api.core.list_namespaced_pod(NS).items)
-    assert pods == [f"{BROKER_STS}-0", f"{BROKER_STS}-1"]
+    assert pods == [f"{STS}-0", f"{BROKER_STS}-0", f"{BROKER_STS}-1"]
 
     # status from another process
     r = subprocess.run(_cli(kubeconfig, "", "status", "--output", "json"), cwd=ROOT,
@@ -353,6 +444,8 @@ def test_scale_out_on_kubernetes_killed_resumed_idempotent(
     for n in (1, 2):
         assert "StatefulSet insights-kafka-broker unchanged" in steps.run(
             Step(StepKind.ADD_NODE, n), done_plan)
+    for n in (1, 2, 0):
+        assert "already: not restarted" in steps.run(Step(StepKind.RESTART_NODE, n), done_plan)
     assert _rv(admin_api) == rvs
     # and the next scheduled run (the CronJob's command) finds nothing to do: one line,
     # exit 0, so the CronJob's Job does not fail every night
@@ -365,8 +458,17 @@ def test_scale_out_on_kubernetes_killed_resumed_idempotent(
                                 "nothing to do"), r.stdout
     assert _rv(admin_api) == rvs
 
-    # end state in Kafka: 3 brokers, RF 3 and ISR 3 everywhere, min.insync.replicas 2
+    # end state in Kafka: 3 brokers, RF 3 and ISR 3 everywhere, min.insync.replicas 2, and
+    # a topic created without an RF gets RF 3 (every broker runs the new defaults)
     with KafkaAdmin(sandbox37.connection()) as admin:
+        probe = f"after-k8s-scale-out-{os.getpid()}"
+        admin.create_topics([(probe, 3, -1, {})])
+        deadline = time.monotonic() + 60
+        while not admin.metadata().topics.get(probe):
+            assert time.monotonic() < deadline, f"{probe} never listed"
+            time.sleep(0.5)
+        assert [len(p.replicas) for p in admin.metadata().topics[probe]] == [3, 3, 3]
+        admin.delete_topics([probe])
         meta = admin.metadata()
         assert sorted(b.node_id for b in meta.brokers) == [0, 1, 2]
         for t, parts in meta.topics.items():

@@ -66,16 +66,23 @@ def playbook_args(spec: CronJobSpec) -> list[str]:
             "--execute"]
 
 
-def rbac_rules(statefulset: str) -> list[dict[str, Any]]:
+def rbac_rules(statefulset: str, brokers: int = 3) -> list[dict[str, Any]]:
     """What the runner calls, and nothing else; names pinned wherever Kubernetes allows
-    it (``create`` cannot be limited by name)."""
+    it (``create`` cannot be limited by name). The rolling restart updates HIP-30's
+    combined StatefulSet (its ``KAFKA_CFG_*`` env, compare-and-set) and deletes one
+    pod at a time: pods named ``<StatefulSet>-<ordinal>`` up to ``brokers`` of each."""
     broker = f"{statefulset}-broker"
     journal = objs.journal_name(statefulset)
+    pods = [f"{name}-{i}" for name in (statefulset, broker) for i in range(brokers)]
     return [
         {"apiGroups": ["apps"], "resources": ["statefulsets"],
          "resourceNames": [statefulset, broker], "verbs": ["get"]},
         {"apiGroups": ["apps"], "resources": ["statefulsets"],
          "resourceNames": [broker], "verbs": ["patch"]},
+        {"apiGroups": ["apps"], "resources": ["statefulsets"],
+         "resourceNames": [statefulset, broker], "verbs": ["update"]},
+        {"apiGroups": [""], "resources": ["pods"], "resourceNames": pods,
+         "verbs": ["delete"]},
         {"apiGroups": ["apps"], "resources": ["statefulsets"], "verbs": ["create"]},
         {"apiGroups": [""], "resources": ["services"],
          "resourceNames": [f"{broker}-headless"], "verbs": ["get", "patch"]},
@@ -99,7 +106,7 @@ def cronjob_objects(spec: CronJobSpec) -> list[dict[str, Any]]:
     sa = {"apiVersion": "v1", "kind": "ServiceAccount",
           "metadata": {"name": spec.name, **meta}, "automountServiceAccountToken": True}
     role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
-            "metadata": {"name": spec.name, **meta}, "rules": rbac_rules(spec.statefulset)}
+            "metadata": {"name": spec.name, **meta}, "rules": rbac_rules(spec.statefulset, spec.brokers)}
     binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
                "metadata": {"name": spec.name, **meta},
                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",

@@ -100,6 +100,9 @@ def broker_statefulset(combined: Mapping[str, Any], *, first_id: int, replicas: 
             "replicas": replicas,
             "serviceName": headless,
             "podManagementPolicy": "OrderedReady",
+            # opskit restarts these pods itself, one at a time, once every partition is
+            # back in ISR (a RollingUpdate would roll on Ready alone)
+            "updateStrategy": {"type": "OnDelete"},
             "selector": {"matchLabels": {"app.kubernetes.io/name": name}},
             "template": {"metadata": {"labels": labels}, "spec": pod_spec},
         },
@@ -191,3 +194,41 @@ def env_changes(statefulsets: Sequence[Mapping[str, Any]],
         if diff:
             out[str(sts["metadata"]["name"])] = diff
     return out
+
+
+def with_env(sts: Mapping[str, Any], settings: Mapping[str, str]) -> dict[str, Any]:
+    """A copy of ``sts`` whose Kafka container sets each broker setting of ``settings``
+    (setting -> value) through its ``KAFKA_CFG_*`` variable: replaced where the
+    variable is set, appended in ``settings``' order where it is not (deterministic, so
+    the same change applied twice gives the same object)."""
+    out = copy.deepcopy(dict(sts))
+    container = kafka_container(out)
+    env: list[dict[str, Any]] = container["env"]   # kafka_container: it has KAFKA_CFG_*
+    for setting, value in settings.items():
+        name = env_name(setting)
+        for e in env:
+            if e.get("name") == name:
+                e.pop("valueFrom", None)
+                e["value"] = value
+                break
+        else:
+            env.append({"name": name, "value": value})
+    return out
+
+
+def voter_pods(combined: Mapping[str, Any]) -> dict[int, str]:
+    """Node id -> pod name of the combined StatefulSet's voters, read from
+    ``KAFKA_CFG_CONTROLLER_QUORUM_VOTERS`` (``0@insights-kafka-0.insights-kafka...:9094``):
+    the pods whose name is ``<StatefulSet>-<ordinal>``, the first label of the host."""
+    name = str(combined["metadata"]["name"])
+    out: dict[int, str] = {}
+    for node, host in re.findall(r"(\d+)@([^:,\s]+)", combined_facts(combined)["voters"]):
+        pod = host.split(".", 1)[0]
+        if re.fullmatch(re.escape(name) + r"-\d+", pod):
+            out[int(node)] = pod
+    return out
+
+
+def update_strategy(sts: Mapping[str, Any]) -> str:
+    """``RollingUpdate`` (Kubernetes' default) or ``OnDelete``."""
+    return str((sts.get("spec", {}).get("updateStrategy") or {}).get("type") or "RollingUpdate")
