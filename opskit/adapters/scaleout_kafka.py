@@ -214,7 +214,8 @@ class KafkaSteps:
             return f"every topic already at RF {plan.target_rf}: nothing to move"
         held = self._hold_min_isr()
         self.opskit("reassign", "execute", str(plan_file), "--throttle", self.throttle,
-                    "--execute", "--context", self.context, progress=True)
+                    "--stall-timeout", f"{max(5.0, self.wait_s):g}", "--execute",
+                    "--context", self.context, progress=True)
         restored = self._restore_min_isr(held)
         return f"every topic at RF {plan.target_rf} (plan {plan_file.name}){restored}"
 

@@ -34,6 +34,11 @@ PagerDutyCaOpt = Annotated[Path | None, typer.Option(
     "--pagerduty-ca-file", help="CA bundle that signs the Events API's certificate "
     "(a local receiver)", show_default=False)]
 SandboxOpt = Annotated[str, typer.Option("--sandbox", help="the local sandbox to scale")]
+StallOpt = Annotated[float, typer.Option(
+    "--stall-timeout", min=5, max=86400,
+    help="halt (resumable) after this many seconds without progress: a copy that moves "
+    "nothing (a broker down), a node or pod that does not come up, partitions not back in "
+    "ISR")]
 PlatformOpt = Annotated[str, typer.Option(
     "--platform", help="local (a sandbox) or kubernetes (HIP-30's StatefulSet)")]
 NamespaceOpt = Annotated[str | None, typer.Option(
@@ -179,6 +184,7 @@ def scale_out(
     pagerduty_url: PagerDutyUrlOpt = None,
     pagerduty_ca_file: PagerDutyCaOpt = None,
     do_execute: Annotated[bool, typer.Option("--execute", help="act (default: show the plan)")] = False,
+    stall_timeout: StallOpt = 300.0,
     output: OutputOpt = Output.table,
 ) -> int:
     """Scale a cluster out (plan shown without --execute); rerunning resumes the journaled run."""
@@ -202,7 +208,7 @@ def scale_out(
             k8s, brokers=brokers, throttle=throttle, window=window, registry=registry,
             pager=lambda rid: _pager(routing_key_file, pagerduty_url, rid, pagerduty_ca_file),
             execute=do_execute, output=output, show=_show, finish=_finish,
-            idle=_nothing_to_do)
+            idle=_nothing_to_do, wait_s=stall_timeout)
     rate = parse_rate(throttle)
     win = parse_window(window) if window else None
     run_dir = _run_dir(sandbox)
@@ -216,7 +222,8 @@ def scale_out(
             stderr().print("a run is journaled; add --execute to resume it")
             return 0
         return _resume(sandbox, existing, version, store, throttle, win, registry,
-                       routing_key_file, pagerduty_url, output, pagerduty_ca_file)
+                       routing_key_file, pagerduty_url, output, pagerduty_ca_file,
+                       stall_timeout)
     from opskit.adapters.kafka_admin import KafkaAdmin
     from opskit.adapters.scaleout_local import read_local_facts
     from opskit.sandbox.cluster import Sandbox
@@ -235,13 +242,13 @@ def scale_out(
 
     state = RunState(f"so-{secrets.token_hex(4)}", plan)
     return _resume(sandbox, state, version, store, throttle, win, registry, routing_key_file,
-                   pagerduty_url, output, pagerduty_ca_file)
+                   pagerduty_url, output, pagerduty_ca_file, stall_timeout)
 
 
 def _resume(sandbox: str, state: Any, version: str | None, store: Any, throttle: str,
             win: Any, registry: Path | None, routing_key_file: Path | None,
             pagerduty_url: str | None, output: Output, pagerduty_ca_file: Path | None = None,
-            ) -> int:
+            wait_s: float = 300.0) -> int:
     from opskit.adapters.run_lock import RunLock
     from opskit.adapters.scaleout_local import LocalSteps
     from opskit.adapters.scaleout_runner import drive
@@ -251,7 +258,7 @@ def _resume(sandbox: str, state: Any, version: str | None, store: Any, throttle:
     run_dir = _run_dir(sandbox)
     err = stderr()
     steps = LocalSteps(sb, sb.connection(), _context(sandbox), run_dir, throttle, registry,
-                       say=lambda m: err.print(m, highlight=False))
+                       wait_s=wait_s, say=lambda m: err.print(m, highlight=False))
     # held for the whole run: a second run refuses at once, naming the holder; the kernel
     # drops it when a run dies (kill -9 too), so a killed run never blocks its resume
     with RunLock(run_dir / "run.lock", f"playbook scale-out {state.run_id}"):
@@ -330,6 +337,7 @@ def resume(
     context: KafkaContextOpt = None,
     kubeconfig: KubeconfigOpt = None,
     kube_context: KubeContextOpt = None,
+    stall_timeout: StallOpt = 300.0,
     output: OutputOpt = Output.table,
 ) -> int:
     """Continue the journaled run (steps done are never run again)."""
@@ -347,7 +355,7 @@ def resume(
                                   parse_window(window) if window else None, registry,
                                   lambda rid: _pager(routing_key_file, pagerduty_url, rid,
                                                      pagerduty_ca_file),
-                                  output, _show, _finish)
+                                  output, _show, _finish, wait_s=stall_timeout)
 
     store = FileJournal(_run_dir(sandbox) / "journal.json")
     state, version = store.load()
@@ -355,7 +363,7 @@ def resume(
         raise NotFoundError(f"no unfinished scale-out run for sandbox {sandbox!r}")
     return _resume(sandbox, state, version, store, throttle,
                    parse_window(window) if window else None, registry, routing_key_file,
-                   pagerduty_url, output, pagerduty_ca_file)
+                   pagerduty_url, output, pagerduty_ca_file, stall_timeout)
 
 
 @app.command("abort")

@@ -74,7 +74,7 @@ def scale_out(args: K8sArgs, *, brokers: int, throttle: str, window: str | None,
               registry: Path | None, pager: Callable[[str], Any], execute: bool,
               output: Output, show: Callable[[dict[str, Any], Output], None],
               finish: Callable[[Any, Callable[[], None]], int],
-              idle: Callable[[Any, Any, int, Output], bool]) -> int:
+              idle: Callable[[Any, Any, int, Output], bool], wait_s: float = 300.0) -> int:
     from opskit.adapters.config_file import resolve_connection
     from opskit.adapters.kafka_admin import KafkaAdmin
     from opskit.adapters.scaleout_k8s import read_k8s_facts
@@ -95,7 +95,8 @@ def scale_out(args: K8sArgs, *, brokers: int, throttle: str, window: str | None,
             show({**existing.to_dict(), "dry_run": True}, output)
             stderr().print("a run is journaled; add --execute to resume it")
             return 0
-        return drive(args, existing, throttle, win, registry, pager, output, show, finish)
+        return drive(args, existing, throttle, win, registry, pager, output, show, finish,
+                     wait_s=wait_s)
     with KafkaAdmin(conn, timeout=10.0) as admin:
         facts = read_k8s_facts(api, ns, sts, admin)
     if idle(existing, facts, brokers, output):
@@ -108,13 +109,14 @@ def scale_out(args: K8sArgs, *, brokers: int, throttle: str, window: str | None,
         show({"dry_run": True, "plan": plan.to_dict()}, output)
         return 0
     state = RunState(f"so-{secrets.token_hex(4)}", plan)
-    return drive(args, state, throttle, win, registry, pager, output, show, finish)
+    return drive(args, state, throttle, win, registry, pager, output, show, finish,
+                 wait_s=wait_s)
 
 
 def drive(args: K8sArgs, state: Any, throttle: str, win: Any, registry: Path | None,
           pager: Callable[[str], Any], output: Output,
           show: Callable[[dict[str, Any], Output], None],
-          finish: Callable[[Any, Callable[[], None]], int]) -> int:
+          finish: Callable[[Any, Callable[[], None]], int], wait_s: float = 300.0) -> int:
     """Hold the run's Lease, then run (or resume) ``state`` to its end or a safe point
     (a new run replaces a finished journal)."""
     from opskit.adapters.config_file import resolve_connection
@@ -140,7 +142,7 @@ def drive(args: K8sArgs, state: Any, throttle: str, win: Any, registry: Path | N
         run_dir = _run_dir(ns, sts)
         err = stderr()
         kafka = KafkaSteps(conn, args.context, run_dir,
-                           throttle, registry, plans=ConfigMapPlans(api, ns, sts),
+                           throttle, registry, wait_s, plans=ConfigMapPlans(api, ns, sts),
                            say=lambda m: err.print(m, highlight=False))
         abort = ConfigMapAbort(api, ns, sts)
         end = run(state, version, store, K8sSteps(api, ns, sts, kafka), window=win,

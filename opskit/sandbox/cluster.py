@@ -464,9 +464,11 @@ class Sandbox:
         node.pid = proc.pid
         log.info("started node %s pid %s", node.node_id, proc.pid)
 
-    def _wait_ready(self, st: SandboxState, timeout: float) -> None:
+    def _wait_ready(self, st: SandboxState, timeout: float, only: Node | None = None) -> None:
+        """Every node's port open and every broker registered; with ``only``, that node's
+        port and, if it is a broker, that broker registered (other nodes may be stopped)."""
         deadline = time.monotonic() + timeout
-        for node in st.nodes:
+        for node in st.nodes if only is None else [only]:
             while not port_open(node.port):
                 if not _pid_alive(node.pid):
                     _reap(node.pid or 0)
@@ -490,10 +492,15 @@ class Sandbox:
             except Exception as e:  # noqa: BLE001 - retried until the deadline
                 log.debug("brokers not all registered yet: %s", e)
             else:
-                if len(md.brokers) >= st.brokers:
+                if only is not None and ("broker" not in only.roles
+                                         or only.node_id in md.brokers):
+                    return
+                if only is None and len(md.brokers) >= st.brokers:
                     return
             if time.monotonic() > deadline:
-                raise SandboxError(f"brokers did not all register within {timeout:.0f}s")
+                raise SandboxError(f"brokers did not all register within {timeout:.0f}s"
+                                   if only is None else f"node {only.node_id} did not register "
+                                   f"within {timeout:.0f}s")
             time.sleep(0.5)
 
     @staticmethod
@@ -538,7 +545,7 @@ class Sandbox:
         if not _pid_runs(node.pid, node.config_path):
             self._start_node(ensure_kafka_dist(st.version), node)
             self.save(st)
-        self._wait_ready(st, wait_timeout)
+        self._wait_ready(st, wait_timeout, only=node)
 
     def _stop_node(self, node: Node, sig: int = signal.SIGTERM, timeout: float = 30.0) -> None:
         if not _pid_runs(node.pid, node.config_path):

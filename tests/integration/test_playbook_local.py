@@ -422,3 +422,75 @@ def test_dynamic_quorum_scale_out_adds_voters(one_node_dynamic: Sandbox, tmp_pat
     assert voters(sb) == [0, 1, 2]
     check_end_state(sb, registry, ctx)
     no_acknowledged_record_lost(sb, traffic)
+
+
+@pytest.mark.timeout(900)
+def test_new_brokers_down_during_the_rf_raise_are_said_paged_and_the_throttles_named(
+        one_node: Sandbox, tmp_path: Path) -> None:
+    """Both new brokers stopped while the RF raise copies to them (3.7, static): while it
+    waits the run says on stderr which brokers it waits for, after --stall-timeout it
+    stops, pages PagerDuty, and its exit line says the throttles stay set until a resume;
+    abort + resume then finishes the copy, removes the throttles and stops."""
+    from helpers import create_topic
+    from pd_receiver import PagerDutyReceiver, routing_key
+
+    sb = one_node
+    bs = sb.require().bootstrap
+    create_topic(bs, "bulk", 2, 1)
+    p = Producer({"bootstrap.servers": bs, "linger.ms": 20})
+    for i in range(12000):                       # 12 MB: minutes at the throttle below
+        p.produce("bulk", key=str(i).encode(), value=b"x" * 1000)
+    assert p.flush(60) == 0
+    key = routing_key()
+    keyf = tmp_path / "routing-key"
+    keyf.write_text(key)
+    with PagerDutyReceiver() as pd:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "opskit.cli.main", "playbook", "scale-out", "--sandbox",
+             sb.name, "--throttle", "100KB", "--stall-timeout", "10", "--routing-key-file",
+             str(keyf), "--pagerduty-url", pd.url, "--pagerduty-ca-file", str(pd.ca_file),
+             "--execute"], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            text=True, start_new_session=True)
+        try:
+            deadline = time.monotonic() + 300
+            while True:
+                assert proc.poll() is None, proc.communicate()[1][-2000:]
+                assert time.monotonic() < deadline, "the RF raise never started copying"
+                if journal(sb).get("in_flight") == "raise_rf":
+                    with KafkaAdmin(sb.connection(), timeout=5) as admin:
+                        parts = admin.metadata().topics.get("bulk", [])
+                    if any(len(part.replicas) > 1 for part in parts):
+                        break
+                time.sleep(0.2)
+            sb.stop_node(1)
+            sb.stop_node(2)
+            _, err = proc.communicate(timeout=300)
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(30)
+        lines = err.strip().splitlines()
+        assert any("waiting for broker(s) 1, 2 to come back" in ln for ln in lines[:-1]), err
+        assert proc.returncode == 3, err[-2000:]
+        last = lines[-1]
+        assert last.startswith("opskit: error:") and "raise_rf" in last, last
+        assert "the replication throttles stay set until 'opskit playbook resume'" in last
+        assert pd.wait_for(lambda evs: len(evs) >= 1, timeout=30)
+        (page,) = pd.events
+    assert page["routing_key"] == key and "raise_rf" in page["payload"]["summary"], page
+    assert key not in err
+    with KafkaAdmin(sb.connection()) as admin:     # the throttles are still set, as said
+        cfg = admin.broker_configs([0])[0]
+        assert not cfg["leader.replication.throttled.rate"][1], cfg   # not the default
+
+    sb.start_node(1)
+    sb.start_node(2)
+    assert run_cli("playbook", "abort", "--sandbox", sb.name, "--execute").code == 0
+    r = run_cli("playbook", "resume", "--sandbox", sb.name, "--throttle", "50MiB")
+    state = journal(sb)
+    assert state["phase"] == "aborted", (r.code, r.err, state)
+    assert "raise_rf" in state["done"], state                 # type: ignore[operator]
+    with KafkaAdmin(sb.connection()) as admin:
+        meta = admin.metadata()
+        assert all(len(part.replicas) == 3 for part in meta.topics["bulk"])
+        no_throttles(admin, [0, 1, 2], list(meta.topics))
