@@ -30,7 +30,7 @@ State is a list of replica lists (``reps``) the caller owns; nothing else is mut
 from __future__ import annotations
 
 import math
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
@@ -38,8 +38,10 @@ from itertools import pairwise
 
 @dataclass(frozen=True)
 class RackRule:
-    """Rack spread: at most ceil(RF / racks) replicas of a partition in one rack. Empty
-    ``rack_of`` = no racks (every move allowed)."""
+    """Rack spread: at most ``limit(RF)`` replicas of a partition in one rack: ceil(RF /
+    racks) when every rack has that many brokers (RF <= racks: one per rack), else the
+    smallest limit the racks' sizes can meet. Empty ``rack_of`` = no racks (every move
+    allowed)."""
 
     rack_of: Mapping[int, str]
 
@@ -48,8 +50,13 @@ class RackRule:
         return bool(self.rack_of)
 
     def limit(self, rf: int) -> int:
-        racks = len(set(self.rack_of.values()))
-        return math.ceil(rf / racks) if racks else rf
+        sizes = Counter(self.rack_of.values())
+        if not sizes:
+            return rf
+        limit = math.ceil(rf / len(sizes))
+        while limit < rf and sum(min(limit, n) for n in sizes.values()) < rf:
+            limit += 1
+        return limit
 
     def allows_move(self, replicas: Sequence[int], giver: int | None, receiver: int) -> bool:
         """May ``receiver`` take a replica of this partition from ``giver`` (None: an added
