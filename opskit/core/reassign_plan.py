@@ -6,7 +6,8 @@ Goals (``opskit.core.reassign_model.GoalKind``):
 
 - add-brokers IDS / remove-brokers IDS / rebalance: replica counts balanced over the
   registered brokers (minus the drained ones) with the fewest moves
-  (``opskit.core.reassign_balance``), then preferred leaders balanced by reordering.
+  (``opskit.core.reassign_balance``), then preferred leaders balanced by reordering:
+  over the cluster, then within each topic as far as that keeps the cluster's balance.
   add-brokers and rebalance run the same balancing (on a cluster whose old brokers are
   balanced, every move goes onto the new brokers); add-brokers checks the new ids are
   registered. With racks the rack spread comes first (``opskit.core.reassign_racks``):
@@ -38,6 +39,7 @@ from datetime import UTC, datetime
 from opskit.core.models import TopicPartition
 from opskit.core.reassign_balance import (
     RackRule,
+    balance_all_leaders,
     balance_leaders,
     balance_replicas,
     bytes_lower_bound,
@@ -96,6 +98,7 @@ def plan_reassignment(topology: Topology, goal: Goal, policy: Policy, now: datet
         if policy.balance_leaders:
             balance_leaders(reps, stay)
             repair_leaders([p.replicas for p in parts], reps, stay, racks)
+            balance_all_leaders(reps, [p.topic for p in parts], stay)
         wanted = list(range(len(parts)))
         if spread is not None:
             rack_report = (spread.rack_replicas, spread.unspread, unspread_count(reps, racks))

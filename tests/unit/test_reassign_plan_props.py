@@ -126,14 +126,34 @@ def _check_leaders(after: Topology, stay: list[int], strict: bool) -> None:
     """After the preferred election leaders differ by at most 1 per broker (``strict``:
     no racks, one replication factor). With mixed replication factors the replicas can
     force more on a broker (one holding single-replica partitions leads them all), and
-    with racks a rack's brokers keep the rack's replicas: then no leadership can pass from
-    a broker to one with two fewer, directly or through others."""
+    with racks the spread limits where replicas go: then no leadership can pass from a
+    broker to one with two fewer, directly or through others."""
     leads = _counts(after, stay, leaders=True)
     if strict and len({len(p.replicas) for p in after.partitions}) == 1:
         assert _spread(leads) <= 1, leads
         return
-    edges = {b: set() for b in stay}
-    for p in after.partitions:
+    _no_leader_path_to_two_fewer(after.partitions, stay)
+
+
+def _check_topic_leaders(after: Topology, stay: list[int]) -> None:
+    """Per topic too, where every partition is on every staying broker (any leaders are
+    possible; the 1 -> 3 scale-out of issue #24, where one broker led all 8 partitions of
+    a topic): every topic within 1, and the cluster within 1. (With partitions that do
+    not span all brokers the two can conflict: single-replica partitions fix the
+    cluster's counts.)"""
+    if not all(set(p.replicas) == set(stay) for p in after.partitions):
+        return
+    assert _spread(_counts(after, stay, leaders=True)) <= 1
+    for topic in {p.topic for p in after.partitions}:
+        parts = tuple(p for p in after.partitions if p.topic == topic)
+        assert _spread(_counts(Topology((), parts), stay, leaders=True)) <= 1, topic
+
+
+def _no_leader_path_to_two_fewer(partitions: tuple[PartitionState, ...] | list[PartitionState],
+                                 stay: list[int]) -> None:
+    leads = _counts(Topology((), tuple(partitions)), stay, leaders=True)
+    edges: dict[int, set[int]] = {b: set() for b in stay}
+    for p in partitions:
         edges[p.replicas[0]].update(b for b in p.replicas[1:] if b in edges)
     for source in stay:
         seen, todo = {source}, [source]
@@ -196,6 +216,7 @@ def _balanced_result(before: Topology, goal: Goal, stay: list[int], drained: lis
         assert surplus <= est.replicas_lower_bound <= moved
         assert est.unspread_after == 0
     _check_leaders(after, stay, strict=not racks)
+    _check_topic_leaders(after, stay)
     assert plan.estimates.bytes_moved >= plan.estimates.bytes_lower_bound
     # planning again moves nothing
     again = plan_reassignment(after, goal, Policy(), NOW)
@@ -268,3 +289,29 @@ def test_replication_factor_raise_adds_exactly_and_keeps_leaders(
             all(len(p.replicas) == len(base.partitions[0].replicas) for p in base.partitions):
         # from a balanced cluster of one RF, the added replicas keep it balanced
         assert _spread(_counts(after, list(range(n)))) <= 1
+
+
+@FAST
+@given(st.integers(1, 5), st.lists(st.integers(1, 20), min_size=1, max_size=6), st.randoms(use_true_random=False))
+def test_leaders_are_balanced_per_topic_when_every_broker_holds_every_partition(
+        n: int, topic_sizes: list[int], rnd: random.Random) -> None:
+    # replicas and leaders in any order, often one broker leading a whole topic (as after
+    # raising RF 1 -> 3, which keeps each leader first)
+    parts = []
+    for t, count in enumerate(topic_sizes):
+        skew = rnd.random() < 0.5
+        for p in range(count):
+            reps = rnd.sample(range(n), n)
+            if skew:
+                reps.remove(0)
+                reps.insert(0, 0)
+            parts.append(PartitionState(f"topic-{t}", p, tuple(reps), tuple(reps), reps[0]))
+    before = Topology(tuple(Broker(b) for b in range(n)), tuple(parts))
+    plan = plan_reassignment(before, Goal(GoalKind.REBALANCE), Policy(), NOW)
+    after = _apply(before, plan)
+    assert plan.estimates.replicas_moved == 0
+    stay = list(range(n))
+    _check_topic_leaders(after, stay)
+    # the check ran: every partition spans every broker here
+    assert all(set(p.replicas) == set(stay) for p in after.partitions)
+    assert plan_reassignment(after, Goal(GoalKind.REBALANCE), Policy(), NOW).is_empty
