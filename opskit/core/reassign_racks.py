@@ -132,7 +132,8 @@ def spread_over_racks(reps: list[list[int]], stay: Sequence[int], drained: Seque
     """Move (in place in ``reps``) each partition's surplus replicas out of over-full
     racks, each to the least loaded broker (fewest replicas against its balanced count)
     of a rack below the limit that does not hold the partition. From an over-full rack
-    the most loaded broker gives, a follower before the first replica. Replicas on
+    the most loaded broker gives (among equals a follower before the first replica: a
+    leader change is a reorder, an extra move is data). Replicas on
     drained brokers are left to the balancer (they may stay in their rack). Returns the
     moves made: exactly the rack surplus of the staying replicas."""
     staying = set(stay)
@@ -152,7 +153,7 @@ def spread_over_racks(reps: list[list[int]], stay: Sequence[int], drained: Seque
             if b in staying:
                 per[racks.rack_of[b]].append(b)
         for rack in sorted(r for r, bs in per.items() if len(bs) > limit):
-            givers = sorted(per[rack], key=lambda b: (b == rs[0], target[b] - counts[b], b))
+            givers = sorted(per[rack], key=lambda b: (target[b] - counts[b], b == rs[0], b))
             for giver in givers[: len(per[rack]) - limit]:
                 options = [b for b in stay if b not in rs and racks.rack_of[b] != rack
                            and len(per.get(racks.rack_of[b], ())) < limit]
