@@ -27,7 +27,7 @@ Bytes likewise, with each replica counted at its partition's size.
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import defaultdict, deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -184,10 +184,12 @@ def unspread_count(reps: Sequence[Sequence[int]], racks: RackRule) -> int:
 def even_out(reps: list[list[int]], sizes: Sequence[int], stay: Sequence[int], racks: RackRule) -> int:
     """After ``balance_replicas``, whose targets ignore racks (it can give a broker that
     cannot shed, the only one of its rack, a target below what the rack spread forces on
-    it, and stop): move one replica at a time (in place in ``reps``), its smallest, from a
+    it, and stop): move replicas (in place in ``reps``) along the shortest chain of
+    brokers, each passing one replica (its smallest that can go) to the next, from a
     broker that can spare one to a broker below floor, or from a broker above ceil to one
-    below ceil, keeping every partition spread. Each move narrows the distance to balance
-    and creates no new excess, so this ends. Returns the moves made."""
+    below ceil, keeping every partition spread. Only the chain's ends change their
+    counts, so each chain narrows the distance to balance and this ends. Returns the
+    moves made."""
     holds: dict[int, set[int]] = {b: set() for b in stay}
     for i, rs in enumerate(reps):
         for b in rs:
@@ -197,27 +199,42 @@ def even_out(reps: list[list[int]], sizes: Sequence[int], stay: Sequence[int], r
         return 0
     total = sum(len(h) for h in holds.values())
     floor, ceil = total // len(holds), -(-total // len(holds))
+    order = sorted(holds)
     moves = 0
 
-    def try_move(givers: Sequence[int], receivers: Sequence[int]) -> bool:
-        for v in receivers:
-            for u in givers:
-                for i in sorted(holds[u], key=lambda i: (sizes[i], i)):
-                    if v not in reps[i] and racks.allows_move(reps[i], u, v):
-                        reps[i][reps[i].index(u)] = v
-                        holds[u].discard(i)
-                        holds[v].add(i)
-                        return True
-        return False
+    def chain(starts: Sequence[int], ends: set[int]) -> list[tuple[int, int, int]] | None:
+        prev: dict[int, tuple[int, int] | None] = dict.fromkeys(starts)
+        queue = deque(starts)
+        while queue:
+            u = queue.popleft()
+            for i in sorted(holds[u], key=lambda i: (sizes[i], i)):
+                for v in order:
+                    if v in prev or v in reps[i] or not racks.allows_move(reps[i], u, v):
+                        continue
+                    prev[v] = (i, u)
+                    if v in ends:
+                        out = []
+                        node = v
+                        while (step := prev[node]) is not None:
+                            out.append((step[0], step[1], node))
+                            node = step[1]
+                        return out[::-1]
+                    queue.append(v)
+        return None
 
     while True:
-        by_count = sorted(holds, key=lambda b: (len(holds[b]), b))
-        low = [b for b in by_count if len(holds[b]) < floor]
-        high = [b for b in reversed(by_count) if len(holds[b]) > ceil]
-        if low and try_move([b for b in reversed(by_count) if len(holds[b]) > floor], low):
-            moves += 1
-            continue
-        if high and try_move(high, [b for b in by_count if len(holds[b]) < ceil]):
-            moves += 1
-            continue
-        return moves
+        low = {b for b in order if len(holds[b]) < floor}
+        high = [b for b in order if len(holds[b]) > ceil]
+        path = None
+        if low:
+            path = chain([b for b in order if len(holds[b]) > floor], low)
+        if path is None and high:
+            path = chain(high, {b for b in order if len(holds[b]) < ceil})
+        if path is None or len({i for i, _, _ in path}) < len(path):
+            return moves  # (a partition twice in a chain: its later step was checked
+            #              against replicas the earlier one changes)
+        for i, u, v in path:
+            reps[i][reps[i].index(u)] = v
+            holds[u].discard(i)
+            holds[v].add(i)
+        moves += len(path)

@@ -1,7 +1,8 @@
 """The rack goal against an exact solver on tiny topologies (3-6 brokers in 2-3 racks,
 4-9 partitions, RF 1-3, placements that ignore racks): the plan leaves no partition above
-its rack limit, and the printed bounds never exceed the exact minimum moves (replicas and
-bytes) of any plan reaching the same goal. The exact minimum is a dynamic program over
+its rack limit, is balanced whenever some rack-spread result is, and the printed bounds
+never exceed the exact minimum moves (replicas and bytes) of any plan reaching the same
+goal. The exact minimum is a dynamic program over
 partitions whose state is the replica count per broker; it tries every rack-spread
 replica set of every partition."""
 
@@ -140,6 +141,8 @@ def check_case(topology: Topology, goal: Goal, stay: list[int], drained: list[in
     assert est.rack_replicas_lower_bound == rack_exact  # the rack bound is exact
     full = exact_minimum(topology, stay, True, by_count)
     balanced = _is_balanced(after, stay)
+    if full is not None:
+        assert balanced  # some rack-spread result is balanced: the plan finds one
     if full is not None and balanced:
         # the plan reaches rack spread and balance: its bounds against that goal's minimum
         assert est.replicas_lower_bound <= full <= est.replicas_moved
@@ -147,7 +150,7 @@ def check_case(topology: Topology, goal: Goal, stay: list[int], drained: list[in
         assert full_bytes is not None
         assert est.bytes_lower_bound <= full_bytes <= est.bytes_moved
     else:
-        # balance out of reach (or not reached): the plan reports the rack goal's bounds
+        # balance out of reach: the plan reports the rack goal's bounds
         assert est.replicas_lower_bound == rack_exact <= est.replicas_moved
         rack_bytes = exact_minimum(topology, stay, False, by_size)
         assert rack_bytes is not None and est.bytes_lower_bound <= rack_bytes <= est.bytes_moved
