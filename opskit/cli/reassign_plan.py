@@ -174,6 +174,10 @@ def _table(console: Console, topology: Topology, plan: Plan) -> None:
                   f"{_ratio(est.replicas_moved, est.replicas_lower_bound)}", highlight=False)
     console.print(f"bytes moved: {fmt_bytes(est.bytes_moved)} "
                   f"({fmt_bytes(est.bytes_lower_bound)} at least)", highlight=False)
+    if est.rack_replicas_lower_bound is not None:
+        console.print(f"rack spread: {est.unspread_before:,} partitions over their rack limit "
+                      f"before, {est.unspread_after:,} after; {est.rack_replicas_lower_bound:,} "
+                      "replicas must move for it (part of the lower bound)", highlight=False)
     if est.duration_s is not None and est.throttle_bytes_per_s is not None:
         console.print(f"estimated duration at {fmt_bytes(est.throttle_bytes_per_s)}/s per broker: "
                       f"{fmt_duration(est.duration_s)} or more (busiest broker's bytes / throttle; "

@@ -30,7 +30,7 @@ State is a list of replica lists (``reps``) the caller owns; nothing else is mut
 from __future__ import annotations
 
 import math
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
@@ -38,8 +38,10 @@ from itertools import pairwise
 
 @dataclass(frozen=True)
 class RackRule:
-    """Rack spread: at most ceil(RF / racks) replicas of a partition in one rack. Empty
-    ``rack_of`` = no racks (every move allowed)."""
+    """Rack spread: at most ``limit(RF)`` replicas of a partition in one rack: ceil(RF /
+    racks) when every rack has that many brokers (RF <= racks: one per rack), else the
+    smallest limit the racks' sizes can meet. Empty ``rack_of`` = no racks (every move
+    allowed)."""
 
     rack_of: Mapping[int, str]
 
@@ -48,8 +50,13 @@ class RackRule:
         return bool(self.rack_of)
 
     def limit(self, rf: int) -> int:
-        racks = len(set(self.rack_of.values()))
-        return math.ceil(rf / racks) if racks else rf
+        sizes = Counter(self.rack_of.values())
+        if not sizes:
+            return rf
+        limit = math.ceil(rf / len(sizes))
+        while limit < rf and sum(min(limit, n) for n in sizes.values()) < rf:
+            limit += 1
+        return limit
 
     def allows_move(self, replicas: Sequence[int], giver: int | None, receiver: int) -> bool:
         """May ``receiver`` take a replica of this partition from ``giver`` (None: an added
@@ -359,3 +366,134 @@ def _path_to_lower(source: int, leads: Mapping[int, int],
         path.append(node)
         node = prev[node]
     return path[::-1]
+
+
+def balance_topic_leaders(reps: list[list[int]], topics: Sequence[str], brokers: Sequence[int]) -> bool:
+    """After ``balance_leaders`` (the cluster's counts), balance preferred leaders within
+    each topic (``topics[i]`` is partition i's) without undoing it: along a shortest path
+    of the topic's partitions (u leads one that v holds), pass one unit of the topic's
+    leadership from a broker to one leading at least two fewer of the topic. Only the
+    path's ends change their counts. The path is taken alone when the source leads more
+    of the cluster than the target and the cluster's spread stays within max(1, what it
+    was); else with a path of another topic from the target back to the source that
+    leads at least one more of that topic on the target (the cluster's counts do not
+    change, that topic gets no less even). Every step makes the topics more even (their
+    sum of squared counts falls), so this ends. Reorders only; no data moves. Returns
+    whether anything changed."""
+    stay = sorted(set(brokers))
+    if not stay:
+        return False
+    leads: dict[int, int] = dict.fromkeys(stay, 0)
+    groups: dict[str, list[list[int]]] = {}
+    for i, rs in enumerate(reps):
+        if rs and rs[0] in leads:
+            leads[rs[0]] += 1
+        groups.setdefault(topics[i], []).append(rs)
+    changed = progress = False
+    while True:
+        for topic in sorted(groups):
+            while _improve_topic(topic, groups, stay, leads):
+                changed = progress = True
+        if not progress:
+            return changed
+        progress = False
+
+
+def _improve_topic(topic: str, groups: Mapping[str, Sequence[list[int]]], stay: Sequence[int],
+                   leads: dict[int, int]) -> bool:
+    mine = groups[topic]
+    held = _held(mine, stay)
+    spread = max(leads.values()) - min(leads.values())
+    for source in sorted(stay, key=lambda b: (-held[b], -leads[b], b)):
+        if held[source] - min(held.values()) < 2:
+            return False
+        prev = _reach(mine, source, stay)
+        targets = sorted((v for v in prev if held[v] <= held[source] - 2),
+                         key=lambda v: (held[v], leads[v], v))
+        for v in targets:
+            if _keeps_spread(leads, source, v, spread):
+                _apply(_path(prev, v))
+                leads[source] -= 1
+                leads[v] += 1
+                return True
+            for other in sorted(groups):
+                if other == topic:
+                    continue
+                theirs = groups[other]
+                held2 = _held(theirs, stay)
+                if held2[v] < held2[source] + 1:
+                    continue
+                back = _reach(theirs, v, stay)
+                if source in back:
+                    _apply(_path(prev, v))
+                    _apply(_path(back, source))
+                    return True
+    return False
+
+
+def _held(partitions: Sequence[Sequence[int]], stay: Sequence[int]) -> dict[int, int]:
+    held = dict.fromkeys(stay, 0)
+    for rs in partitions:
+        if rs and rs[0] in held:
+            held[rs[0]] += 1
+    return held
+
+
+def _reach(partitions: Sequence[list[int]], source: int,
+           stay: Sequence[int]) -> dict[int, tuple[list[int], int, int] | None]:
+    """Breadth-first from ``source``: each reachable broker's last step (replicas, from,
+    to) over partitions its predecessor leads and it holds."""
+    ok = set(stay)
+    led: dict[int, list[list[int]]] = {b: [] for b in stay}
+    for rs in partitions:
+        if rs and rs[0] in led:
+            led[rs[0]].append(rs)
+    prev: dict[int, tuple[list[int], int, int] | None] = {source: None}
+    queue = deque([source])
+    while queue:
+        u = queue.popleft()
+        for rs in led[u]:
+            for v in rs[1:]:
+                if v in ok and v not in prev:
+                    prev[v] = (rs, u, v)
+                    queue.append(v)
+    return prev
+
+
+def _path(prev: Mapping[int, tuple[list[int], int, int] | None], target: int) -> list[tuple[list[int], int]]:
+    out = []
+    node = target
+    while (step := prev[node]) is not None:
+        out.append((step[0], step[2]))
+        node = step[1]
+    return out[::-1]
+
+
+def _apply(path: Sequence[tuple[list[int], int]]) -> None:
+    for rs, v in path:
+        rs.remove(v)
+        rs.insert(0, v)
+
+
+def _keeps_spread(leads: Mapping[int, int], source: int, target: int, spread: int) -> bool:
+    """The source leads more of the cluster than the target (the two counts swap or
+    close in: the cluster's range never widens) and the spread stays within max(1, it)."""
+    if leads[source] <= leads[target]:
+        return False
+    after = dict(leads)
+    after[source] -= 1
+    after[target] += 1
+    return max(after.values()) - min(after.values()) <= max(1, spread)
+
+
+def balance_all_leaders(reps: list[list[int]], topics: Sequence[str], brokers: Sequence[int],
+                        rounds: int = 8) -> None:
+    """``balance_leaders`` (the cluster) and ``balance_topic_leaders`` (each topic) in turn
+    until neither changes anything (at most ``rounds`` times; the cluster's pass last)."""
+    for _ in range(rounds):
+        firsts = [rs[0] for rs in reps if rs]
+        balance_leaders(reps, brokers)
+        moved = firsts != [rs[0] for rs in reps if rs]
+        if not balance_topic_leaders(reps, topics, brokers) and not moved:
+            return
+    balance_leaders(reps, brokers)

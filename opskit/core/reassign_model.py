@@ -237,7 +237,12 @@ class Estimates:
     a new replica / sends as the current leader of a partition that gains replicas.
     ``duration_s``: the busiest broker's bytes / the throttle (Kafka's own model: the
     throttle caps each broker's replication in and out), None without a throttle; a
-    lower estimate: writes arriving meanwhile must be copied too."""
+    lower estimate: writes arriving meanwhile must be copied too.
+
+    With racks (None without): ``rack_replicas_lower_bound``, the replicas that must move
+    for the rack spread alone (each partition's replicas above its rack limit, and those
+    on drained brokers; part of ``replicas_lower_bound``); ``unspread_before``/``after``:
+    partitions above the limit in some rack before and after the plan."""
 
     replicas_moved: int
     replicas_lower_bound: int
@@ -248,8 +253,16 @@ class Estimates:
     broker_bytes_out: Mapping[int, int] = field(default_factory=dict)
     throttle_bytes_per_s: int | None = None
     duration_s: float | None = None
+    rack_replicas_lower_bound: int | None = None
+    unspread_before: int | None = None
+    unspread_after: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
+        racks = {} if self.rack_replicas_lower_bound is None else {
+            "rack_replicas_lower_bound": self.rack_replicas_lower_bound,
+            "unspread_before": self.unspread_before,
+            "unspread_after": self.unspread_after,
+        }
         return {
             "replicas_moved": self.replicas_moved,
             "replicas_lower_bound": self.replicas_lower_bound,
@@ -260,6 +273,7 @@ class Estimates:
             "broker_bytes_out": {str(k): v for k, v in sorted(self.broker_bytes_out.items())},
             "throttle_bytes_per_s": self.throttle_bytes_per_s,
             "duration_s": self.duration_s,
+            **racks,
         }
 
     @classmethod
@@ -284,6 +298,9 @@ class Estimates:
             broker_bytes_out=_broker_bytes(d.get("broker_bytes_out", {}), f"{where}.broker_bytes_out"),
             throttle_bytes_per_s=throttle,
             duration_s=duration,
+            rack_replicas_lower_bound=_optional_count(d, "rack_replicas_lower_bound", where),
+            unspread_before=_optional_count(d, "unspread_before", where),
+            unspread_after=_optional_count(d, "unspread_after", where),
         )
 
 
@@ -436,6 +453,10 @@ _field = PLAN_FILE.need
 
 def _int(d: Mapping[str, Any], key: str, where: str, lo: int = 0, hi: int | None = None) -> int:
     return PLAN_FILE.int_field(d, key, where, lo, hi)
+
+
+def _optional_count(d: Mapping[str, Any], key: str, where: str) -> int | None:
+    return None if d.get(key) is None else _int(d, key, where, lo=0)
 
 
 def _int_item(v: Any, where: str, lo: int = 0, hi: int | None = None) -> int:

@@ -6,10 +6,14 @@ Goals (``opskit.core.reassign_model.GoalKind``):
 
 - add-brokers IDS / remove-brokers IDS / rebalance: replica counts balanced over the
   registered brokers (minus the drained ones) with the fewest moves
-  (``opskit.core.reassign_balance``), then preferred leaders balanced by reordering.
+  (``opskit.core.reassign_balance``), then preferred leaders balanced by reordering:
+  over the cluster, then within each topic as far as that keeps the cluster's balance.
   add-brokers and rebalance run the same balancing (on a cluster whose old brokers are
   balanced, every move goes onto the new brokers); add-brokers checks the new ids are
-  registered. Replicas on brokers that are not registered (a dead broker) stay and are
+  registered. With racks the rack spread comes first (``opskit.core.reassign_racks``):
+  no partition keeps more than ceil(RF / racks) replicas in one rack (RF <= racks: one
+  per rack), moving only each partition's surplus, then the counts are balanced over all
+  brokers with moves that keep the spread, so a broker in a new rack receives its share. Replicas on brokers that are not registered (a dead broker) stay and are
   not counted, unless that broker is being drained.
 - replication-factor N: each partition of the chosen topics with fewer than N replicas
   gains N - RF replicas on the least loaded brokers that keep the rack spread; nothing is
@@ -35,6 +39,7 @@ from datetime import UTC, datetime
 from opskit.core.models import TopicPartition
 from opskit.core.reassign_balance import (
     RackRule,
+    balance_all_leaders,
     balance_leaders,
     balance_replicas,
     bytes_lower_bound,
@@ -53,6 +58,14 @@ from opskit.core.reassign_model import (
     Policy,
     Topology,
 )
+from opskit.core.reassign_racks import (
+    RackBounds,
+    even_out,
+    rack_bounds,
+    rack_only,
+    spread_over_racks,
+    unspread_count,
+)
 from opskit.errors import InvalidInputError, NotFoundError, RefusedError
 
 
@@ -63,6 +76,7 @@ def plan_reassignment(topology: Topology, goal: Goal, policy: Policy, now: datet
         raise RefusedError("the cluster has no registered brokers")
     parts = topology.partitions
     reps = [list(p.replicas) for p in parts]
+    rack_report: tuple[int, int, int] | None = None
     if goal.kind is GoalKind.FROM_JSON:
         wanted = _apply_target(topology, goal.target, reps)
         lower: tuple[int, int] | None = None
@@ -80,16 +94,19 @@ def plan_reassignment(topology: Topology, goal: Goal, policy: Policy, now: datet
             raise RefusedError(f"{worst.topic} has replication factor {top_rf}, above the "
                                f"{len(stay)} brokers that would be left")
         racks = _rack_rule(topology, stay, policy)
-        lower = _balance(topology, reps, stay, drained, racks)
+        spread, lower = _balance(topology, reps, stay, drained, racks)
         if policy.balance_leaders:
             balance_leaders(reps, stay)
             repair_leaders([p.replicas for p in parts], reps, stay, racks)
+            balance_all_leaders(reps, [p.topic for p in parts], stay)
         wanted = list(range(len(parts)))
+        if spread is not None:
+            rack_report = (spread.rack_replicas, spread.unspread, unspread_count(reps, racks))
     moved = [i for i in wanted if reps[i] != list(parts[i].replicas)]
     moves = [(parts[i], reps[i]) for i in moved]
     _check_moves(topology, moves, registered)
     dirs = {a.tp: a.log_dirs for a in goal.target}
-    return _plan(topology, goal, policy, now, moves, dirs, lower)
+    return _plan(topology, goal, policy, now, moves, dirs, lower, rack_report)
 
 
 # --------------------------------------------------------------------------- goals
@@ -236,60 +253,43 @@ def _check_moves(topology: Topology, moves: Sequence[tuple[PartitionState, list[
 
 
 def _balance(topology: Topology, reps: list[list[int]], stay: list[int], drained: list[int],
-             racks: RackRule) -> tuple[int, int]:
-    """Balance replica counts (in ``reps``); returns the lower bounds (replicas, bytes).
+             racks: RackRule) -> tuple[RackBounds | None, tuple[int, int]]:
+    """Balance replica counts (in ``reps``) over the staying brokers; returns the rack
+    bounds (None without racks) and the lower bounds (replicas, bytes).
 
-    Without racks: over all staying brokers. With racks: within each rack (every replica
-    stays in its rack, so every partition keeps its rack spread, and the bound is the sum
-    of the racks' bounds); a drained broker whose rack keeps no broker ("orphan") first
-    sends its replicas to the least loaded brokers that keep the spread (so does a
-    drained replica whose rack-mates all hold that partition already); those count as
-    moved replicas in the bound, which is then a bound for the rack totals this plan
-    chose, not for every plan."""
+    With racks (``opskit.core.reassign_racks``): first every partition's surplus replicas
+    leave the racks holding more than the limit (the fewest moves the rack goal allows),
+    then the counts are balanced over all staying brokers with moves that keep every
+    partition spread (a broker in a new rack receives its share)."""
     sizes = [p.size_bytes for p in topology.partitions]
     if not racks.active:
         lower = _lower_bounds(reps, sizes, stay, drained)
         balance_replicas(reps, sizes, stay, drained, racks)
-        return lower
-    rack_of = topology.racks()
-    members: dict[str, list[int]] = defaultdict(list)
-    for b in stay:
-        members[racks.rack_of[b]].append(b)
+        return None, lower
+    bounds = rack_bounds(reps, sizes, stay, drained, racks, topology.racks())
+    spread_over_racks(reps, stay, drained, racks)
+    balance_replicas(reps, sizes, stay, drained, racks)
+    even_out(reps, sizes, stay, racks)
+    if bounds.balanced and not _balanced(reps, stay):
+        # the racks kept this plan from balancing (the balance test in rack_bounds is
+        # necessary, not sufficient): it reaches the rack goal only, whose bound it reports
+        bounds = rack_only(bounds)
     gone = set(drained)
-    # replicas no broker of their own rack can take: their rack is drained (or the broker
-    # has no rack) or every broker left in it holds the partition already
-    stranded = {i for i, rs in enumerate(reps) if _stranded(rs, gone, rack_of, members)}
-    moved_off = [sizes[i] for i in stranded for d in reps[i] if d in gone]
-    lower = (len(moved_off), sum(moved_off))
-    if stranded:
-        balance_replicas(reps, sizes, stay, drained, racks, shed_surplus=False, only=stranded)
-    for rack, group in sorted(members.items()):
-        leaving = [d for d in drained if rack_of.get(d) == rack]
-        replicas, size = _lower_bounds(reps, sizes, group, leaving)
-        lower = (lower[0] + replicas, lower[1] + size)
-        balance_replicas(reps, sizes, group, leaving, RackRule({}))
     left = next(((i, d) for i, rs in enumerate(reps) for d in rs if d in gone), None)
-    if left is not None:  # the last resort: any rack that keeps the spread
-        balance_replicas(reps, sizes, stay, drained, racks, shed_surplus=False)
-        left = next(((i, d) for i, rs in enumerate(reps) for d in rs if d in gone), None)
     if left is not None:
         p = topology.partitions[left[0]]
         raise RefusedError(f"{p.topic}:{p.partition} cannot leave broker {left[1]} keeping its "
                            f"replicas spread over racks")
-    return lower
+    return bounds, (bounds.replicas, bounds.bytes)
 
 
-def _stranded(rs: Sequence[int], gone: set[int], rack_of: Mapping[int, str | None],
-              members: Mapping[str, Sequence[int]]) -> bool:
-    """Some replica of this partition on a drained broker has no broker of its own rack
-    to go to: its rack keeps fewer brokers without this partition than it loses replicas
-    of it (none at all when the whole rack is drained)."""
-    leaving: dict[str, int] = defaultdict(int)
-    for d in rs:
-        if d in gone:
-            leaving[rack_of.get(d) or ""] += 1
-    return any(n > sum(1 for b in members.get(rack, ()) if b not in rs)
-               for rack, n in leaving.items())
+def _balanced(reps: Sequence[Sequence[int]], stay: Sequence[int]) -> bool:
+    counts = dict.fromkeys(stay, 0)
+    for rs in reps:
+        for b in rs:
+            if b in counts:
+                counts[b] += 1
+    return max(counts.values()) - min(counts.values()) <= 1
 
 
 def _lower_bounds(reps: Sequence[Sequence[int]], sizes: Sequence[int], stay: Sequence[int],
@@ -316,7 +316,7 @@ def _lower_bounds(reps: Sequence[Sequence[int]], sizes: Sequence[int], stay: Seq
 def _plan(topology: Topology, goal: Goal, policy: Policy, now: datetime,
           moves: Sequence[tuple[PartitionState, list[int]]],
           log_dirs: Mapping[TopicPartition, tuple[str, ...] | None],
-          lower: tuple[int, int] | None) -> Plan:
+          lower: tuple[int, int] | None, rack_report: tuple[int, int, int] | None = None) -> Plan:
     bytes_in: dict[int, int] = defaultdict(int)
     bytes_out: dict[int, int] = defaultdict(int)
     replicas_moved = bytes_moved = leaders = 0
@@ -336,8 +336,10 @@ def _plan(topology: Topology, goal: Goal, policy: Policy, now: datetime,
         busiest = max([0, *bytes_in.values(), *bytes_out.values()])
         duration = busiest / rate
     replicas_lb, bytes_lb = lower if lower is not None else (replicas_moved, bytes_moved)
+    rack_lb, unspread_before, unspread_after = rack_report or (None, None, None)
     estimates = Estimates(replicas_moved, replicas_lb, bytes_moved, bytes_lb, leaders,
-                          dict(bytes_in), dict(bytes_out), rate, duration)
+                          dict(bytes_in), dict(bytes_out), rate, duration,
+                          rack_lb, unspread_before, unspread_after)
     return Plan(
         partitions=tuple(Assignment(p.topic, p.partition, tuple(rs), log_dirs.get(p.tp))
                          for p, rs in moves),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from datetime import UTC, datetime
 
 import pytest
@@ -159,3 +160,62 @@ def test_offline_partition_is_refused() -> None:
     t = Topology(t.brokers, (dead, *t.partitions[1:]), t.min_insync)
     with pytest.raises(RefusedError, match="events:0 has no leader"):
         plan_reassignment(t, Goal(GoalKind.REPLICATION_FACTOR, replication_factor=2), Policy(), NOW)
+
+
+def _racked(racks: str, partitions: tuple[tuple[int, ...], ...]) -> Topology:
+    """Brokers 0.. in the racks given one letter each ("aab": 0 and 1 in a, 2 in b)."""
+    return Topology(tuple(Broker(b, r) for b, r in enumerate(racks)),
+                    tuple(PartitionState("t", p, rs, rs, rs[0], (p + 1) * MB)
+                          for p, rs in enumerate(partitions)))
+
+
+def test_adding_racks_spreads_every_partition_over_them() -> None:
+    # three brokers in one rack, RF 3; two brokers join in racks b and c. The old planner
+    # kept replicas in their rack and moved nothing; every partition now needs one
+    # replica on 3 (rack b) and one on 4 (rack c): 2 moves per partition, all forced.
+    t = _racked("aaabc", tuple((p % 3, (p + 1) % 3, (p + 2) % 3) for p in range(6)))
+    plan = plan_reassignment(t, Goal(GoalKind.ADD_BROKERS, brokers=(3, 4)), Policy(), NOW)
+    est = plan.estimates
+    for a in plan.partitions:
+        assert sorted("aaabc"[b] for b in a.replicas) == ["a", "b", "c"]
+    assert len(plan.partitions) == 6
+    assert est.replicas_moved == est.replicas_lower_bound == est.rack_replicas_lower_bound == 12
+    assert (est.unspread_before, est.unspread_after) == (6, 0)
+    # rack a keeps one replica of each partition: 2 per broker there, balance impossible
+    # (3 and 4 hold all 6), so the bound is the rack bound
+    assert est.bytes_moved == est.bytes_lower_bound == 2 * sum(range(1, 7)) * MB
+    assert plan_from_json(plan.to_json()) == plan
+
+
+def test_rf_above_racks_spreads_as_evenly_as_the_limit_allows() -> None:
+    # RF 4 over 2 racks of 3: at most 2 per rack. Partition 0 has 3 in rack a.
+    t = _racked("aaabbb", ((0, 1, 2, 3), (3, 4, 0, 1), (4, 5, 1, 2)))
+    plan = plan_reassignment(t, Goal(GoalKind.REBALANCE), Policy(), NOW)
+    est = plan.estimates
+    after = {a.partition: a.replicas for a in plan.partitions}
+    spread = Counter("aaabbb"[b] for b in after.get(0, (0, 1, 2, 3)))
+    assert spread == Counter({"a": 2, "b": 2})
+    assert est.rack_replicas_lower_bound == 1
+    assert est.replicas_lower_bound <= est.replicas_moved
+    assert est.unspread_after == 0
+
+
+def test_ignore_racks_keeps_the_rack_blind_plan() -> None:
+    t = _racked("aaabc", tuple((p % 3, (p + 1) % 3, (p + 2) % 3) for p in range(6)))
+    plan = plan_reassignment(t, Goal(GoalKind.ADD_BROKERS, brokers=(3, 4)), Policy(respect_racks=False), NOW)
+    est = plan.estimates
+    # 18 replicas on 5 brokers: 3 or 4 each, 6 moves, and no rack report
+    assert est.replicas_moved == est.replicas_lower_bound == 6
+    assert est.rack_replicas_lower_bound is None
+    assert "rack_replicas_lower_bound" not in plan.to_dict()["opskit"]["estimates"]
+
+
+def test_drain_keeps_the_spread_across_racks() -> None:
+    # 2 racks of 2; draining 3 leaves rack b with broker 2 alone: every RF-2 partition
+    # keeps one replica there
+    t = _racked("aabb", ((0, 2), (1, 3), (0, 3), (1, 2)))
+    plan = plan_reassignment(t, Goal(GoalKind.REMOVE_BROKERS, brokers=(3,)), Policy(), NOW)
+    est = plan.estimates
+    after = {p.partition: p.replicas for p in t.partitions} | {a.partition: a.replicas for a in plan.partitions}
+    assert all(sorted("aabb"[b] for b in rs) == ["a", "b"] for rs in after.values())
+    assert est.replicas_moved == est.replicas_lower_bound == est.rack_replicas_lower_bound == 2

@@ -48,6 +48,17 @@ def test_round_trip() -> None:
                                       "size_bytes": 1024}
 
 
+def test_rack_estimates_round_trip_and_are_absent_without_racks() -> None:
+    plan = _plan()
+    assert "unspread_before" not in plan.to_dict()["opskit"]["estimates"]
+    racked = Plan(plan.partitions, plan.base, plan.goal, plan.created,
+                  Estimates(2, 2, 1031, 1031, rack_replicas_lower_bound=1, unspread_before=1,
+                            unspread_after=0), plan.brokers)
+    d = racked.to_dict()["opskit"]["estimates"]
+    assert (d["rack_replicas_lower_bound"], d["unspread_before"], d["unspread_after"]) == (1, 1, 0)
+    assert plan_from_json(racked.to_json()) == racked
+
+
 def test_goals_round_trip() -> None:
     for goal in (Goal(GoalKind.REMOVE_BROKERS, brokers=(2,)),
                  Goal(GoalKind.REPLICATION_FACTOR, replication_factor=3, topics=("a", "b")),
@@ -104,6 +115,8 @@ def _mutated(path: list[Any], value: Any, delete: bool = False) -> str:
     (["opskit", "goal", "brokers"], [], "opskit.goal.brokers: is empty"),
     (["opskit", "estimates", "bytes_moved"], -1, "bytes_moved: -1 is below 0"),
     (["opskit", "estimates", "duration_s"], "soon", "duration_s: expected a number"),
+    (["opskit", "estimates", "unspread_after"], -1, "unspread_after: -1 is below 0"),
+    (["opskit", "estimates", "rack_replicas_lower_bound"], "2", "rack_replicas_lower_bound: expected an integer"),
     (["opskit", "created"], 0, "opskit.created: expected a string"),
 ])
 def test_malformed_is_one_line_invalid_input(path: list[Any], value: Any, message: str) -> None:
