@@ -12,7 +12,9 @@ at least
 moves, and each move sheds from one broker and fills one: the lower bound is max(E, D).
 (E alone is the usual "adding brokers" bound; it is the whole bound when the existing
 brokers are above c, as when a balanced cluster gains brokers.) The planner reaches it:
-the brokers with the most replicas get the r targets at c, the others f; each broker
+the brokers with the most replicas get the r targets at c, the others f (after the drain,
+a broker a forced replica left at c keeps c, swapped with one still waiting to reach c);
+each broker
 above its target sheds its smallest replicas, each to the receiver with the largest
 deficit that does not hold that partition (one exists whenever the giver has more
 replicas than the receiver) and keeps the rack spread. A replica on a drained broker
@@ -126,7 +128,9 @@ def balance_replicas(reps: list[list[int]], sizes: Sequence[int], brokers: Seque
                 holds[b].add(i)
     counts = {b: len(holds[b]) for b in stay}
     total = sum(counts.values()) + sum(len(holds[b]) for b in gone)
-    need = {b: t - counts[b] for b, t in count_targets(counts, total).items()}
+    targets = count_targets(counts, total)
+    floor_count = total // len(counts) if counts else 0
+    need = {b: t - counts[b] for b, t in targets.items()}
     order = sorted(stay)
     pool = [b for b in order if need[b] > 0]
 
@@ -199,6 +203,18 @@ def balance_replicas(reps: list[list[int]], sizes: Sequence[int], brokers: Seque
                 move(i, g, to)
                 placed[to].append(i)
             # else nowhere to go (racks): the replica stays, the caller reports it
+    # 1b. the drain may have forced a replica onto a broker given floor (the others held
+    #    its partition): that broker keeps it at ceil, and a broker given ceil that still
+    #    waits for one takes floor instead (as many at ceil as before; one move fewer).
+    if shed_surplus:
+        over = [a for a in order if need[a] == -1 and targets[a] == floor_count]
+        under = [b for b in order if need[b] > 0 and targets[b] == floor_count + 1]
+        for a, b in zip(over, under, strict=False):
+            targets[a], targets[b] = targets[b], targets[a]
+            need[a] += 1
+            need[b] -= 1
+            if need[b] == 0 and b in pool:
+                pool.remove(b)
     # 2. brokers above their target shed their smallest replicas.
     progress = shed_surplus
     while progress and pool:

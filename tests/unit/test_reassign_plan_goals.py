@@ -219,3 +219,16 @@ def test_drain_keeps_the_spread_across_racks() -> None:
     after = {p.partition: p.replicas for p in t.partitions} | {a.partition: a.replicas for a in plan.partitions}
     assert all(sorted("aabb"[b] for b in rs) == ["a", "b"] for rs in after.values())
     assert est.replicas_moved == est.replicas_lower_bound == est.rack_replicas_lower_bound == 2
+
+
+def test_a_drain_forced_onto_a_floor_broker_keeps_it_there_instead_of_a_second_move() -> None:
+    """Found by hypothesis: p0 on broker 2, p1 on 0 and 1; draining 0 must put p1's
+    replica on 2 (1 holds p1). Ties gave broker 1 the ceil count of 2, so broker 2 then
+    shed p0 to broker 1: 2 moves where 1 suffices (2 and 1 are balanced as they are)."""
+    parts = (PartitionState("t", 0, (2,), leader=2, size_bytes=MB),
+             PartitionState("t", 1, (0, 1), leader=0, size_bytes=MB))
+    topo = Topology(tuple(Broker(b, None) for b in range(3)), parts, {"t": 1})
+    plan = plan_reassignment(topo, Goal(GoalKind.REMOVE_BROKERS, brokers=(0,)), Policy(), NOW)
+    assert plan.estimates.replicas_moved == plan.estimates.replicas_lower_bound == 1
+    after = {(a.topic, a.partition): a.replicas for _b, a in plan.moves()}
+    assert list(after) == [("t", 1)] and sorted(after[("t", 1)]) == [1, 2]
