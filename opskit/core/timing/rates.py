@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Protocol
@@ -65,6 +65,20 @@ def offset_rate(points: Iterable[tuple[int, int]]) -> Rate:
     (t0, o0), (t1, o1) = used[0], used[-1]
     span = t1 - t0
     return Rate((o1 - o0) * 1000.0 / span, span, len(used), reset)
+
+
+def increasing_rate(times: Sequence[int], offsets: Sequence[int]) -> float | None:
+    """``offset_rate(zip(times, offsets)).per_second`` for points already in strictly
+    increasing time order (a status window's samples), without building the points."""
+    n = len(offsets)
+    start = 0
+    for i in range(n - 1, 0, -1):
+        if offsets[i] < offsets[i - 1]:
+            start = i
+            break
+    if n - start < 2:
+        return None
+    return (offsets[-1] - offsets[start]) * 1000.0 / (times[-1] - times[start])
 
 
 def produce_rate(samples: Iterable[OffsetObservation]) -> Rate:
