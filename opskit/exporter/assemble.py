@@ -42,7 +42,7 @@ from opskit.core.status.rank import Status
 from opskit.core.status.window import OffsetSample
 from opskit.core.timing.group_partition import group_partition_time, usual_time
 from opskit.core.timing.lag_time import LagTimeBasis
-from opskit.core.timing.rates import catch_up_eta, increasing_rate
+from opskit.core.timing.rates import catch_up_eta, window_rates
 from opskit.core.timing.retention import RetentionBasis
 from opskit.exporter.freshness import FamilyRead
 from opskit.exporter.history import History, Row
@@ -243,7 +243,7 @@ def _group_status(g: GroupLag, history: History, now_ms: int,
                   ) -> tuple[str, dict[str, float | None], dict[str, float | None]]:
     """The group's status and its consume and produce rates per topic: what
     :func:`evaluate_group` and the core's rates give on the group's window, from
-    plain rows (:func:`partition_status`, :func:`increasing_rate`)."""
+    plain rows (:func:`partition_status`, :func:`window_rates`)."""
     window = history.observe_group_rows(g.group_id, now_ms, samples)
     pol = history.policy
     # a partition in STOP is ERR when the group is critical (the exporter's policy
@@ -260,13 +260,9 @@ def _group_status(g: GroupLag, history: History, now_ms: int,
             st = Status.ERR
         if st.rank > worst:
             worst, status = st.rank, st
-        times = [r[0] for r in rows]
-        commits = [r for r in rows if r[1] is not None]
-        per_c.setdefault(tp.topic, []).append(
-            increasing_rate([r[0] for r in commits], [r[1] for r in commits])  # type: ignore[misc]
-            if len(commits) >= 2 else None)
-        per_p.setdefault(tp.topic, []).append(
-            increasing_rate(times, [r[2] for r in rows]) if len(rows) >= 2 else None)
+        cons, prod = window_rates(rows)
+        per_c.setdefault(tp.topic, []).append(cons)
+        per_p.setdefault(tp.topic, []).append(prod)
     return (status.value, {t: _sum(v) for t, v in per_c.items()},
             {t: _sum(v) for t, v in per_p.items()})
 

@@ -27,7 +27,7 @@ def partition_status(rows: Sequence[Row], committed_since_ms: int | None, now_ms
     samples are ``rows`` (strictly increasing in time) and whose
     ``committed_since_ms`` is given; the policy's fields are passed one by one."""
     cutoff = now_ms - window_ms
-    samples = [r for r in rows if r[0] >= cutoff]
+    samples = rows if rows and rows[0][0] >= cutoff else [r for r in rows if r[0] >= cutoff]
     if not samples:
         return Status.UNKNOWN
     # 1. lost records
@@ -40,9 +40,6 @@ def partition_status(rows: Sequence[Row], committed_since_ms: int | None, now_ms
         if latest_start is not None and latest_end <= latest_start:
             return Status.OK
         return Status.UNKNOWN
-    commits = [r for r in samples if r[1] is not None]
-    offs: list[int] = [r[1] for r in commits]  # type: ignore[misc]
-    rewound = any(offs[i] < offs[i - 1] for i in range(1, len(offs)))
     # 3. within allowed lag (a position past the log end: unknown)
     lag = latest_end - latest_c
     if lag < 0:
@@ -50,7 +47,9 @@ def partition_status(rows: Sequence[Row], committed_since_ms: int | None, now_ms
     if lag <= allowed_lag:
         return Status.OK
     # 4. rewind
-    if rewound:
+    commits = [r for r in samples if r[1] is not None]
+    offs: list[int] = [r[1] for r in commits]  # type: ignore[misc]
+    if any(offs[i] < offs[i - 1] for i in range(1, len(offs))):
         return Status.REWIND
     # 5. enough history for trends?
     first = commits[0]

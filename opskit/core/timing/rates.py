@@ -67,18 +67,35 @@ def offset_rate(points: Iterable[tuple[int, int]]) -> Rate:
     return Rate((o1 - o0) * 1000.0 / span, span, len(used), reset)
 
 
-def increasing_rate(times: Sequence[int], offsets: Sequence[int]) -> float | None:
-    """``offset_rate(zip(times, offsets)).per_second`` for points already in strictly
-    increasing time order (a status window's samples), without building the points."""
-    n = len(offsets)
-    start = 0
-    for i in range(n - 1, 0, -1):
-        if offsets[i] < offsets[i - 1]:
-            start = i
-            break
-    if n - start < 2:
-        return None
-    return (offsets[-1] - offsets[start]) * 1000.0 / (times[-1] - times[start])
+def window_rates(rows: Sequence[tuple[int, int | None, int, int | None]]
+                 ) -> tuple[float | None, float | None]:
+    """``(consume_rate(samples).per_second, produce_rate(samples).per_second)`` of a
+    status window's samples given as ``(timestamp_ms, committed, log_end, log_start)``
+    rows in strictly increasing time order, in one pass and without building points:
+    from the last fall on, (last - first offset) * 1000 / (last - first time)."""
+    n = len(rows)
+    produce: float | None = None
+    if n >= 2:
+        start = 0
+        for i in range(n - 1, 0, -1):
+            if rows[i][2] < rows[i - 1][2]:
+                start = i
+                break
+        if n - start >= 2:
+            t0, _, e0, _ = rows[start]
+            t1, _, e1, _ = rows[-1]
+            produce = (e1 - e0) * 1000.0 / (t1 - t0)
+    count, t0, c0, t1, c1 = 0, 0, 0, 0, 0
+    for t, c, _, _ in rows:
+        if c is None:
+            continue
+        if count and c >= c1:
+            count += 1
+        else:  # the first commit, or a fall: the rate starts again here
+            count, t0, c0 = 1, t, c
+        t1, c1 = t, c
+    consume = (c1 - c0) * 1000.0 / (t1 - t0) if count >= 2 else None
+    return consume, produce
 
 
 def produce_rate(samples: Iterable[OffsetObservation]) -> Rate:
