@@ -14,12 +14,16 @@ Stored windows are packed (:class:`PackedWindow`): one ``array('q')`` per group
 holding every sample as four machine integers, instead of one Python object
 per sample (~100 bytes each, plus its tuple slot): at 50,000 group-partitions x
 11 samples that is ~18 MB instead of ~65 MB, and half a million fewer objects
-for the garbage collector to walk. Each cycle unpacks one group at a time into
-the core's ``GroupWindow`` for evaluation, so the status rules are unchanged.
-Log-end timelines are kept the same way between cycles (``array('q')`` of
-``(time, offset)`` pairs per partition); during a cycle the ones updated by
-:meth:`History.observe_log_ends` are held unpacked for the lag-in-seconds
-estimates, and :meth:`History.end_cycle` drops them.
+for the garbage collector to walk. Each cycle reads one group at a time out of
+its packed window as plain ``(time, committed, log end, log start)`` rows
+(:meth:`History.observe_group_rows`), which the exporter evaluates with the
+core's status rules (:func:`opskit.core.status.quick.partition_status`) and
+rates (:func:`opskit.core.timing.rates.window_rates`) without building the
+core's window objects. Log-end timelines are kept the same way
+(``array('q')`` of ``(time, offset)`` pairs per partition) and updated in place
+by :meth:`History.observe_log_ends`; a timeline is unpacked into an
+:class:`OffsetTimeline` only when a lag-in-seconds estimate needs it, held for
+the cycle, and :meth:`History.end_cycle` drops those.
 
 Whatever was not seen in the latest cycle (deleted topic, partition, group) is
 dropped at once, so nothing grows with churn.
