@@ -5,9 +5,8 @@ The exporter serves a group's status and its rates, never the explanations, and
 evaluates every group partition every cycle (tens of thousands). This module
 applies the same rules, in the same order, to ``(timestamp_ms, committed,
 log_end, log_start)`` tuples, without building samples, windows, explanation
-texts or result objects. ``tests/unit/test_status.py``-style equivalence with
-:func:`evaluate_partition` is checked on generated windows in
-``tests/unit/test_exporter_cycle_equivalence.py``.
+texts or result objects. Its equality with :func:`evaluate_partition` is checked
+on generated windows in ``tests/unit/test_exporter_cycle_equivalence.py``.
 """
 
 from __future__ import annotations
