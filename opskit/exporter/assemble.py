@@ -34,16 +34,18 @@ from opskit.core.models import (
     GroupState,
     PartitionLag,
     PartitionOffsets,
+    Severity,
     TopicPartition,
 )
-from opskit.core.status.evaluate import evaluate_group
-from opskit.core.status.window import OffsetSample, StatusPolicy
-from opskit.core.timing.group_partition import group_partition_time
+from opskit.core.status.quick import partition_status
+from opskit.core.status.rank import Status
+from opskit.core.status.window import OffsetSample
+from opskit.core.timing.group_partition import group_partition_time, usual_time
 from opskit.core.timing.lag_time import LagTimeBasis
-from opskit.core.timing.rates import catch_up_eta, consume_rate, produce_rate
+from opskit.core.timing.rates import catch_up_eta, window_rates
 from opskit.core.timing.retention import RetentionBasis
 from opskit.exporter.freshness import FamilyRead
-from opskit.exporter.history import History
+from opskit.exporter.history import History, Row
 from opskit.exporter.names import THROTTLE_DIRECTIONS
 from opskit.exporter.snapshot import (
     BrokerSnap,
@@ -175,14 +177,29 @@ def health_snap(report: HealthReport) -> HealthSnap:
 
 def _lag_seconds(p: PartitionLag, inp: CycleInputs, history: History, now_ms: int
                  ) -> tuple[float | None, float | None]:
-    """(lag seconds, retention time left) of one group partition."""
-    if p.lag is None or p.log_start is None or p.log_end is None or p.committed is None:
+    """(lag seconds, retention time left) of one group partition.
+
+    The two common cases are computed directly, with what the general rules
+    (:func:`group_partition_time`) give for them: a group at the head (0 s, nothing
+    at risk), and the usual partition (:func:`usual_time`: its record's timestamp
+    read, the topic deleting by time only), whose answer does not depend on the
+    timeline. The others go through the general rules with the partition's timeline.
+    """
+    c, start, end = p.committed, p.log_start, p.log_end
+    if p.lag is None or start is None or end is None or c is None:
         return None, None
+    tp = p.tp
+    retention = inp.retention.get(tp.topic)
+    if c >= end and (retention is None or (retention[0] >= -1 and retention[1] >= -1)):
+        return 0.0, None  # NO_LAG; retention risk NO_LAG too (never a time left)
     pos = read_position(p)
     ts = inp.record_ts.get(pos) if pos is not None else None
+    usual = usual_time(now_ms, p, ts, retention)
+    if usual is not None:
+        return usual[0], usual[2] / 1000.0
     lt, rr = group_partition_time(
-        now_ms, p, record_ts_ms=ts, retention=inp.retention.get(p.tp.topic),
-        partition_size_bytes=(inp.sizes or {}).get(p.tp), timeline=history.timeline(p.tp),
+        now_ms, p, record_ts_ms=ts, retention=retention,
+        partition_size_bytes=(inp.sizes or {}).get(tp), timeline=history.timeline(tp),
     )
     if lt.basis is LagTimeBasis.NO_LAG:
         seconds: float | None = 0.0
@@ -214,38 +231,65 @@ def _sum(values: Iterable[float | None]) -> float | None:
     return sum(known) if known else None
 
 
+def _sample(now_ms: int, p: PartitionLag, log_end: int) -> Row:
+    c, start = p.committed, p.log_start
+    if log_end < 0 or (c is not None and c < 0) or (start is not None and start < 0):
+        OffsetSample(now_ms, c, log_end, start)  # raises the core's error for such offsets
+    return (now_ms, c, log_end, start)
+
+
+def _group_status(g: GroupLag, history: History, now_ms: int,
+                  samples: Mapping[TopicPartition, Row]
+                  ) -> tuple[str, dict[str, float | None], dict[str, float | None]]:
+    """The group's status and its consume and produce rates per topic: what
+    :func:`evaluate_group` and the core's rates give on the group's window, from
+    plain rows (:func:`partition_status`, :func:`window_rates`)."""
+    window = history.observe_group_rows(g.group_id, now_ms, samples)
+    pol = history.policy
+    # a partition in STOP is ERR when the group is critical (the exporter's policy
+    # has no lag-seconds objectives: critical is the HIP-30 lag severity)
+    critical = g.severity is Severity.CRITICAL
+    worst = -1
+    status = Status.UNKNOWN  # no window: no samples for the group
+    per_c: dict[str, list[float | None]] = {}
+    per_p: dict[str, list[float | None]] = {}
+    for tp, since, rows in window:
+        st = partition_status(rows, since, now_ms, pol.window_ms, pol.allowed_lag,
+                              pol.min_samples, pol.min_span_ms)
+        if st is Status.STOP and critical:
+            st = Status.ERR
+        if st.rank > worst:
+            worst, status = st.rank, st
+        cons, prod = window_rates(rows)
+        per_c.setdefault(tp.topic, []).append(cons)
+        per_p.setdefault(tp.topic, []).append(prod)
+    return (status.value, {t: _sum(v) for t, v in per_c.items()},
+            {t: _sum(v) for t, v in per_p.items()})
+
+
 def group_snap(g: GroupLag, inp: CycleInputs, history: History, now_ms: int,
                with_status: bool = True) -> GroupSnap:
     rows: list[GroupPartitionSnap] = []
     lefts: dict[TopicPartition, float | None] = {}
     seconds: dict[TopicPartition, float | None] = {}
-    samples: dict[TopicPartition, OffsetSample] = {}
+    samples: dict[TopicPartition, Row] = {}
+    by_topic: dict[str, list[PartitionLag]] = {}
     for p in g.partitions:
+        tp = p.tp
         secs, left = _lag_seconds(p, inp, history, now_ms)
-        seconds[p.tp], lefts[p.tp] = secs, left
-        rows.append(GroupPartitionSnap(p.tp.topic, p.tp.partition, p.committed, p.lag, secs))
+        seconds[tp], lefts[tp] = secs, left
+        rows.append(GroupPartitionSnap(tp.topic, tp.partition, p.committed, p.lag, secs))
         if p.log_end is not None:
-            samples[p.tp] = OffsetSample(now_ms, p.committed, p.log_end, p.log_start)
+            samples[tp] = _sample(now_ms, p, p.log_end)
+        by_topic.setdefault(tp.topic, []).append(p)
     status: str | None = None
     cons: dict[str, float | None] = {}
     prod: dict[str, float | None] = {}
     if with_status:
-        window = history.observe_group(g.group_id, now_ms, samples)
-        policy = StatusPolicy(
-            window_ms=history.policy.window_ms, max_samples=history.policy.max_samples,
-            min_span_ms=history.policy.min_span_ms, thresholds=g.thresholds)
-        st = evaluate_group(window, policy, now_ms, group_lag=g, lag_seconds=seconds)
-        status = st.status.value
-        per_c: dict[str, list[float | None]] = {}
-        per_p: dict[str, list[float | None]] = {}
-        for pw in window.partitions:
-            per_c.setdefault(pw.tp.topic, []).append(consume_rate(pw.samples).per_second)
-            per_p.setdefault(pw.tp.topic, []).append(produce_rate(pw.samples).per_second)
-        cons = {t: _sum(v) for t, v in per_c.items()}
-        prod = {t: _sum(v) for t, v in per_p.items()}
+        status, cons, prod = _group_status(g, history, now_ms, samples)
     topics: list[GroupTopicSnap] = []
     for t in g.topics:
-        ps = [p for p in g.partitions if p.tp.topic == t.topic]
+        ps = by_topic.get(t.topic, [])
         committed = [p.committed for p in ps if p.committed is not None]
         c, pr = cons.get(t.topic), prod.get(t.topic)
         eta = catch_up_eta(t.lag, c, pr) if with_status else None

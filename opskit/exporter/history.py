@@ -14,12 +14,16 @@ Stored windows are packed (:class:`PackedWindow`): one ``array('q')`` per group
 holding every sample as four machine integers, instead of one Python object
 per sample (~100 bytes each, plus its tuple slot): at 50,000 group-partitions x
 11 samples that is ~18 MB instead of ~65 MB, and half a million fewer objects
-for the garbage collector to walk. Each cycle unpacks one group at a time into
-the core's ``GroupWindow`` for evaluation, so the status rules are unchanged.
-Log-end timelines are kept the same way between cycles (``array('q')`` of
-``(time, offset)`` pairs per partition); during a cycle the ones updated by
-:meth:`History.observe_log_ends` are held unpacked for the lag-in-seconds
-estimates, and :meth:`History.end_cycle` drops them.
+for the garbage collector to walk. Each cycle reads one group at a time out of
+its packed window as plain ``(time, committed, log end, log start)`` rows
+(:meth:`History.observe_group_rows`), which the exporter evaluates with the
+core's status rules (:func:`opskit.core.status.quick.partition_status`) and
+rates (:func:`opskit.core.timing.rates.window_rates`) without building the
+core's window objects. Log-end timelines are kept the same way
+(``array('q')`` of ``(time, offset)`` pairs per partition) and updated in place
+by :meth:`History.observe_log_ends`; a timeline is unpacked into an
+:class:`OffsetTimeline` only when a lag-in-seconds estimate needs it, held for
+the cycle, and :meth:`History.end_cycle` drops those.
 
 Whatever was not seen in the latest cycle (deleted topic, partition, group) is
 dropped at once, so nothing grows with churn.
@@ -29,7 +33,7 @@ from __future__ import annotations
 
 from array import array
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from opskit.core.models import TopicPartition
@@ -58,6 +62,9 @@ def _prune(points: deque[tuple[int, int]], cutoff_ms: int) -> None:
     while len(points) > 2 and points[1][0] <= cutoff_ms:
         points.popleft()
 
+
+#: one sample of a window: (timestamp_ms, committed, log_end, log_start)
+Row = tuple[int, int | None, int, int | None]
 
 #: stands for None in packed windows (offsets and times are never negative)
 _NONE = -1
@@ -104,6 +111,22 @@ class PackedWindow:
             parts.append(PartitionWindow(tp, samples, _opt(since)))
             pos = end
         return GroupWindow(group_id, tuple(parts))
+
+    @classmethod
+    def of_rows(cls, parts: Sequence[tuple[TopicPartition, int | None, Sequence[Row]]],
+                intern: Mapping[TopicPartition, TopicPartition] | None = None) -> PackedWindow:
+        """A window given as :meth:`History.observe_group_rows` returns it."""
+        it = intern or {}
+        w = cls.__new__(cls)
+        w.tps = tuple(it.get(tp, tp) for tp, _, _ in parts)
+        w.counts = array("l", (len(rows) for _, _, rows in parts))
+        w.since = array("q", (_NONE if since is None else since for _, since, _ in parts))
+        data = array("q")
+        for _, _, rows in parts:
+            for t, c, e, s in rows:
+                data.extend((t, _NONE if c is None else c, e, _NONE if s is None else s))
+        w.data = data
+        return w
 
     @property
     def samples(self) -> int:
@@ -170,46 +193,110 @@ class History:
 
     # ----- partitions -----
     def observe_log_ends(self, now_ms: int, log_ends: Mapping[TopicPartition, int]) -> None:
-        for gone in set(self._timelines) - set(log_ends):
-            del self._timelines[gone]
+        """Add this cycle's log ends to the partitions' timelines, in place (the rules of
+        :meth:`OffsetTimeline.add` on the packed points)."""
+        tls = self._timelines
+        if len(tls) > len(log_ends) or any(tp not in log_ends for tp in tls):
+            for gone in set(tls) - set(log_ends):
+                del tls[gone]
         self._tps = {tp: tp for tp in log_ends}
-        live: dict[TopicPartition, OffsetTimeline] = {}
+        cap = 2 * TIMELINE_POINTS
         for tp, end in log_ends.items():
-            packed = self._timelines.get(tp)
-            before = _unpack_timeline(packed) if packed is not None else OffsetTimeline((), TIMELINE_POINTS)
-            after = before.add(end, now_ms)
-            if packed is None or after is not before:
-                self._timelines[tp] = _pack_timeline(after)
-            live[tp] = after
-        self._live_timelines = live
+            a = tls.get(tp)
+            if a is None:
+                tls[tp] = array("q", (now_ms, end))
+            elif now_ms <= a[-2]:
+                continue  # not newer than the last point: ignored
+            elif end < a[-1]:
+                tls[tp] = array("q", (now_ms, end))  # truncated or recreated: restart
+            elif len(a) >= 4 and a[-1] == a[-3] == end:
+                a[-2] = now_ms  # an idle plateau keeps its first and its latest point
+            else:
+                a.append(now_ms)
+                a.append(end)
+                if len(a) > cap:
+                    del a[:2]
+        self._live_timelines = {}
 
     def timeline(self, tp: TopicPartition) -> OffsetTimeline | None:
         live = self._live_timelines.get(tp)
         if live is not None:
             return live
         packed = self._timelines.get(tp)
-        return _unpack_timeline(packed) if packed is not None else None
+        if packed is None:
+            return None
+        live = self._live_timelines[tp] = _unpack_timeline(packed)
+        return live
 
     def end_cycle(self) -> None:
-        """Drop what only the current cycle needed (the unpacked timelines)."""
+        """Drop what only the current cycle needed (the timelines unpacked for it)."""
         self._live_timelines = {}
 
     # ----- groups -----
-    def observe_group(self, group_id: str, now_ms: int,
-                      samples: Mapping[TopicPartition, OffsetSample]) -> GroupWindow:
-        """The group's window with this cycle's samples, for evaluation.
+    def observe_group_rows(self, group_id: str, now_ms: int, samples: Mapping[TopicPartition, Row]
+                           ) -> list[tuple[TopicPartition, int | None, list[Row]]]:
+        """The group's window with this cycle's samples, for evaluation: per partition
+        (sorted) its ``committed_since_ms`` and its samples as
+        ``(timestamp_ms, committed, log_end, log_start)`` rows -- what
+        :meth:`GroupWindow.observe` gives, without building its objects.
 
         It is kept (replacing the stored window) only when the last kept one is
         at least ``spacing_ms`` old.
         """
+        window_ms, cap = self.policy.window_ms, self.policy.max_samples
+        by_tp: dict[TopicPartition, tuple[int | None, list[Row]]] = {}
         packed = self._windows.get(group_id)
-        stored = packed.unpack(group_id) if packed is not None else GroupWindow(group_id)
-        current = stored.observe(now_ms, samples, self.policy)
+        if packed is not None:
+            data, pos = packed.data, 0
+            for tp, n, at in zip(packed.tps, packed.counts, packed.since):
+                end = pos + 4 * n
+                by_tp[tp] = (None if at == _NONE else at, [
+                    (data[i], None if data[i + 1] == _NONE else data[i + 1], data[i + 2],
+                     None if data[i + 3] == _NONE else data[i + 3])
+                    for i in range(pos, end, 4)])
+                pos = end
+        since: int | None
+        rows: list[Row]
+        for tp, row in samples.items():
+            old = by_tp.get(tp)
+            if old is None:
+                since, rows = None, []
+            else:
+                since, rows = old
+                if rows and row[0] <= rows[-1][0]:
+                    continue  # not newer than the latest sample: ignored
+            c = row[1]
+            if c is None:
+                since = None
+            elif not rows or rows[-1][1] != c or since is None:
+                since = row[0]
+            cutoff = row[0] - window_ms
+            rows = [r for r in rows if r[0] >= cutoff]
+            rows.append(row)
+            by_tp[tp] = (since, rows[-cap:])
+        cutoff = now_ms - window_ms
+        out: list[tuple[TopicPartition, int | None, list[Row]]] = []
+        for tp in sorted(by_tp):
+            since, rows = by_tp[tp]
+            if rows and rows[0][0] < cutoff:
+                rows = [r for r in rows if r[0] >= cutoff]
+            if len(rows) > cap:
+                rows = rows[-cap:]
+            if rows:
+                out.append((tp, since, rows))
         last = self._stored_at.get(group_id)
         if last is None or now_ms - last >= self.spacing_ms:
-            self._windows[group_id] = PackedWindow(current, self._tps)
+            self._windows[group_id] = PackedWindow.of_rows(out, self._tps)
             self._stored_at[group_id] = now_ms
-        return current
+        return out
+
+    def observe_group(self, group_id: str, now_ms: int,
+                      samples: Mapping[TopicPartition, OffsetSample]) -> GroupWindow:
+        """:meth:`observe_group_rows` as the core's :class:`GroupWindow`."""
+        rows = self.observe_group_rows(group_id, now_ms, {
+            tp: (s.timestamp_ms, s.committed, s.log_end, s.log_start) for tp, s in samples.items()})
+        return GroupWindow(group_id, tuple(
+            PartitionWindow(tp, tuple(OffsetSample(*r) for r in rs), since) for tp, since, rs in rows))
 
     def stored_window(self, group_id: str) -> GroupWindow | None:
         """The group's stored (thinned) window, unpacked; None when none is kept."""

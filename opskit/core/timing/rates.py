@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Protocol
@@ -65,6 +65,37 @@ def offset_rate(points: Iterable[tuple[int, int]]) -> Rate:
     (t0, o0), (t1, o1) = used[0], used[-1]
     span = t1 - t0
     return Rate((o1 - o0) * 1000.0 / span, span, len(used), reset)
+
+
+def window_rates(rows: Sequence[tuple[int, int | None, int, int | None]]
+                 ) -> tuple[float | None, float | None]:
+    """``(consume_rate(samples).per_second, produce_rate(samples).per_second)`` of a
+    status window's samples given as ``(timestamp_ms, committed, log_end, log_start)``
+    rows in strictly increasing time order, in one pass and without building points:
+    from the last fall on, (last - first offset) * 1000 / (last - first time)."""
+    n = len(rows)
+    produce: float | None = None
+    if n >= 2:
+        start = 0
+        for i in range(n - 1, 0, -1):
+            if rows[i][2] < rows[i - 1][2]:
+                start = i
+                break
+        if n - start >= 2:
+            t0, _, e0, _ = rows[start]
+            t1, _, e1, _ = rows[-1]
+            produce = (e1 - e0) * 1000.0 / (t1 - t0)
+    count, t0, c0, t1, c1 = 0, 0, 0, 0, 0
+    for t, c, _, _ in rows:
+        if c is None:
+            continue
+        if count and c >= c1:
+            count += 1
+        else:  # the first commit, or a fall: the rate starts again here
+            count, t0, c0 = 1, t, c
+        t1, c1 = t, c
+    consume = (c1 - c0) * 1000.0 / (t1 - t0) if count >= 2 else None
+    return consume, produce
 
 
 def produce_rate(samples: Iterable[OffsetObservation]) -> Rate:
