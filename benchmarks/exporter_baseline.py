@@ -7,8 +7,8 @@ computes each group partition's lag in seconds through the general
 :func:`~opskit.core.timing.group_partition.group_partition_time`.
 
 Kept as the oracle of the equivalence test (``tests/unit/test_exporter_cycle_equivalence.py``)
-and the baseline of ``benchmarks/bench_exporter_cycle.py``: the served exporter
-never imports it. Only the functions the incremental path replaced are copied;
+and the baseline of ``benchmarks/bench_exporter_cycle.py`` (it lives beside that benchmark,
+outside the package: the served exporter cannot import it). Only the functions the incremental path replaced are copied;
 the rest is imported from :mod:`opskit.exporter.assemble` and :mod:`opskit.exporter.history`.
 """
 
