@@ -7,7 +7,7 @@ offsets move (by default log ends advance on 30% of the partitions, commits on 2
 the committed group partitions; a few groups stop consuming). Every cycle is built by
 both paths, each with its own history:
 
-* old: :func:`opskit.exporter.baseline.assemble_snapshot` (the per-object path as it
+* old: ``exporter_baseline.assemble_snapshot`` (beside this file) (the per-object path as it
   was before issue #22, kept verbatim);
 * new: :func:`opskit.exporter.assemble.assemble_snapshot`.
 

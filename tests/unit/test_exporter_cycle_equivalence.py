@@ -1,5 +1,5 @@
 """The exporter's snapshot building (opskit.exporter.assemble) against the per-object
-path it replaced (opskit.exporter.baseline): identical snapshots, rendered text and
+path it replaced (benchmarks/exporter_baseline.py): identical snapshots, rendered text and
 history on seeded random cycle sequences with churn and broken answers."""
 
 from __future__ import annotations
