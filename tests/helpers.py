@@ -86,17 +86,32 @@ def create_topic(bootstrap: Where, name: str, partitions: int, rf: int = 1,
 
 
 def produce(bootstrap: Where, topic: str, per_partition: dict[int, int],
-            timestamp_ms: int | None = None, value: bytes = b"x" * 100) -> None:
-    p = Producer({**client_conf(bootstrap), "linger.ms": 5, "acks": "all"})
+            timestamp_ms: int | None = None, value: bytes = b"x" * 100,
+            idempotent: bool = False) -> None:
+    """Write the records and check every one was acknowledged. ``idempotent``: no
+    duplicate from a retried request (a loaded broker answering late), so offsets are
+    exactly the records' order (Apache Kafka; not every compatible broker has
+    InitProducerId)."""
+    p = Producer({**client_conf(bootstrap), "linger.ms": 5, "acks": "all",
+                  **({"enable.idempotence": True} if idempotent else {})})
+    errors: list[str] = []
+
+    def done(err: object, _msg: object) -> None:
+        if err is not None:
+            errors.append(str(err))
+
     for part, n in per_partition.items():
         for i in range(n):
             if timestamp_ms is None:
-                p.produce(topic, value=value, key=str(i).encode(), partition=part)
+                p.produce(topic, value=value, key=str(i).encode(), partition=part,
+                          on_delivery=done)
             else:
-                p.produce(topic, value=value, key=str(i).encode(), partition=part, timestamp=timestamp_ms)
+                p.produce(topic, value=value, key=str(i).encode(), partition=part,
+                          timestamp=timestamp_ms, on_delivery=done)
             if i % 1000 == 0:
                 p.poll(0)
     assert p.flush(60) == 0
+    assert not errors, f"{len(errors)} record(s) not acknowledged: {errors[:3]}"
 
 
 def commit(bootstrap: Where, group: str, offsets: dict[tuple[str, int], int]) -> None:
