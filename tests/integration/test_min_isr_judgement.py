@@ -131,6 +131,25 @@ def test_adding_replicas_raises_the_requirement(kafka3: Any, uniq: str,
     plan.write_text(json.dumps({"version": 1, "partitions": [
         {"topic": topic, "partition": 0, "replicas": target}]}))
     tool = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"  # 3.7 and 4.x
+    # the throttle in force on every broker before the move starts: KRaft brokers apply
+    # config changes from the metadata log a moment later, and in a loaded CI run the new
+    # replicas copied unthrottled, joined the ISR, and the acks=all write was acked
+    rate = {"leader.replication.throttled.rate": "1000",
+            "follower.replication.throttled.rate": "1000"}
+    with kafka3.admin() as admin:
+        admin.alter_topic_configs({topic: {"leader.replication.throttled.replicas": "*",
+                                           "follower.replication.throttled.replicas": "*"}})
+        admin.alter_broker_configs([0, 1, 2], rate)
+        deadline = time.monotonic() + 60
+        while True:
+            cfgs = admin.broker_configs([0, 1, 2])
+            topic_cfg = admin.topic_configs([topic])[topic]
+            if all(cfgs[b].get(k, (None, True))[0] == v for b in (0, 1, 2)
+                   for k, v in rate.items()) and \
+                    topic_cfg["follower.replication.throttled.replicas"][0] == "*":
+                break
+            assert time.monotonic() < deadline, (cfgs, topic_cfg)
+            time.sleep(0.5)
     out = kafka3.dist().run_tool(tool, "--bootstrap-server", kafka3.bootstrap,
                                  "--reassignment-json-file", str(plan), "--execute",
                                  "--throttle", "1000", timeout=120)
@@ -159,4 +178,4 @@ def test_adding_replicas_raises_the_requirement(kafka3: Any, uniq: str,
                                "--reassignment-json-file", str(plan), "--cancel",
                                timeout=120)
         with kafka3.admin() as admin:
-            admin.delete_topics([topic])
+            admin.delete_topics([topic])      # --cancel cleared the throttles
