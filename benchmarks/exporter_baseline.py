@@ -14,21 +14,19 @@ the rest is imported from :mod:`opskit.exporter.assemble` and :mod:`opskit.expor
 
 from __future__ import annotations
 
-from array import array
 from collections import Counter
 from collections.abc import Iterable, Mapping
 
 from opskit.core.models import Anomaly, GroupLag, GroupState, PartitionLag, TopicPartition
 from opskit.core.status.evaluate import evaluate_group
 from opskit.core.status.window import (
-    DEFAULT_MIN_SPAN_MS,
     GroupWindow,
     OffsetSample,
     StatusPolicy,
 )
 from opskit.core.timing.group_partition import group_partition_time
 from opskit.core.timing.lag_time import LagTimeBasis
-from opskit.core.timing.rates import Rate, catch_up_eta, consume_rate, offset_rate, produce_rate
+from opskit.core.timing.rates import catch_up_eta, consume_rate, produce_rate
 from opskit.core.timing.retention import RetentionBasis
 from opskit.core.timing.timeline import OffsetTimeline
 from opskit.exporter.assemble import (
@@ -40,10 +38,9 @@ from opskit.exporter.assemble import (
 )
 from opskit.exporter.history import (
     TIMELINE_POINTS,
+    History,
     PackedWindow,
-    TopicSeries,
     _pack_timeline,
-    _prune,
     _unpack_timeline,
 )
 from opskit.exporter.snapshot import (
@@ -56,48 +53,8 @@ from opskit.exporter.snapshot import (
 )
 
 
-class BaselineHistory:
-    def __init__(self, rate_window_ms: int, status_window_ms: int, status_samples: int) -> None:
-        self.rate_window_ms = rate_window_ms
-        self.status_samples = status_samples
-        self.spacing_ms = max(1, status_window_ms // status_samples)
-        self.policy = StatusPolicy(
-            window_ms=status_window_ms,
-            max_samples=status_samples + 1,
-            min_span_ms=min(DEFAULT_MIN_SPAN_MS, status_window_ms // 2),
-        )
-        self._topics: dict[str, TopicSeries] = {}
-        self._timelines: dict[TopicPartition, array[int]] = {}
-        #: this cycle's timelines, unpacked (dropped by end_cycle)
-        self._live_timelines: dict[TopicPartition, OffsetTimeline] = {}
-        self._windows: dict[str, PackedWindow] = {}
-        self._stored_at: dict[str, int] = {}
-        #: one TopicPartition object per live partition, shared by every stored window
-        self._tps: dict[TopicPartition, TopicPartition] = {}
-
-    # ----- topics -----
-    def observe_topics(self, now_ms: int, log_end_sums: Mapping[str, int],
-                       size_sums: Mapping[str, int] | None) -> None:
-        for gone in set(self._topics) - set(log_end_sums):
-            del self._topics[gone]
-        cutoff = now_ms - self.rate_window_ms
-        for topic, total in log_end_sums.items():
-            s = self._topics.setdefault(topic, TopicSeries())
-            if not s.offsets or s.offsets[-1][0] < now_ms:
-                s.offsets.append((now_ms, total))
-            _prune(s.offsets, cutoff)
-            if size_sums is not None and topic in size_sums:
-                if not s.sizes or s.sizes[-1][0] < now_ms:
-                    s.sizes.append((now_ms, size_sums[topic]))
-                _prune(s.sizes, cutoff)
-
-    def messages_in_rate(self, topic: str) -> Rate | None:
-        s = self._topics.get(topic)
-        return offset_rate(s.offsets) if s is not None else None
-
-    def bytes_in_rate(self, topic: str) -> Rate | None:
-        s = self._topics.get(topic)
-        return offset_rate(s.sizes) if s is not None and s.sizes else None
+class BaselineHistory(History):
+    """The history before #22: what is not overridden here did not change."""
 
     # ----- partitions -----
     def observe_log_ends(self, now_ms: int, log_ends: Mapping[TopicPartition, int]) -> None:
@@ -121,10 +78,6 @@ class BaselineHistory:
         packed = self._timelines.get(tp)
         return _unpack_timeline(packed) if packed is not None else None
 
-    def end_cycle(self) -> None:
-        """Drop what only the current cycle needed (the unpacked timelines)."""
-        self._live_timelines = {}
-
     # ----- groups -----
     def observe_group(self, group_id: str, now_ms: int,
                       samples: Mapping[TopicPartition, OffsetSample]) -> GroupWindow:
@@ -141,33 +94,6 @@ class BaselineHistory:
             self._windows[group_id] = PackedWindow(current, self._tps)
             self._stored_at[group_id] = now_ms
         return current
-
-    def stored_window(self, group_id: str) -> GroupWindow | None:
-        """The group's stored (thinned) window, unpacked; None when none is kept."""
-        packed = self._windows.get(group_id)
-        return packed.unpack(group_id) if packed is not None else None
-
-    def forget_groups_except(self, alive: Iterable[str]) -> None:
-        keep = set(alive)
-        for gone in set(self._windows) - keep:
-            del self._windows[gone]
-            self._stored_at.pop(gone, None)
-
-    # ----- introspection (tests, benchmarks) -----
-    def sizes(self) -> dict[str, int]:
-        return {
-            "topics": len(self._topics),
-            "timelines": len(self._timelines),
-            "groups": len(self._windows),
-            "group_samples": sum(w.samples for w in self._windows.values()),
-        }
-
-    def timeline_points(self) -> int:
-        return sum(len(a) // 2 for a in self._timelines.values())
-
-    def window_bytes(self) -> int:
-        """Bytes of the packed arrays of every stored group window (benchmarks)."""
-        return sum(w.nbytes() for w in self._windows.values())
 
 
 def _lag_seconds(p: PartitionLag, inp: CycleInputs, history: BaselineHistory, now_ms: int
