@@ -16,6 +16,9 @@ is told to:
 * ``garbage_on``: answer with the right correlation id followed by junk;
   ``truncate_on``: send half an answer and then nothing; ``wrong_cid_on``: answer
   with another correlation id;
+* ``list_groups_error``: (error code, count): the first ``count`` ListGroups answers carry
+  that error code (a group coordinator still starting answers COORDINATOR_NOT_AVAILABLE
+  or COORDINATOR_LOAD_IN_PROGRESS), later ones pass unchanged;
 * ``delay_s``: hold every answer this long;
 * ``stall_all``: accept connections and never read or answer anything;
 * ``offset_fetch_all_empty``: an OffsetFetch for "all partitions of the group"
@@ -46,7 +49,7 @@ from typing import Self
 
 from opskit.adapters.capabilities import api_versions
 
-API_VERSIONS, OFFSET_FETCH, LIST_OFFSETS, FETCH = 18, 9, 2, 1
+API_VERSIONS, OFFSET_FETCH, LIST_OFFSETS, FETCH, LIST_GROUPS = 18, 9, 2, 1, 16
 #: every API key a client may send (for "all but ApiVersions" behaviours)
 ALL_APIS = frozenset(range(80)) - {API_VERSIONS}
 
@@ -73,6 +76,7 @@ class Behaviour:
     offset_fetch_all_empty: bool = False
     latest_minus: int = 0
     high_watermark_plus: int = 0
+    list_groups_error: tuple[int, int] = (0, 0)
 
     def action(self, api: int, version: int) -> str:
         if api == API_VERSIONS and self.advertise is not None:
@@ -290,6 +294,7 @@ class BrokerDouble:
         self._stop = threading.Event()
         self._socks: set[socket.socket] = set()
         self._lock = threading.Lock()
+        self._list_groups_errors_sent = 0
         self.requests: list[tuple[int, int, str]] = []  # (api key, version, action)
         self._thread = threading.Thread(target=self._accept, name="broker-double", daemon=True)
         self._thread.start()
@@ -371,6 +376,11 @@ class BrokerDouble:
                     resp = _list_offsets_minus(resp, version, _latest_asked(req), b.latest_minus)
                 if api == FETCH and b.high_watermark_plus:
                     resp = _fetch_high_watermark_plus(resp, version, b.high_watermark_plus)
+                if api == LIST_GROUPS and self._take_list_groups_error():
+                    # the error code after the correlation id, the flexible versions' empty
+                    # header tags (v3+) and the throttle time (v1+)
+                    at = 4 + (1 if version >= 3 else 0) + (4 if version >= 1 else 0)
+                    resp = resp[:at] + struct.pack(">h", b.list_groups_error[0]) + resp[at + 2:]
                 self._pause()
                 if act == "garbage":
                     junk = os.urandom(64) + b"\xff" * 64
@@ -391,6 +401,13 @@ class BrokerDouble:
                 if s is not None:
                     with contextlib.suppress(OSError):
                         s.close()
+
+    def _take_list_groups_error(self) -> bool:
+        with self._lock:
+            if self._list_groups_errors_sent >= self.behaviour.list_groups_error[1]:
+                return False
+            self._list_groups_errors_sent += 1
+            return True
 
     def _pause(self) -> None:
         if self.behaviour.delay_s > 0:

@@ -18,8 +18,11 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import confluent_kafka as ck
+
 from opskit.adapters import kafka_protocol as kp
 from opskit.adapters.kafka_admin import BrokerMeta, ClusterMeta, PartitionMeta
+from opskit.adapters.kafka_protocol import WireErrorCode
 from opskit.adapters.wire import API_METADATA, Call, WireClient, WireUnsupported
 from opskit.core.models import GroupState
 
@@ -56,7 +59,8 @@ def list_groups(client: WireClient, broker_ids: list[int]) -> dict[str, GroupSta
     out: dict[str, GroupState] = {}
     for broker, (err, groups) in zip(sorted(broker_ids), answers, strict=True):
         if err:
-            raise WireUnsupported(f"ListGroups error {err} from broker {broker}")
+            raise WireErrorCode(f"ListGroups error {err} ({ck.KafkaError(err).name()}) "
+                               f"from broker {broker}")
         for g in groups:
             out[g.group_id] = GroupState.parse(g.state)
     return out

@@ -75,6 +75,12 @@ class WireUnsupported(Exception):
     the caller reads the same data through librdkafka instead."""
 
 
+class WireErrorCode(WireUnsupported):
+    """The broker answered with an error code (``COORDINATOR_NOT_AVAILABLE`` while its
+    group coordinator starts, ...): it serves the API, this read failed. The caller may
+    ask librdkafka, but must never conclude from it that the broker lacks the API."""
+
+
 class MalformedResponse(ValueError):
     """An answer that does not parse as the expected response."""
 

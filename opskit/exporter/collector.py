@@ -40,6 +40,7 @@ from opskit.adapters.cluster_health import (
     min_isr_value,
 )
 from opskit.adapters.kafka_admin import ClusterMeta, KafkaAdmin
+from opskit.adapters.kafka_protocol import WireErrorCode
 from opskit.adapters.lag_sampler import RetentionConfig
 from opskit.adapters.lag_source import LagReport, collect_lag, read_log_offsets
 from opskit.adapters.log_dirs import read_partition_sizes
@@ -284,9 +285,12 @@ class KafkaSource:
         try:
             return sorted(admin.list_groups())
         except (KafkaOperationError, KafkaUnavailableError) as e:
-            if wire_error is None or isinstance(e, UnsupportedError):
+            if wire_error is None or isinstance(e, UnsupportedError) or not _not_served(wire_error):
+                # an error code is an answer (a starting group coordinator), a timeout or
+                # a broker down is no proof either: this cycle failed, the next one asks
                 raise
-            # both clients failed on it while Metadata was answered: the broker's ListGroups
+            # both clients failed on it while Metadata was answered, and opskit's own
+            # client saw the connection closed or the answer garbled: the broker's ListGroups
             raise UnsupportedError(
                 f"the broker answered Metadata but not ListGroups (listing consumer groups): "
                 f"{first_line(wire_error)}; librdkafka: {first_line(e)}") from e
@@ -560,6 +564,13 @@ class KafkaSource:
         if quorum is None and reassign is None:
             self._close_kp()  # reconnect next cycle
         return ClusterExtras(quorum, q_err, reassign, r_err)
+
+
+def _not_served(wire_error: BaseException) -> bool:
+    """Whether opskit's own client's failure is evidence that the broker does not serve
+    the request: the connection closed on it or the answer did not parse. An error code
+    is an answer; a timeout or an unreachable broker says nothing about the API."""
+    return isinstance(wire_error, WireUnsupported) and not isinstance(wire_error, WireErrorCode)
 
 
 def describe_broker_configs(admin: KafkaAdmin, brokers: list[int]

@@ -118,6 +118,46 @@ def test_served_exporter_is_not_up_without_groups_and_recovers(cluster):
     assert v["kafka_consumergroup_lag"][(("consumergroup", g), ("partition", "0"), ("topic", t))] == 7
 
 
+def test_an_error_code_from_listgroups_is_not_a_missing_api(cluster):
+    """A group coordinator that is still starting answers ListGroups with
+    COORDINATOR_NOT_AVAILABLE (seen in CI: the exporter started beside a fresh 3-node
+    cluster). That is an answer: the cycle fails (groups not read, not up), and the next
+    cycle asks again. Before, both clients failing was taken for "ListGroups not
+    served": the exporter stopped listing groups for 10 minutes and said the broker
+    could not list them."""
+    bs, t, g = cluster
+    opts = ExporterOptions(interval_s=3600, collection_timeout_s=60, kafka_timeout_s=3,
+                           topics=NameFilter.of([t], None, "topic"), log_dirs=False)
+    # opskit's own client and librdkafka each get the error once (a broker, one request each)
+    with BrokerDouble(bs, Behaviour(list_groups_error=(15, 2))) as d:
+        src = KafkaSource(ConnectionConfig(d.bootstrap), opts)
+        ex = Exporter(src, opts)
+        try:
+            ex.run_cycle()
+            first = parse(ex.scrape().decode())
+            errored = sum(1 for api, _v, _a in d.requests if api == 16)
+            cycles = 1
+            v = first
+            while v["opskit_exporter_family_up"][fam("groups")] == 0 and cycles < 4:
+                ex.run_cycle()
+                cycles += 1
+                v = parse(ex.scrape().decode())
+        finally:
+            src.close()
+    assert errored >= 2, d.requests  # the fault was injected into the first cycle
+    assert first["opskit_kafka_up"][()] == 0
+    assert first["opskit_exporter_family_up"][fam("groups")] == 0
+    # never "unsupported": opskit counts a coordinator that is not available yet with
+    # the retriable "cannot reach" errors (kafka_admin._UNREACHABLE)
+    errs = {k: x for k, x in first["opskit_exporter_family_errors_total"].items() if x}
+    assert errs == {fam("groups", kind="unreachable"): 1}, errs
+    assert first["opskit_exporter_family_errors_total"][fam("groups", kind="unsupported")] == 0
+    # the next cycle listed the groups again: up, and the group's lag is served
+    assert cycles == 2, cycles
+    assert v["opskit_kafka_up"][()] == 1
+    assert v["kafka_consumergroup_lag"][(("consumergroup", g), ("partition", "0"), ("topic", t))] == 7
+
+
 def test_real_heraclitus_once_names_what_it_could_not_read(heraclitus, uniq):
     """The real broker (scripts/install-compat.sh): it closes the connection on ListGroups,
     DescribeGroups and DescribeConfigs. Before: exit 0, up 1, no group series."""
