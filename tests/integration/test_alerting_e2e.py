@@ -68,7 +68,8 @@ def _get(url: str, timeout: float = 5) -> Any:
         return json.loads(r.read() or b"null")
 
 
-def _wait(what: str, pred: Callable[[], bool], timeout: float, procs: list[Any]) -> None:
+def _wait(what: str, pred: Callable[[], bool], timeout: float, procs: list[Any],
+          explain: Callable[[], str] | None = None) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         for name, p, log in procs:
@@ -81,7 +82,13 @@ def _wait(what: str, pred: Callable[[], bool], timeout: float, procs: list[Any])
         except OSError:
             pass
         time.sleep(1)
-    raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
+    seen = ""
+    if explain is not None:
+        try:
+            seen = "\n" + explain()
+        except (OSError, ValueError, KeyError, AssertionError) as e:  # never hide the timeout
+            seen = f"\n(could not gather what the stack saw: {e!r})"
+    raise AssertionError(f"timed out after {timeout:g}s waiting for {what}{seen}")
 
 
 class Stack:
@@ -120,6 +127,29 @@ class Stack:
 
     def alerts(self) -> list[dict[str, Any]]:
         return list(_get(f"{self.prom}/api/v1/alerts")["data"]["alerts"])
+
+    def explain(self, needle: str) -> str:
+        """What each stage of the pipeline holds about ``needle`` (a group): the exporter's
+        series and its own health lines, Prometheus's query and alerts, Alertmanager's
+        alerts, what the receiver got, and the tail of the exporter's log: which stage
+        a timed-out wait stopped at."""
+        out: list[str] = []
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.exporter_port}/metrics",
+                                    timeout=5) as r:
+            metrics = r.read().decode(errors="replace").splitlines()
+        out.append("exporter: " + "; ".join(
+            ln for ln in metrics if not ln.startswith("#")
+            and (needle in ln or ln.startswith(("opskit_kafka_up", "opskit_exporter_")))))
+        sel = "{" + f'consumergroup="{needle}"' + "}"
+        lag = self.query(f"kafka_consumer_group_lag{sel}")
+        out.append(f"prometheus kafka_consumer_group_lag: {lag}")
+        out.append(f"prometheus alerts: {[a for a in self.alerts() if needle in json.dumps(a)]}")
+        out.append(f"alertmanager alerts: {_get(f'{self.am}/api/v2/alerts')}")
+        out.append(f"receiver: {len(self.receiver.events)} events, "
+                   f"{[(e['event_action'], e.get('dedup_key')) for e in self.receiver.events]}")
+        for name, _p, log in self.procs:
+            out.append(f"{name} log tail: {Path(log).read_text(errors='replace')[-1500:]}")
+        return "\n".join(out)
 
 
 THROTTLE = {"leader.replication.throttled.rate": "1073741824"}
@@ -260,7 +290,8 @@ def test_lag_alert_pages_with_runbook_then_resolves_and_dashboards_have_data(
 
     # 1. the critical lag alert reaches PagerDuty as a trigger with the runbook link
     _wait("a PagerDuty trigger for KafkaConsumerGroupLag",
-          lambda: bool(_pd_events(receiver, "trigger", group)), 120, stack.procs)
+          lambda: bool(_pd_events(receiver, "trigger", group)), 240, stack.procs,
+          lambda: stack.explain(group))
     trig = _pd_events(receiver, "trigger", group)[0]
     assert trig["payload"]["severity"] == "critical"
     runbook = f"{RUNBOOK_BASE}/KafkaConsumerGroupLag.md"
@@ -291,7 +322,7 @@ def test_lag_alert_pages_with_runbook_then_resolves_and_dashboards_have_data(
     commit_retrying(b, group, {(topic, p): end for p, end in _log_ends(b, topic, 2).items()})
     _wait("a PagerDuty resolve", lambda: any(
         e["event_action"] == "resolve" and e["dedup_key"] == dedup for e in receiver.events),
-        120, stack.procs)
+        120, stack.procs, lambda: stack.explain(group))
     sample_dashboards()
 
     sys.stderr.write(f"dashboard queries with data: {len(with_data)} of {len(targets)}\n")
