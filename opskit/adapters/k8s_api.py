@@ -317,13 +317,20 @@ class KubeApi:
         return True
 
     # --- Pods ------------------------------------------------------------------
-    def pod_ready(self, namespace: str, name: str) -> bool | None:
-        """True when the pod's Ready condition is True, False when not, None when absent."""
+    def _pod(self, namespace: str, name: str) -> Any | None:
+        """The pod of that name as the API returns it, None when absent."""
         try:
-            pod = self._call(f"Pod {namespace}/{name}", self.core.read_namespaced_pod,
-                             name, namespace)
+            return self._call(f"Pod {namespace}/{name}", self.core.read_namespaced_pod,
+                              name, namespace)
         except NotFoundError:
             return None
+
+    def pod_ready(self, namespace: str, name: str) -> bool | None:
+        """True when the pod's Ready condition is True, False when not, None when absent."""
+        pod = self._pod(namespace, name)
+        if pod is None:
+            return None
+
         def ready() -> bool:
             conditions = (pod.status.conditions if pod.status is not None else None) or []
             return any(c.type == "Ready" and c.status == "True" for c in conditions)
@@ -332,10 +339,8 @@ class KubeApi:
 
     def pod_uid(self, namespace: str, name: str) -> str | None:
         """The uid of the pod of that name (a recreated pod has a new one), None when absent."""
-        try:
-            pod = self._call(f"Pod {namespace}/{name}", self.core.read_namespaced_pod,
-                             name, namespace)
-        except NotFoundError:
+        pod = self._pod(namespace, name)
+        if pod is None:
             return None
         return str(self._read(f"Pod {namespace}/{name}", lambda: _version(pod.metadata.uid)))
 
