@@ -23,6 +23,7 @@ import socket
 import subprocess
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,6 +38,7 @@ log = logging.getLogger(__name__)
 
 NAME_OK = set("abcdefghijklmnopqrstuvwxyz0123456789-")
 CONTROLLER_PORT_OFFSET = 1000
+RACK_OK = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
 
 
 def sandboxes_root() -> Path:
@@ -47,6 +49,31 @@ def validate_name(name: str) -> str:
     if not name or not set(name) <= NAME_OK or name[0] == "-" or len(name) > 40:
         raise UsageError(f"invalid sandbox name {name!r}: use lowercase letters, digits and '-'")
     return name
+
+
+def parse_racks(text: str, flag: str = "--racks") -> list[str]:
+    """``a,b,c`` -> ``["a", "b", "c"]``: the racks node 0, 1, 2 ... are put in, cycling
+    when there are more nodes than racks (``a,b`` on 3 nodes: a, b, a); a list as long as
+    the nodes is one rack per node (``a,a,b``). Letters, digits, ``.``, ``_``, ``-``."""
+    racks = [r.strip() for r in text.split(",")]
+    for r in racks:
+        if not r or not set(r) <= RACK_OK or len(r) > 64:
+            raise UsageError(f"{flag}: {r!r} is not a rack name (letters, digits, '.', '_', "
+                             f"'-'; at most 64), in {text!r}")
+    return racks
+
+
+def parse_rack(text: str) -> str:
+    """One rack name (see :func:`parse_racks`)."""
+    racks = parse_racks(text, "--rack")
+    if len(racks) != 1:
+        raise UsageError(f"--rack: give one rack, not {text!r}")
+    return racks[0]
+
+
+def rack_of_index(racks: Sequence[str], index: int) -> str | None:
+    """The rack of the sandbox's ``index``-th node (in the order nodes were created)."""
+    return racks[index % len(racks)] if racks else None
 
 
 def port_free(port: int, host: str = "127.0.0.1") -> bool:
@@ -112,6 +139,8 @@ class Node:
     pid: int | None = None
     #: this node's CONTROLLER listener port (None: the sandbox's controller_port, node 0)
     controller_port: int | None = None
+    #: ``broker.rack`` (None: no rack)
+    rack: str | None = None
 
     @property
     def dir(self) -> Path:
@@ -142,6 +171,12 @@ class SandboxState:
     quorum: str = "static"
     #: the SASL mechanisms the client listener enables
     sasl_mechanisms: list[str] = field(default_factory=lambda: list(MECHANISMS))
+    #: the racks given to ``up`` (empty: none); nodes take them in turn, added nodes too
+    racks: list[str] = field(default_factory=list)
+
+    def next_rack(self) -> str | None:
+        """The rack a node added now goes in (continuing the cycle), None without racks."""
+        return rack_of_index(self.racks, len(self.nodes))
 
     def controller_port_of(self, node: Node) -> int:
         return node.controller_port if node.controller_port is not None else self.controller_port
@@ -170,6 +205,7 @@ class SandboxState:
             created_at=d.get("created_at", 0.0), security=d.get("security", "plaintext"),
             quorum=d.get("quorum", "static"),
             sasl_mechanisms=list(d.get("sasl_mechanisms", MECHANISMS)),
+            racks=list(d.get("racks", [])),
         )
 
 
@@ -270,6 +306,8 @@ class Sandbox:
             "num.network.threads=2",
             "delete.topic.enable=true",
         ]
+        if node.rack is not None:
+            lines.append(f"broker.rack={node.rack}")
         client = "PLAINTEXT"
         if sec.enabled:
             client = CLIENT_LISTENER
@@ -317,12 +355,16 @@ class Sandbox:
     def up(self, brokers: int | None = None, version: str | None = None, port: int | None = None,
            wait_timeout: float = 120.0, security: str | None = None,
            quorum: str | None = None,
-           sasl_mechanisms: tuple[str, ...] = MECHANISMS) -> tuple[SandboxState, str]:
+           sasl_mechanisms: tuple[str, ...] = MECHANISMS,
+           racks: Sequence[str] | None = None) -> tuple[SandboxState, str]:
         """Start (or confirm) the cluster. Returns the state and what was done.
 
         ``brokers``, ``version`` and ``security`` default to the existing sandbox's,
-        or 1, 3.7 and plaintext.
+        or 1, 3.7 and plaintext. ``racks``: node i gets ``broker.rack`` racks[i % len]
+        (see :func:`parse_racks`); default the existing sandbox's, or none.
         """
+        if racks is not None:
+            racks = parse_racks(",".join(racks))
         if brokers is not None and brokers not in (1, 3):
             raise UsageError(f"--brokers must be 1 or 3, not {brokers}")
         want_version = resolve_version(version) if version else None
@@ -350,6 +392,12 @@ class Sandbox:
                 raise SandboxError(
                     f"sandbox {self.name!r} exists with {st.brokers} broker(s); "
                     f"run 'opskit sandbox down --name {self.name}' first"
+                )
+            if racks is not None and list(racks) != st.racks:
+                raise SandboxError(
+                    f"sandbox {self.name!r} exists with racks "
+                    f"{','.join(st.racks) if st.racks else '(none)'}; "
+                    f"run 'opskit sandbox down --name {self.name}' to replace it"
                 )
             alive = [_pid_runs(n.pid, n.config_path) for n in st.nodes]
             if all(alive):
@@ -390,11 +438,12 @@ class Sandbox:
             name=self.name, version=dist.version, cluster_id=new_cluster_id(),
             base_port=base, controller_port=base + CONTROLLER_PORT_OFFSET, created_at=time.time(),
             security=want_security or "plaintext", quorum=quorum or "static",
-            sasl_mechanisms=list(sasl_mechanisms),
+            sasl_mechanisms=list(sasl_mechanisms), racks=list(racks or ()),
         )
         for i in range(brokers):
             roles = "broker,controller" if i == 0 else "broker"
-            st.nodes.append(Node(i, roles, base + i, str(self.root / f"node-{i}")))
+            st.nodes.append(Node(i, roles, base + i, str(self.root / f"node-{i}"),
+                                 rack=st.next_rack()))
         try:
             self.security(st).create()
             for node in st.nodes:
@@ -518,7 +567,8 @@ class Sandbox:
         nodes = []
         for n in st.nodes:
             nodes.append({
-                "node_id": n.node_id, "roles": n.roles, "port": n.port, "pid": n.pid,
+                "node_id": n.node_id, "roles": n.roles, "rack": n.rack, "port": n.port,
+                "pid": n.pid,
                 "running": _pid_runs(n.pid, n.config_path), "port_open": port_open(n.port),
                 "directory": n.directory,
             })
@@ -526,7 +576,7 @@ class Sandbox:
             "name": st.name, "kafka_version": st.version, "cluster_id": st.cluster_id,
             "bootstrap": st.bootstrap, "controller_port": st.controller_port,
             "brokers": st.brokers, "running": all(n["running"] for n in nodes), "nodes": nodes,
-            "security": st.security, "quorum": st.quorum,
+            "security": st.security, "quorum": st.quorum, "racks": st.racks,
         }
 
     def stop_node(self, node_id: int, kill: bool = False) -> None:
