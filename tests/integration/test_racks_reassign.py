@@ -3,9 +3,11 @@
 Four brokers in three racks (``sandbox up --brokers 3 --racks a,b,c``, then ``sandbox
 add-node``: node 3 continues the cycle into rack a). Two topics are created with their
 replicas concentrated in rack a (explicit assignments: an RF 2 topic wholly on brokers
-0 and 3, an RF 3 topic with two replicas there). ``opskit reassign plan --rebalance``
-(rack-aware by default: the racks are read from the cluster) is executed by ``opskit
-reassign execute`` while an idempotent acks=all producer and a consumer group run.
+0 and 3, an RF 3 topic with two replicas there). The fenced commands
+of ``runbooks/multi-rack.md`` are run in order (``reassign plan --rebalance``, rack-aware
+by default: the racks are read from the cluster; ``reassign execute`` preview, then
+``--execute``; ``verify``; ``health``; ``cancel`` preview) while an idempotent acks=all
+producer and a consumer group run.
 Afterwards, read from Metadata: every partition spans min(RF, racks) racks, the
 replicas that moved equal the printed lower bound, no reassignment or throttle is left,
 no acknowledged record is lost and the order per key holds.
@@ -13,6 +15,8 @@ no acknowledged record is lost and the order per key holds.
 
 from __future__ import annotations
 
+import json
+import shlex
 import sys
 import time
 import uuid
@@ -23,11 +27,12 @@ import pytest
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from helpers import commit, produce, run_cli
+from helpers import CliResult, commit, produce, run_cli
 from test_reassign_exec import Workload  # the idempotent acks=all producer + group
 
 from opskit.sandbox.cluster import Sandbox, free_port_block
 
+RUNBOOK = Path(__file__).resolve().parents[2] / "runbooks" / "multi-rack.md"
 THROTTLE_KEYS = ("leader.replication.throttled.rate", "follower.replication.throttled.rate",
                  "leader.replication.throttled.replicas", "follower.replication.throttled.replicas")
 PAIRS = [[0, 3], [3, 0], [0, 3], [3, 0]]                   # RF 2, both replicas in rack a
@@ -87,8 +92,29 @@ def _create_on(admin: AdminClient, topic: str, assignment: list[list[int]],
     raise AssertionError(f"topic {topic} not ready")
 
 
-def test_rebalance_spreads_concentrated_replicas_over_racks(racked: Sandbox, tmp_path: Path
-                                                            ) -> None:
+def runbook_commands() -> list[str]:
+    """The ``opskit ...`` lines of runbooks/multi-rack.md's fenced blocks, in order."""
+    out, fenced = [], False
+    for raw in RUNBOOK.read_text().splitlines():
+        line = raw.strip()
+        if line.startswith("```"):
+            fenced = not fenced
+        elif fenced and line.startswith("opskit "):
+            out.append(line)
+    return out
+
+
+def _opskit(command: str) -> CliResult:
+    """Run one runbook command line; health may say WARNING (1), everything else exits 0."""
+    argv = shlex.split(command)
+    r = run_cli(*argv[1:])
+    assert "opskit: error:" not in r.err, f"{command}: {r.err}"
+    assert r.code == 0 or (argv[1] == "health" and r.code == 1), f"{command}: exit {r.code} {r.err}"
+    return r
+
+
+def test_rebalance_spreads_concentrated_replicas_over_racks(
+        racked: Sandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     st = racked.require()
     boot = st.bootstrap
     rack = {n.node_id: n.rack for n in st.nodes}
@@ -106,28 +132,36 @@ def test_rebalance_spreads_concentrated_replicas_over_racks(racked: Sandbox, tmp
                 if len({rack[b] for b in reps}) < min(len(reps), 3)]
     assert len(unspread) == 8, unspread  # exactly the two topics' partitions
 
+    # runbooks/multi-rack.md, step by step, with this cluster as the default bootstrap
+    monkeypatch.setenv("KAFKA_BOOTSTRAP_SERVERS", boot)
     plan = tmp_path / "racks.json"
-    r = run_cli("reassign", "plan", "--rebalance", "--write-plan", str(plan), "-o", "json",
-                "-b", boot)
-    assert r.code == 0, r.err
-    est = r.json()["opskit"]["estimates"]
+    commands = [c.replace("<plan-file>", str(plan)) for c in runbook_commands()]
+    diagnosis = commands[:commands.index("opskit reassign plan --rebalance -o json") + 1]
+    mitigation = commands[len(diagnosis):]
+    results = {c: _opskit(c) for c in diagnosis}
+    table = results["opskit reassign plan --rebalance"]
+    assert "rack spread: 8 partitions over their rack limit before, 0 after" in table.out, table.out
+    assert f"({1:.2f}x the lower bound" in table.out, table.out
+    est = results["opskit reassign plan --rebalance -o json"].json()["opskit"]["estimates"]
     print("plan estimates:", est)
     assert est["unspread_before"] == 8 and est["unspread_after"] == 0, est
     assert est["replicas_moved"] == est["replicas_lower_bound"], est
     assert est["rack_replicas_lower_bound"] >= 8, est  # one replica of each partition at least
-    table = run_cli("reassign", "plan", "--rebalance", "-b", boot)
-    assert table.code == 0, table.err
-    assert "rack spread: 8 partitions over their rack limit before, 0 after" in table.out, table.out
-    assert f"({1:.2f}x the lower bound" in table.out, table.out
+    # step 3 (in the runbook's prose): plan and keep the file
+    written = _opskit(f"opskit reassign plan --rebalance --write-plan {plan}")
+    assert plan.exists(), written.err
+    assert json.loads(plan.read_text())["opskit"]["estimates"] == est  # the plan just shown
 
     with Workload(boot, [pairs, triples], f"rk-group-{suffix}") as load:
         time.sleep(3)
         consumed_before = len(load.consumed)
-        ex = run_cli("reassign", "execute", str(plan), "--throttle", "10MB", "--execute",
-                     "-b", boot)
-        assert ex.code == 0, ex.out + ex.err
+        for c in mitigation:  # preview, execute, verify, health, cancel (a dry run)
+            _opskit(c)
         time.sleep(3)
         consumed_during = len(load.consumed) - consumed_before
+    again = _opskit("opskit reassign plan --rebalance")  # step 7
+    assert ("nothing to move" in again.out
+            or "rack spread: 0 partitions over their rack limit before" in again.out), again.out
 
     after = _replicas(admin)
     for tp, reps in after.items():
@@ -136,8 +170,8 @@ def test_rebalance_spreads_concentrated_replicas_over_racks(racked: Sandbox, tmp
     moved = sum(len(set(after[tp]) - set(before[tp])) for tp in before)
     assert moved == est["replicas_lower_bound"], (moved, est)
     assert all(len(after[tp]) == len(before[tp]) for tp in before)
-    v = run_cli("reassign", "verify", str(plan), "-b", boot)
-    assert v.code == 0, v.out + v.err  # at target, nothing in flight, no throttle left
+    v = _opskit(f"opskit reassign verify {plan}")  # at target, nothing in flight, no throttle left
+    assert v.code == 0, v.out + v.err
     assert _throttles(admin, sorted(rack), sorted({t for t, _ in after})) == {}
     # no acknowledged record lost, order per key kept, the group kept consuming
     assert not load.errors, load.errors[:3]
