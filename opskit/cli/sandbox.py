@@ -136,6 +136,21 @@ def start_node(node: Annotated[int, typer.Argument(help="node id")], name: NameO
     return 0
 
 
+@app.command("set-rack")
+def set_rack(
+    node: Annotated[int, typer.Argument(help="node id")],
+    rack: Annotated[str, typer.Argument(help="its rack (broker.rack)")],
+    name: NameOpt = "default",
+) -> int:
+    """Put a node in a rack: rewrite its broker.rack and restart it (idempotent). One node
+    at a time: check 'opskit health' (nothing under-replicated) before the next."""
+    wanted = parse_rack(rack)
+    changed = Sandbox(name).set_rack(node, wanted)
+    stdout().print(f"node {node} in rack {wanted}" + ("" if changed else " already"),
+                   highlight=False)
+    return 0
+
+
 @app.command("add-node")
 def add_node(
     name: NameOpt = "default",
