@@ -15,6 +15,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from helpers import run_cli
 
+from opskit.cli import exits
 from opskit.sandbox.cluster import Sandbox, free_port_block
 
 
@@ -75,7 +76,7 @@ def test_brokers_report_their_racks(version: str, brokers: int, racks: str,
         again = run_cli("sandbox", "up", "--name", name, "--racks", racks, "--no-context")
         assert again.code == 0 and "already running" in again.out, again.out + again.err
         other = run_cli("sandbox", "up", "--name", name, "--racks", "q", "--no-context")
-        assert other.code != 0 and f"exists with racks {racks}" in other.err, other.err
+        assert other.code == exits.SANDBOX and f"exists with racks {racks}" in other.err, other.err
         assert other.err.strip().count("\n") == 0
 
         for extra in added:
