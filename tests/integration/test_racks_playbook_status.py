@@ -1,5 +1,5 @@
 """``opskit playbook status`` after a real scale-out was killed with SIGKILL (Kafka 3.7
-sandbox, 1 -> 3 brokers): "interrupted (pid N gone): resume with <command>", not
+and 4.x sandboxes, static quorum, 1 -> 3 brokers): "interrupted (pid N gone): resume with <command>", not
 "running"; the printed command, run as printed, finishes the run, and status then says
 done. (Without Kafka, the live holder and the other cases:
 ``tests/unit/test_playbook_status_interrupted.py``.)
@@ -27,11 +27,12 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.timeout(1800)
+@pytest.mark.parametrize("version", ["3.7", "4.x"])
 def test_killed_scale_out_is_interrupted_and_the_printed_command_resumes_it(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+        version: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPSKIT_SANDBOX_HEAP", "512m")
     name = f"pbkill-{uuid.uuid4().hex[:6]}"
-    with cli_sandbox(name, "--kafka-version", "3.7") as sb:
+    with cli_sandbox(name, "--kafka-version", version) as sb:
         plan = run_cli("playbook", "scale-out", "--sandbox", sb.name, "-o", "json")
         assert plan.code == 0, plan.err
         steps: list[str] = plan.json()["plan"]["steps"]
