@@ -139,16 +139,18 @@ def _nothing_to_do(existing: Any, facts: Any, brokers: int, output: Output) -> b
 def _show(data: dict[str, Any], output: Output) -> None:
     def table(con: Any) -> None:
         plan = data.get("plan", {})
-        con.print(f"scale-out {data.get('run_id', '(plan)')}: {data.get('phase', 'planned')}"
-                  + (f" - {data['reason']}" if data.get("reason") else ""))
+        con.print(f"scale-out {data.get('run_id', '(plan)')}: {_phase_text(data)}"
+                  + (f" - {data['reason']}" if data.get("reason") else ""), highlight=False)
         con.print(f"  {plan.get('quorum')} quorum, Kafka {plan.get('kafka_version')}; brokers "
                   f"{plan.get('existing')} + new {plan.get('new_nodes')} ({plan.get('new_node_roles')})")
         con.print(f"  data to copy {plan.get('bytes_to_copy', 0):,} bytes; estimated "
                   f"{plan.get('estimated_seconds', 0):.0f} s")
         done = set(data.get("done", []))
+        interrupted = (data.get("process") or {}).get("state") == "interrupted"
+        in_flight = "INTERRUPTED" if interrupted else "RUNNING"
         for key in plan.get("steps", []):
-            mark = "done" if key in done else ("RUNNING" if key == data.get("in_flight") else "-")
-            con.print(f"  {mark:>7}  {key}")
+            mark = "done" if key in done else (in_flight if key == data.get("in_flight") else "-")
+            con.print(f"  {mark:>7}  {key}", highlight=False)
         for n in plan.get("notes", []):
             con.print(f"  note: {n}")
 
@@ -261,7 +263,9 @@ def _resume(sandbox: str, state: Any, version: str | None, store: Any, throttle:
                        wait_s=wait_s, say=lambda m: err.print(m, highlight=False))
     # held for the whole run: a second run refuses at once, naming the holder; the kernel
     # drops it when a run dies (kill -9 too), so a killed run never blocks its resume
-    with RunLock(run_dir / "run.lock", f"playbook scale-out {state.run_id}"):
+    resume_cmd = _resume_command(sandbox, throttle, win, registry, routing_key_file,
+                                 pagerduty_url, pagerduty_ca_file, wait_s)
+    with RunLock(run_dir / "run.lock", f"playbook scale-out {state.run_id}", resume=resume_cmd):
         _, now_version = store.load()
         if now_version != version:
             raise RefusedError(f"scale-out journal {store.path} changed while this run was "
@@ -272,6 +276,55 @@ def _resume(sandbox: str, state: Any, version: str | None, store: Any, throttle:
                     say=lambda m: err.print(m, highlight=False))
     _show(end.to_dict(), output)
     return _finish(end, lambda: (run_dir / "abort").unlink(missing_ok=True))
+
+
+def _resume_command(sandbox: str, throttle: str, win: Any, registry: Path | None,
+                    routing_key_file: Path | None, pagerduty_url: str | None,
+                    pagerduty_ca_file: Path | None, wait_s: float) -> str:
+    """The ``opskit playbook resume`` command that continues a run with the options it was
+    started with (files as absolute paths; the routing key's file, never the key)."""
+    import shlex
+
+    args = ["opskit", "playbook", "resume", "--sandbox", sandbox]
+    if throttle != "50MiB":
+        args += ["--throttle", throttle]
+    if win is not None:
+        args += ["--window", str(win)]
+    for flag, path in (("--registry", registry), ("--routing-key-file", routing_key_file),
+                       ("--pagerduty-ca-file", pagerduty_ca_file)):
+        if path is not None:
+            args += [flag, str(Path(path).absolute())]
+    if pagerduty_url is not None:
+        args += ["--pagerduty-url", pagerduty_url]
+    if wait_s != 300.0:
+        args += ["--stall-timeout", f"{wait_s:g}"]
+    return shlex.join(args)
+
+
+def _process(sandbox: str, phase: str) -> dict[str, Any] | None:
+    """For a run journaled as planned or running: whether a live process still runs it
+    (it holds the run lock) or it was interrupted (killed, the machine restarted), with
+    the command that resumes it. None for a run that stopped on its own."""
+    from opskit.adapters.run_lock import probe
+
+    if phase not in ("planned", "running"):
+        return None
+    lock = probe(_run_dir(sandbox) / "run.lock")
+    if lock.held:
+        return {"state": "running", "pid": lock.pid, "holder": lock.holder}
+    return {"state": "interrupted", "pid": lock.pid, "pid_gone": lock.pid_gone,
+            "resume_command": lock.resume or f"opskit playbook resume --sandbox {sandbox}"}
+
+
+def _phase_text(data: dict[str, Any]) -> str:
+    proc = data.get("process") or {}
+    if proc.get("state") != "interrupted":
+        return str(data.get("phase", "planned"))
+    pid = proc.get("pid")
+    who = ("no process holds its run lock" if pid is None else
+           f"pid {pid} gone" if proc.get("pid_gone") else
+           f"pid {pid} no longer holds its run lock")
+    return f"interrupted ({who}): resume with {proc['resume_command']}"
 
 
 def _finish(end: Any, clear_abort: Callable[[], object]) -> int:
@@ -301,7 +354,8 @@ def status(sandbox: SandboxOpt = "default", platform: PlatformOpt = "local",
            namespace: NamespaceOpt = None, statefulset: StatefulSetOpt = None,
            context: KafkaContextOpt = None, kubeconfig: KubeconfigOpt = None,
            kube_context: KubeContextOpt = None, output: OutputOpt = Output.table) -> int:
-    """The journaled run: steps done, the one in flight, why it stopped."""
+    """The journaled run: steps done, the one in flight, why it stopped; a run whose
+    process is gone (kill -9, a reboot) is "interrupted", with the command that resumes it."""
     from opskit.adapters.scaleout_journal import FileJournal
 
     k8s = _platform(platform, namespace, statefulset, context, kubeconfig, kube_context)
@@ -314,7 +368,11 @@ def status(sandbox: SandboxOpt = "default", platform: PlatformOpt = "local",
     state, _ = FileJournal(_run_dir(sandbox) / "journal.json").load()
     if state is None:
         raise NotFoundError(f"no scale-out run is journaled for sandbox {sandbox!r}")
-    _show(state.to_dict(), output)
+    data = state.to_dict()
+    process = _process(sandbox, state.phase.value)
+    if process is not None:
+        data["process"] = process
+    _show(data, output)
     return 0
 
 

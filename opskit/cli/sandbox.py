@@ -11,7 +11,7 @@ from opskit.adapters.config_file import OpskitConfig
 from opskit.cli.common import Output, OutputOpt, TimeoutOpt, emit, stdout
 from opskit.core.connection import MECHANISMS, ConnectionConfig
 from opskit.errors import KafkaUnavailableError, UsageError
-from opskit.sandbox.cluster import Sandbox, list_sandboxes
+from opskit.sandbox.cluster import Sandbox, SandboxState, list_sandboxes, parse_rack, parse_racks
 from opskit.sandbox.dist import DEFAULT_VERSION
 from opskit.sandbox.security import ADMIN, context_names, validate_mechanisms, write_contexts
 
@@ -42,6 +42,11 @@ def up(
     sasl_mechanisms: Annotated[str, typer.Option(
         "--sasl-mechanisms", help="mechanisms the listener enables (new sandbox; PLAIN required)",
     )] = "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+    racks: Annotated[str | None, typer.Option(
+        "--racks", help="broker.rack of the nodes: a,b,c puts node 0 in a, 1 in b, 2 in c, "
+        "cycling when there are more nodes than racks (nodes added later continue the cycle); "
+        "a,a,b is one rack per node [default: no racks, or as existing]",
+        show_default=False)] = None,
 ) -> int:
     """Start a cluster (idempotent). Node 0 is broker+controller; others are brokers."""
     mechanism = sasl_mechanism.upper()
@@ -52,10 +57,12 @@ def up(
         raise UsageError(f"--sasl-mechanism {mechanism} is not in --sasl-mechanisms {sasl_mechanisms}")
     sb = Sandbox(name)
     st, what = sb.up(brokers=brokers, version=kafka_version, port=port, security=security,
-                     quorum=quorum, sasl_mechanisms=enabled)
+                     quorum=quorum, sasl_mechanisms=enabled,
+                     racks=parse_racks(racks) if racks is not None else None)
     contexts = [] if no_context else write_contexts(sb.name, st.bootstrap, sb.security(st), mechanism)
     stdout().print(f"sandbox {name}: {what}; Kafka {st.version}, {st.brokers} broker(s), "
                    f"{st.security}, {st.quorum} quorum, bootstrap {st.bootstrap}"
+                   + (f", racks {_racks_of(st)}" if st.racks else "")
                    + (f", context {' and '.join(contexts)}" if contexts else ""))
     return 0
 
@@ -69,8 +76,10 @@ def status(name: NameOpt = "default", output: OutputOpt = Output.table) -> int:
         c.print(f"sandbox {data['name']}: Kafka {data['kafka_version']}, bootstrap {data['bootstrap']}, "
                 f"{'running' if data['running'] else 'NOT running'}")
         for n in data["nodes"]:
-            c.print(f"  node {n['node_id']} ({n['roles']}) port {n['port']} pid {n['pid']} "
-                    f"{'up' if n['running'] else 'down'}")
+            c.print(f"  node {n['node_id']} ({n['roles']})"
+                    + (f" rack {n['rack']}" if n["rack"] is not None else "")
+                    + f" port {n['port']} pid {n['pid']} {'up' if n['running'] else 'down'}",
+                    highlight=False)
 
     emit(data, output, table)
     return 0 if data["running"] else 3
@@ -127,6 +136,21 @@ def start_node(node: Annotated[int, typer.Argument(help="node id")], name: NameO
     return 0
 
 
+@app.command("set-rack")
+def set_rack(
+    node: Annotated[int, typer.Argument(help="node id")],
+    rack: Annotated[str, typer.Argument(help="its rack (broker.rack)")],
+    name: NameOpt = "default",
+) -> int:
+    """Put a node in a rack: rewrite its broker.rack and restart it (idempotent). One node
+    at a time: check 'opskit health' (nothing under-replicated) before the next."""
+    wanted = parse_rack(rack)
+    changed = Sandbox(name).set_rack(node, wanted)
+    stdout().print(f"node {node} in rack {wanted}" + ("" if changed else " already"),
+                   highlight=False)
+    return 0
+
+
 @app.command("add-node")
 def add_node(
     name: NameOpt = "default",
@@ -136,15 +160,19 @@ def add_node(
     node_id: Annotated[int | None, typer.Option(
         "--node-id", min=0, max=2_000_000_000, help="id of the new node [default: highest + 1]; "
         "an existing id is started if down, else left alone", show_default=False)] = None,
+    rack: Annotated[str | None, typer.Option(
+        "--rack", help="broker.rack of the new node [default: the next of the sandbox's "
+        "racks, none without]", show_default=False)] = None,
 ) -> int:
     """Add a node to a running sandbox (idempotent). A static quorum refuses controllers."""
     from opskit.sandbox.scale import add_node as add
     from opskit.sandbox.scale import promote_controller
 
     sb = Sandbox(name)
-    node = add(sb, role, node_id)
+    node = add(sb, role, node_id, rack=parse_rack(rack) if rack is not None else None)
     promoted = role == "controller" and promote_controller(sb, node.node_id)
     stdout().print(f"node {node.node_id} ({node.roles}) running on port {node.port}"
+                   + (f" in rack {node.rack}" if node.rack is not None else "")
                    + ("; now a voter" if promoted else ""))
     return 0
 
@@ -187,6 +215,11 @@ def load(
     if duration > 0 and not any(stats.produced.values()):
         raise KafkaUnavailableError(f"no event was produced to {conn.bootstrap} in {duration:g}s")
     return 0 if not stats.errors else 1
+
+
+def _racks_of(st: SandboxState) -> str:
+    """``0:a 1:b 2:a``: each node's rack."""
+    return " ".join(f"{n.node_id}:{n.rack or '-'}" for n in st.nodes)
 
 
 def _check_reachable(conn: ConnectionConfig, timeout: float) -> None:

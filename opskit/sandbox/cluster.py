@@ -23,6 +23,7 @@ import socket
 import subprocess
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,6 +38,7 @@ log = logging.getLogger(__name__)
 
 NAME_OK = set("abcdefghijklmnopqrstuvwxyz0123456789-")
 CONTROLLER_PORT_OFFSET = 1000
+RACK_OK = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
 
 
 def sandboxes_root() -> Path:
@@ -47,6 +49,31 @@ def validate_name(name: str) -> str:
     if not name or not set(name) <= NAME_OK or name[0] == "-" or len(name) > 40:
         raise UsageError(f"invalid sandbox name {name!r}: use lowercase letters, digits and '-'")
     return name
+
+
+def parse_racks(text: str, flag: str = "--racks") -> list[str]:
+    """``a,b,c`` -> ``["a", "b", "c"]``: the racks node 0, 1, 2 ... are put in, cycling
+    when there are more nodes than racks (``a,b`` on 3 nodes: a, b, a); a list as long as
+    the nodes is one rack per node (``a,a,b``). Letters, digits, ``.``, ``_``, ``-``."""
+    racks = [r.strip() for r in text.split(",")]
+    for r in racks:
+        if not r or not set(r) <= RACK_OK or len(r) > 64:
+            raise UsageError(f"{flag}: {r!r} is not a rack name (letters, digits, '.', '_', "
+                             f"'-'; at most 64), in {text!r}")
+    return racks
+
+
+def parse_rack(text: str) -> str:
+    """One rack name (see :func:`parse_racks`)."""
+    racks = parse_racks(text, "--rack")
+    if len(racks) != 1:
+        raise UsageError(f"--rack: give one rack, not {text!r}")
+    return racks[0]
+
+
+def rack_of_index(racks: Sequence[str], index: int) -> str | None:
+    """The rack of the sandbox's ``index``-th node (in the order nodes were created)."""
+    return racks[index % len(racks)] if racks else None
 
 
 def port_free(port: int, host: str = "127.0.0.1") -> bool:
@@ -112,6 +139,8 @@ class Node:
     pid: int | None = None
     #: this node's CONTROLLER listener port (None: the sandbox's controller_port, node 0)
     controller_port: int | None = None
+    #: ``broker.rack`` (None: no rack)
+    rack: str | None = None
 
     @property
     def dir(self) -> Path:
@@ -142,6 +171,12 @@ class SandboxState:
     quorum: str = "static"
     #: the SASL mechanisms the client listener enables
     sasl_mechanisms: list[str] = field(default_factory=lambda: list(MECHANISMS))
+    #: the racks given to ``up`` (empty: none); nodes take them in turn, added nodes too
+    racks: list[str] = field(default_factory=list)
+
+    def next_rack(self) -> str | None:
+        """The rack a node added now goes in (continuing the cycle), None without racks."""
+        return rack_of_index(self.racks, len(self.nodes))
 
     def controller_port_of(self, node: Node) -> int:
         return node.controller_port if node.controller_port is not None else self.controller_port
@@ -170,6 +205,7 @@ class SandboxState:
             created_at=d.get("created_at", 0.0), security=d.get("security", "plaintext"),
             quorum=d.get("quorum", "static"),
             sasl_mechanisms=list(d.get("sasl_mechanisms", MECHANISMS)),
+            racks=list(d.get("racks", [])),
         )
 
 
@@ -270,6 +306,8 @@ class Sandbox:
             "num.network.threads=2",
             "delete.topic.enable=true",
         ]
+        if node.rack is not None:
+            lines.append(f"broker.rack={node.rack}")
         client = "PLAINTEXT"
         if sec.enabled:
             client = CLIENT_LISTENER
@@ -317,12 +355,16 @@ class Sandbox:
     def up(self, brokers: int | None = None, version: str | None = None, port: int | None = None,
            wait_timeout: float = 120.0, security: str | None = None,
            quorum: str | None = None,
-           sasl_mechanisms: tuple[str, ...] = MECHANISMS) -> tuple[SandboxState, str]:
+           sasl_mechanisms: tuple[str, ...] = MECHANISMS,
+           racks: Sequence[str] | None = None) -> tuple[SandboxState, str]:
         """Start (or confirm) the cluster. Returns the state and what was done.
 
         ``brokers``, ``version`` and ``security`` default to the existing sandbox's,
-        or 1, 3.7 and plaintext.
+        or 1, 3.7 and plaintext. ``racks``: node i gets ``broker.rack`` racks[i % len]
+        (see :func:`parse_racks`); default the existing sandbox's, or none.
         """
+        if racks is not None:
+            racks = parse_racks(",".join(racks))
         if brokers is not None and brokers not in (1, 3):
             raise UsageError(f"--brokers must be 1 or 3, not {brokers}")
         want_version = resolve_version(version) if version else None
@@ -350,6 +392,12 @@ class Sandbox:
                 raise SandboxError(
                     f"sandbox {self.name!r} exists with {st.brokers} broker(s); "
                     f"run 'opskit sandbox down --name {self.name}' first"
+                )
+            if racks is not None and list(racks) != st.racks:
+                raise SandboxError(
+                    f"sandbox {self.name!r} exists with racks "
+                    f"{','.join(st.racks) if st.racks else '(none)'}; "
+                    f"run 'opskit sandbox down --name {self.name}' to replace it"
                 )
             alive = [_pid_runs(n.pid, n.config_path) for n in st.nodes]
             if all(alive):
@@ -390,11 +438,12 @@ class Sandbox:
             name=self.name, version=dist.version, cluster_id=new_cluster_id(),
             base_port=base, controller_port=base + CONTROLLER_PORT_OFFSET, created_at=time.time(),
             security=want_security or "plaintext", quorum=quorum or "static",
-            sasl_mechanisms=list(sasl_mechanisms),
+            sasl_mechanisms=list(sasl_mechanisms), racks=list(racks or ()),
         )
         for i in range(brokers):
             roles = "broker,controller" if i == 0 else "broker"
-            st.nodes.append(Node(i, roles, base + i, str(self.root / f"node-{i}")))
+            st.nodes.append(Node(i, roles, base + i, str(self.root / f"node-{i}"),
+                                 rack=st.next_rack()))
         try:
             self.security(st).create()
             for node in st.nodes:
@@ -518,7 +567,8 @@ class Sandbox:
         nodes = []
         for n in st.nodes:
             nodes.append({
-                "node_id": n.node_id, "roles": n.roles, "port": n.port, "pid": n.pid,
+                "node_id": n.node_id, "roles": n.roles, "rack": n.rack, "port": n.port,
+                "pid": n.pid,
                 "running": _pid_runs(n.pid, n.config_path), "port_open": port_open(n.port),
                 "directory": n.directory,
             })
@@ -526,7 +576,7 @@ class Sandbox:
             "name": st.name, "kafka_version": st.version, "cluster_id": st.cluster_id,
             "bootstrap": st.bootstrap, "controller_port": st.controller_port,
             "brokers": st.brokers, "running": all(n["running"] for n in nodes), "nodes": nodes,
-            "security": st.security, "quorum": st.quorum,
+            "security": st.security, "quorum": st.quorum, "racks": st.racks,
         }
 
     def stop_node(self, node_id: int, kill: bool = False) -> None:
@@ -546,6 +596,60 @@ class Sandbox:
             self._start_node(ensure_kafka_dist(st.version), node)
             self.save(st)
         self._wait_ready(st, wait_timeout, only=node)
+
+    def set_rack(self, node_id: int, rack: str, wait_timeout: float = 120.0) -> bool:
+        """Put node ``node_id`` in ``rack``: rewrite ``broker.rack`` in its server.properties
+        and restart it (Kafka reads the rack only at start), then wait until it is
+        registered again and reports the rack (DescribeCluster). A stopped node is only
+        reconfigured: its next start applies it. Idempotent: False when the node already
+        runs with that rack (a run killed between the rewrite and the restart is finished
+        by the next call). One node at a time: wait for its partitions to be back in ISR
+        (``opskit health``) before the next."""
+        from opskit.adapters.safe_write import write_file
+
+        rack = parse_rack(rack)
+        st = self.require()
+        node = next((n for n in st.nodes if n.node_id == node_id), None)
+        if node is None:
+            raise NotFoundError(f"sandbox {self.name!r} has no node {node_id}")
+        text = node.config_path.read_text()
+        lines = [ln for ln in text.splitlines() if not ln.startswith("broker.rack=")]
+        new = "\n".join([*lines, f"broker.rack={rack}"]) + "\n"
+        running = _pid_runs(node.pid, node.config_path)
+        if new == text and node.rack == rack and (
+                not running or self._reported_racks(st).get(node_id) == rack):
+            return False
+        if new != text:
+            write_file(node.config_path, new, what="node config", mode=0o600)
+        node.rack = rack
+        self.save(st)
+        if not running:
+            return True
+        self._stop_node(node)
+        self._start_node(ensure_kafka_dist(st.version), node)
+        self.save(st)
+        self._wait_ready(st, wait_timeout, only=node)
+        deadline = time.monotonic() + wait_timeout
+        while (seen := self._reported_racks(st).get(node_id)) != rack:
+            if time.monotonic() > deadline:
+                raise SandboxError(f"node {node_id} restarted but reports rack {seen!r}, "
+                                   f"not {rack!r}")
+            time.sleep(0.5)
+        return True
+
+    def _reported_racks(self, st: SandboxState) -> dict[int, str | None]:
+        """broker id -> rack as the cluster reports them now (DescribeCluster); empty when
+        it does not answer."""
+        from confluent_kafka.admin import AdminClient
+
+        conf = self.security(st).connection(st.bootstrap).to_librdkafka()
+        admin = AdminClient({**conf, "log_level": 0})
+        try:
+            res = admin.describe_cluster(request_timeout=10).result(15)
+        except Exception as e:  # noqa: BLE001 - "not known yet": the caller waits or restarts
+            log.debug("describe cluster failed: %s", e)
+            return {}
+        return {int(n.id): (n.rack or None) for n in res.nodes}
 
     def _stop_node(self, node: Node, sig: int = signal.SIGTERM, timeout: float = 30.0) -> None:
         if not _pid_runs(node.pid, node.config_path):

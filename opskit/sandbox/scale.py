@@ -21,7 +21,14 @@ import time
 from pathlib import Path
 
 from opskit.errors import RefusedError, SandboxError, UsageError
-from opskit.sandbox.cluster import Node, Sandbox, SandboxState, _pid_runs, free_port_block
+from opskit.sandbox.cluster import (
+    Node,
+    Sandbox,
+    SandboxState,
+    _pid_runs,
+    free_port_block,
+    parse_rack,
+)
 from opskit.sandbox.dist import ensure_kafka_dist
 
 log = logging.getLogger(__name__)
@@ -30,8 +37,9 @@ _QUORUM_TOOL = "org.apache.kafka.tools.MetadataQuorumCommand"
 
 
 def add_node(sb: Sandbox, role: str = "broker", node_id: int | None = None,
-             wait_timeout: float = 120.0) -> Node:
-    """Add (or restart) one node; returns it once every broker is registered."""
+             wait_timeout: float = 120.0, rack: str | None = None) -> Node:
+    """Add (or restart) one node; returns it once every broker is registered. A new node
+    goes in ``rack``, by default the next of the sandbox's racks (none without racks)."""
     if role not in ("broker", "controller"):
         raise UsageError(f"--role must be broker or controller, not {role!r}")
     st = sb.require()
@@ -47,6 +55,9 @@ def add_node(sb: Sandbox, role: str = "broker", node_id: int | None = None,
         want = "broker" if role == "broker" else "broker,controller"
         if existing.roles != want:
             raise RefusedError(f"node {node_id} exists with roles {existing.roles}, not {want}")
+        if rack is not None and parse_rack(rack) != existing.rack:
+            raise RefusedError(f"node {node_id} exists in rack {existing.rack or '(none)'}, "
+                               f"not {rack}")
         if not _pid_runs(existing.pid, existing.config_path):
             # a run killed between starting the JVM and saving its pid left it running
             # unrecorded: adopt it rather than start a second JVM for the same node
@@ -65,7 +76,8 @@ def add_node(sb: Sandbox, role: str = "broker", node_id: int | None = None,
     port = free_port_block(1)
     node = Node(new_id, "broker,controller" if controller else "broker", port,
                 str(sb.root / f"node-{new_id}"),
-                controller_port=free_port_block(1) if controller else None)
+                controller_port=free_port_block(1) if controller else None,
+                rack=parse_rack(rack) if rack is not None else st.next_rack())
     st.nodes.append(node)
     try:
         # a new controller joins as an observer: it must not claim to be a voter
