@@ -20,13 +20,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from opskit.sandbox.cluster import free_port_block  # below the ephemeral range
+
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def _free_port() -> int:
-    from opskit.sandbox.cluster import free_port_block  # below the ephemeral range
-
-    return free_port_block(1)
 
 
 def k8s_bin_dir() -> Path:
@@ -97,7 +93,7 @@ def start_apiserver(timeout: float = 120.0) -> ApiServer:
     work = Path(tempfile.mkdtemp(prefix="opskit-k8s-"))
     srv = ApiServer(workdir=work)
     try:
-        etcd_client, etcd_peer = _free_port(), _free_port()
+        etcd_client, etcd_peer = free_port_block(1), free_port_block(1)
         etcd_log = open(work / "etcd.log", "wb")  # noqa: SIM115 - kept open for the process
         srv.procs.append(subprocess.Popen(
             [str(bins / "etcd"), "--name", "test", "--data-dir", str(work / "etcd"),
@@ -124,7 +120,7 @@ def start_apiserver(timeout: float = 120.0) -> ApiServer:
         srv.token = secrets.token_hex(16)
         tokens = work / "tokens.csv"
         tokens.write_text(f'{srv.token},admin,admin,"system:masters"\n')
-        port = _free_port()
+        port = free_port_block(1)
         api_log = open(work / "apiserver.log", "wb")  # noqa: SIM115 - kept open for the process
         srv.procs.append(subprocess.Popen(
             [str(bins / "kube-apiserver"),

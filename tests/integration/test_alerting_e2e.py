@@ -44,15 +44,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from helpers import commit_retrying, create_topic, produce, run_cli
 from pd_receiver import PagerDutyReceiver, routing_key
 
+from opskit.sandbox.cluster import free_port_block  # below the ephemeral range
+
 ROOT = Path(__file__).resolve().parents[2]
 RUNBOOK_BASE = "https://runbooks.example/kafka"
 pytestmark = pytest.mark.three_brokers
-
-
-def _free_port() -> int:
-    from opskit.sandbox.cluster import free_port_block  # below the ephemeral range
-
-    return free_port_block(1)
 
 
 def _binary(*names: str) -> str:
@@ -95,7 +91,7 @@ class Stack:
     def __init__(self, tmp: Path, bootstrap: str, receiver: PagerDutyReceiver) -> None:
         self.tmp = tmp
         self.procs: list[tuple[str, subprocess.Popen[bytes], str]] = []
-        self.exporter_port, self.prom_port, self.am_port = _free_port(), _free_port(), _free_port()
+        self.exporter_port, self.prom_port, self.am_port = free_port_block(1), free_port_block(1), free_port_block(1)
         self.prom = f"http://127.0.0.1:{self.prom_port}"
         self.am = f"http://127.0.0.1:{self.am_port}"
         self.bootstrap = bootstrap

@@ -32,6 +32,8 @@ import pytest
 from helpers import stop_process
 from secured_scenario import Scenario, build, children, leaks, proc_text, secrets, written_files
 
+from opskit.sandbox.cluster import free_port_block  # below the ephemeral range
+
 REPO = Path(__file__).resolve().parents[2]
 #: how many of commands() only read (run 3 at a time); the rest change things, in order
 READS = 19
@@ -124,12 +126,6 @@ def test_no_password_in_any_output_or_file(scenario: Scenario, role: str, tmp_pa
         assert any("backups" in f.parts for f in files), "no offsets backup written"
 
 
-def _free_port() -> int:
-    from opskit.sandbox.cluster import free_port_block  # below the ephemeral range
-
-    return free_port_block(1)
-
-
 @pytest.mark.timeout(180)
 @pytest.mark.parametrize("log_format", ["text", "json"])
 def test_exporter_child_has_no_password(scenario: Scenario, log_format: str, tmp_path: Path) -> None:
@@ -141,7 +137,7 @@ def test_exporter_child_has_no_password(scenario: Scenario, log_format: str, tmp
     with log.open("w") as out:
         proc = subprocess.Popen(
             [sys.executable, "-m", "opskit.cli.main", "--debug", *extra, "exporter",
-             "--port", str(_free_port()), "--interval", "1s", *scenario.args("monitor")],
+             "--port", str(free_port_block(1)), "--interval", "1s", *scenario.args("monitor")],
             stdout=out, stderr=subprocess.STDOUT, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
     try:
         kids: list[int] = []
