@@ -25,7 +25,8 @@ export PATH="$VENV/bin:$PATH"
 I=tests/integration
 SHARDS=(
   "$I/test_playbook_local.py $I/test_playbook_quorum.py $I/test_playbook_safety.py
-   $I/test_playbook_secured4.py $I/test_runbook_scaleout.py $I/test_demo_script.py"
+   $I/test_playbook_secured4.py $I/test_runbook_scaleout.py $I/test_demo_script.py
+   $I/test_racks_playbook_status.py $I/test_racks_set_rack.py"
 )
 if [ "${OPSKIT_TEST_SERIAL:-0}" = 1 ]; then
   exec "$VENV/bin/python" -m pytest tests "$@"
