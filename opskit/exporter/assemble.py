@@ -197,6 +197,11 @@ def _lag_seconds(p: PartitionLag, inp: CycleInputs, history: History, now_ms: in
     usual = usual_time(now_ms, p, ts, retention)
     if usual is not None:
         return usual[0], usual[2] / 1000.0
+    if ((ts is None or ts < 0) and start <= c < end
+            and (retention is None or (retention[1] == -1 and retention[0] >= 0))):
+        packed = history.packed_timeline(tp)
+        if packed is not None and (est := _timeline_estimate(now_ms, c, end, packed, retention)):
+            return est
     lt, rr = group_partition_time(
         now_ms, p, record_ts_ms=ts, retention=retention,
         partition_size_bytes=(inp.sizes or {}).get(tp), timeline=history.timeline(tp),
@@ -214,6 +219,51 @@ def _lag_seconds(p: PartitionLag, inp: CycleInputs, history: History, now_ms: in
     if rr is not None and rr.basis in (RetentionBasis.TIME, RetentionBasis.BYTES):
         left = rr.time_left_seconds
     return seconds, left
+
+
+def _timeline_estimate(now_ms: int, c: int, end: int, packed: Sequence[int],
+                       retention: tuple[int, int] | None
+                       ) -> tuple[float | None, float | None] | None:
+    """(lag seconds, retention time left) of a lagging group partition whose record was
+    not read, from its packed log-end timeline ``(time, offset)`` pairs: what
+    :func:`group_partition_time` gives with that timeline (``partition_lag_time``'s
+    timeline estimate, then ``retention_risk`` by time only, ``retention`` being None or
+    ``(retention.ms >= 0, -1)``), without building the timeline's objects. The caller
+    checked ``log_start <= c < end``. None when the timeline cannot tell (empty, or not
+    past ``c``): the general rules answer then.
+
+    * The log end is the timeline's extra last point when it is ahead of it (as
+      ``_from_timeline`` adds it);
+    * ``c`` before the first point: the record predates the timeline (HISTORY_START):
+      lag seconds left out (see :func:`_lag_seconds`), time left from the first point's
+      time;
+    * else the append time of ``c`` interpolated between the last point at or before it
+      and the next (:meth:`OffsetTimeline.append_time`), the age clamped at 0.
+    """
+    if not packed:
+        return None
+    times, offs = list(packed[0::2]), list(packed[1::2])
+    if end > offs[-1] and now_ms > times[-1]:
+        times.append(now_ms)
+        offs.append(end)
+    if offs[-1] <= c:
+        return None
+    if offs[0] > c:
+        record_ms = times[0]
+        seconds: float | None = None
+    else:
+        i = len(offs) - 2
+        while offs[i] > c:  # offsets never fall: the last point at or before c
+            i -= 1
+        lo_t, lo_o, hi_t, hi_o = times[i], offs[i], times[i + 1], offs[i + 1]
+        record_ms = lo_t - (-((c + 1 - lo_o) * (hi_t - lo_t)) // (hi_o - lo_o))
+        diff = now_ms - record_ms
+        seconds = diff / 1000.0 if diff >= 0 else 0.0
+    if retention is None:
+        return seconds, None
+    age_ms = now_ms - record_ms
+    left_ms = retention[0] - max(0, age_ms)
+    return seconds, max(0, left_ms) / 1000.0
 
 
 def _min(values: Iterable[float | None]) -> float | None:
