@@ -296,23 +296,31 @@ def _group_status(g: GroupLag, history: History, now_ms: int,
     plain rows (:func:`partition_status`, :func:`window_rates`)."""
     window = history.observe_group_rows(g.group_id, now_ms, samples)
     pol = history.policy
+    window_ms, allowed, min_samples, min_span = (pol.window_ms, pol.allowed_lag, pol.min_samples,
+                                                 pol.min_span_ms)
     # a partition in STOP is ERR when the group is critical (the exporter's policy
     # has no lag-seconds objectives: critical is the HIP-30 lag severity)
     critical = g.severity is Severity.CRITICAL
     worst = -1
     status = Status.UNKNOWN  # no window: no samples for the group
+    last: Status | None = None
     per_c: dict[str, list[float | None]] = {}
     per_p: dict[str, list[float | None]] = {}
     for tp, since, rows in window:
-        st = partition_status(rows, since, now_ms, pol.window_ms, pol.allowed_lag,
-                              pol.min_samples, pol.min_span_ms)
+        st = partition_status(rows, since, now_ms, window_ms, allowed, min_samples, min_span)
         if st is Status.STOP and critical:
             st = Status.ERR
-        if st.rank > worst:
-            worst, status = st.rank, st
+        if st is not last:  # a status seen just before cannot be worse than the worst
+            last = st
+            if st.rank > worst:
+                worst, status = st.rank, st
         cons, prod = window_rates(rows)
-        per_c.setdefault(tp.topic, []).append(cons)
-        per_p.setdefault(tp.topic, []).append(prod)
+        c_list = per_c.get(tp.topic)
+        if c_list is None:
+            c_list = per_c[tp.topic] = []
+            per_p[tp.topic] = []
+        c_list.append(cons)
+        per_p[tp.topic].append(prod)
     return (status.value, {t: _sum(v) for t, v in per_c.items()},
             {t: _sum(v) for t, v in per_p.items()})
 
@@ -320,18 +328,20 @@ def _group_status(g: GroupLag, history: History, now_ms: int,
 def group_snap(g: GroupLag, inp: CycleInputs, history: History, now_ms: int,
                with_status: bool = True) -> GroupSnap:
     rows: list[GroupPartitionSnap] = []
-    lefts: dict[TopicPartition, float | None] = {}
-    seconds: dict[TopicPartition, float | None] = {}
     samples: dict[TopicPartition, Row] = {}
-    by_topic: dict[str, list[PartitionLag]] = {}
+    #: topic -> (partition, lag seconds, retention time left) of each of its partitions
+    by_topic: dict[str, list[tuple[PartitionLag, float | None, float | None]]] = {}
     for p in g.partitions:
         tp = p.tp
         secs, left = _lag_seconds(p, inp, history, now_ms)
-        seconds[tp], lefts[tp] = secs, left
         rows.append(GroupPartitionSnap(tp.topic, tp.partition, p.committed, p.lag, secs))
         if p.log_end is not None:
             samples[tp] = _sample(now_ms, p, p.log_end)
-        by_topic.setdefault(tp.topic, []).append(p)
+        in_topic = by_topic.get(tp.topic)
+        if in_topic is None:
+            by_topic[tp.topic] = [(p, secs, left)]
+        else:
+            in_topic.append((p, secs, left))
     status: str | None = None
     cons: dict[str, float | None] = {}
     prod: dict[str, float | None] = {}
@@ -340,7 +350,7 @@ def group_snap(g: GroupLag, inp: CycleInputs, history: History, now_ms: int,
     topics: list[GroupTopicSnap] = []
     for t in g.topics:
         ps = by_topic.get(t.topic, [])
-        committed = [p.committed for p in ps if p.committed is not None]
+        committed = [p.committed for p, _, _ in ps if p.committed is not None]
         c, pr = cons.get(t.topic), prod.get(t.topic)
         eta = catch_up_eta(t.lag, c, pr) if with_status else None
         topics.append(GroupTopicSnap(
@@ -349,14 +359,14 @@ def group_snap(g: GroupLag, inp: CycleInputs, history: History, now_ms: int,
             lag_sum=t.lag,
             # unknown when a lagging partition's lag in seconds is: a max over the others
             # would understate it
-            lag_seconds_max=(None if any(seconds[p.tp] is None and (p.lag or 0) > 0 for p in ps)
-                             else _max(seconds[p.tp] for p in ps)),
+            lag_seconds_max=(None if any(secs is None and (p.lag or 0) > 0 for p, secs, _ in ps)
+                             else _max(secs for _, secs, _ in ps)),
             consume_rate=c,
             catchup_eta_seconds=eta.eta_seconds if eta is not None else None,
             falling_behind=(eta.state.value == "falling_behind") if eta is not None and
             eta.state.value != "unknown" else None,
-            retention_headroom_seconds=_min(lefts[p.tp] for p in ps),
-            records_lost=sum(p.records_lost for p in ps),
+            retention_headroom_seconds=_min(left for _, _, left in ps),
+            records_lost=sum(p.records_lost for p, _, _ in ps),
         ))
     kinds = Counter(a.value for p in g.partitions for a in p.anomalies)
     anomalies = {a.value: kinds.get(a.value, 0) for a in Anomaly}
