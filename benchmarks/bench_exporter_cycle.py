@@ -17,6 +17,9 @@ between cycles. Both snapshots are then rendered to the Prometheus text the expo
 serves and the texts are compared: the benchmark stops with an error on the first
 difference. Memory: after the timed cycles, one more cycle of each path runs under
 tracemalloc (peak bytes allocated during the call), and the process's peak RSS.
+Rendering the new snapshot to text (``render`` below: the current families code, which
+both paths share, without gzip) is timed too, so the cost of a whole cycle's Python work
+is ``new + render``.
 
     python benchmarks/bench_exporter_cycle.py --sizes 2000x200,10000x500 --cycles 48
 """
@@ -25,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import math
 import os
 import random
 import resource
@@ -153,7 +157,7 @@ Assemble = Callable[[CycleInputs, int], Snapshot]
 
 
 def run_size(n_parts: int, n_groups: int, cycles: int, warmup: int, end_share: float,
-             commit_share: float, seed: int) -> dict[str, float]:
+             commit_share: float, seed: int, new_only: bool = False) -> dict[str, float]:
     rnd = random.Random(seed)
     w = make_world(n_parts, n_groups, seed)
     old_h = baseline.BaselineHistory(300_000, 600_000, 10)
@@ -162,7 +166,9 @@ def run_size(n_parts: int, n_groups: int, cycles: int, warmup: int, end_share: f
         "old": lambda inp, now: baseline.assemble_snapshot(inp, old_h, now),
         "new": lambda inp, now: assemble_snapshot(inp, new_h, now),
     }
-    times: dict[str, list[float]] = {"old": [], "new": []}
+    if new_only:  # scale runs: the new path alone, no oracle, nothing compared
+        del paths["old"]
+    times: dict[str, list[float]] = {"old": [], "new": [], "render": []}
     now = w.base_ms + 3_600_000
     rows = 0
     for k in range(cycles + 1):
@@ -172,7 +178,7 @@ def run_size(n_parts: int, n_groups: int, cycles: int, warmup: int, end_share: f
         inp = cycle_inputs(w, now)
         rows = sum(len(g.partitions) for g in inp.groups)
         snaps: dict[str, Snapshot] = {}
-        order = ("old", "new") if k % 2 == 0 else ("new", "old")
+        order = tuple(n for n in (("old", "new") if k % 2 == 0 else ("new", "old")) if n in paths)
         last = k == cycles
         for name in order:
             gc.collect()
@@ -188,20 +194,27 @@ def run_size(n_parts: int, n_groups: int, cycles: int, warmup: int, end_share: f
                 dt = time.process_time() - t0
                 if k >= warmup:
                     times[name].append(dt)
-        a, b = render(snaps["old"]), render(snaps["new"])
-        if a != b:
+        a = render(snaps["old"]) if "old" in snaps else None
+        t0 = time.process_time()
+        b = render(snaps["new"])
+        if k >= warmup and not last:
+            times["render"].append(time.process_time() - t0)
+        if a is not None and a != b:
             al, bl = a.decode().splitlines(), b.decode().splitlines()
             diff = next((i for i, (x, y) in enumerate(zip(al, bl)) if x != y), min(len(al), len(bl)))
             sys.exit(f"{n_parts}x{n_groups} cycle {k}: rendered output differs at line {diff}:\n"
                      f"  old: {al[diff] if diff < len(al) else '<end>'}\n"
                      f"  new: {bl[diff] if diff < len(bl) else '<end>'}")
         del snaps, inp, a, b
+    if new_only:
+        times["old"], times["old_peak_mb"] = [math.nan], [math.nan]
     old_ms = statistics.median(times["old"]) * 1000
     new_ms = statistics.median(times["new"]) * 1000
     return {"partitions": n_parts, "groups": n_groups, "group_partitions": rows,
             "cycles_timed": len(times["new"]), "old_ms": old_ms, "new_ms": new_ms,
             "old_mean_ms": statistics.fmean(times["old"]) * 1000,
             "new_mean_ms": statistics.fmean(times["new"]) * 1000,
+            "render_ms": statistics.median(times["render"]) * 1000,
             "ratio": new_ms / old_ms, "old_peak_mb": times["old_peak_mb"][0],
             "new_peak_mb": times["new_peak_mb"][0]}
 
@@ -215,19 +228,25 @@ def main() -> int:
     ap.add_argument("--end-share", type=float, default=0.3, help="share of log ends advancing per cycle")
     ap.add_argument("--commit-share", type=float, default=0.2, help="share of commits advancing per cycle")
     ap.add_argument("--seed", type=int, default=22)
+    ap.add_argument("--new-only", action="store_true",
+                    help="time the new path alone (no old path, no comparison): for sizes "
+                         "where the old path would take too long")
     args = ap.parse_args()
     with open("/proc/loadavg") as f:
         print(f"load average before: {f.read().strip()}  (cores: {os.cpu_count()})")
     print("size | group partitions | cycles timed | old ms/cycle (median, mean) | new ms/cycle "
-          "(median, mean) | new/old | peak MB during a cycle old/new | rendered identical", flush=True)
+          "(median, mean) | new/old | peak MB during a cycle old/new | rendered identical | "
+          "render of the new snapshot ms (median) | new + render ms", flush=True)
     for size in args.sizes.split(","):
         n_parts, n_groups = (int(x) for x in size.lower().split("x"))
         r = run_size(n_parts, n_groups, args.cycles, args.warmup, args.end_share,
-                     args.commit_share, args.seed)
+                     args.commit_share, args.seed, args.new_only)
         print(f"{n_parts}x{n_groups} | {r['group_partitions']:,} | {r['cycles_timed']} | "
               f"{r['old_ms']:.1f}, {r['old_mean_ms']:.1f} | {r['new_ms']:.1f}, {r['new_mean_ms']:.1f} | "
               f"{r['ratio']:.3f} | {r['old_peak_mb']:.1f} / {r['new_peak_mb']:.1f} | "
-              f"yes, {args.cycles + 1} cycles", flush=True)
+              f"{'not compared (--new-only)' if args.new_only else f'yes, {args.cycles + 1} cycles'} | "
+              f"{r['render_ms']:.1f} | "
+              f"{r['new_ms'] + r['render_ms']:.1f}", flush=True)
     with open("/proc/loadavg") as f:
         print(f"load average after: {f.read().strip()}")
     print(f"peak RSS of the process: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB")

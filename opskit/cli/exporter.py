@@ -2,21 +2,27 @@
 
 Collection runs in the background every ``--interval``; ``/metrics`` serves the
 latest snapshot and never waits on Kafka. See docs/exporter.md.
+
+Imports: the served exporter's HTTP process (``--collector process``, the default)
+only serves bytes, so it never imports the collection code (the Kafka clients, the
+snapshot build, the status rules): its collector child imports it after the fork
+(:mod:`opskit.exporter.process`). ``--once`` and ``--collector thread`` import it
+where they use it. ``tests/integration/test_exporter_imports_live.py`` checks both
+processes against a real broker.
 """
 
 from __future__ import annotations
 
 import functools
 import logging
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from opskit.adapters.cluster_health import quiet_kafka_python
 from opskit.adapters.config_file import resolve_connection
 from opskit.adapters.safe_read import read_secret, read_text
 from opskit.adapters.streamnest import is_http_bootstrap
-from opskit.cli.common import STATE, BootstrapOpt, ContextOpt, load_config, setup_logging, stderr
+from opskit.cli.common import STATE, BootstrapOpt, ContextOpt, load_config, setup_logging
 from opskit.cli.validate import DAY, HOUR, parse_duration_option
 from opskit.errors import (
     AuthenticationError,
@@ -25,11 +31,12 @@ from opskit.errors import (
     KafkaUnavailableError,
     UsageError,
 )
-from opskit.exporter.collector import KafkaSource
-from opskit.exporter.engine import Exporter
 from opskit.exporter.options import ExporterOptions, Granularity, NameFilter
-from opskit.exporter.process import ProcessExporter
 from opskit.exporter.server import WebConfig, serve_until_signal
+
+if TYPE_CHECKING:
+    from opskit.exporter.engine import Exporter
+    from opskit.exporter.process import ProcessExporter
 
 log = logging.getLogger(__name__)
 
@@ -108,8 +115,12 @@ def exporter(
 
         return streamnest.exporter(conn, web, interval_s, timeout, once)
     cfg = load_config()
-    quiet_kafka_python(STATE.debug)
     if once:
+        from opskit.adapters.cluster_health import quiet_kafka_python
+        from opskit.exporter.collector import KafkaSource
+        from opskit.exporter.engine import Exporter
+
+        quiet_kafka_python(STATE.debug)
         if not STATE.debug:  # the failure is the one error line below, not a log line too
             for name in ("opskit.exporter.engine", "opskit.exporter.collector"):
                 logging.getLogger(name).setLevel(logging.ERROR)
@@ -139,15 +150,25 @@ def exporter(
         return 0
     engine: Exporter | ProcessExporter
     if collector == "thread":
+        from opskit.adapters.cluster_health import quiet_kafka_python
+        from opskit.exporter.collector import KafkaSource
+        from opskit.exporter.engine import Exporter
+
+        quiet_kafka_python(STATE.debug)
         engine = Exporter(KafkaSource(conn, options, thresholds=cfg.lag_thresholds), options)
     else:
+        # this process only serves: the collector child imports the collection code
+        # (and quiets kafka-python) itself, after the fork
+        from opskit.exporter.process import ProcessExporter
+
         # fork is safe here: no thread and no Kafka client exists yet in this process
         engine = ProcessExporter(conn, options, thresholds=cfg.lag_thresholds,
                                  log_setup=functools.partial(setup_logging, STATE.debug,
                                                              STATE.log_format),
                                  start_method="fork")
     scheme = "https" if web_tls_cert else "http"
-    serve_until_signal(engine, web, lambda bound: stderr().print(
+    # a plain line (no rich console: the serving process would import it for this alone)
+    serve_until_signal(engine, web, lambda bound: typer.echo(
         f"opskit exporter: serving {scheme}://{listen}:{bound}/metrics for {conn.bootstrap} "
-        f"every {interval_s:g}s", highlight=False))
+        f"every {interval_s:g}s", err=True))
     return 0

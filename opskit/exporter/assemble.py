@@ -197,6 +197,11 @@ def _lag_seconds(p: PartitionLag, inp: CycleInputs, history: History, now_ms: in
     usual = usual_time(now_ms, p, ts, retention)
     if usual is not None:
         return usual[0], usual[2] / 1000.0
+    if ((ts is None or ts < 0) and start <= c < end
+            and (retention is None or (retention[1] == -1 and retention[0] >= 0))):
+        packed = history.packed_timeline(tp)
+        if packed is not None and (est := _timeline_estimate(now_ms, c, end, packed, retention)):
+            return est
     lt, rr = group_partition_time(
         now_ms, p, record_ts_ms=ts, retention=retention,
         partition_size_bytes=(inp.sizes or {}).get(tp), timeline=history.timeline(tp),
@@ -214,6 +219,51 @@ def _lag_seconds(p: PartitionLag, inp: CycleInputs, history: History, now_ms: in
     if rr is not None and rr.basis in (RetentionBasis.TIME, RetentionBasis.BYTES):
         left = rr.time_left_seconds
     return seconds, left
+
+
+def _timeline_estimate(now_ms: int, c: int, end: int, packed: Sequence[int],
+                       retention: tuple[int, int] | None
+                       ) -> tuple[float | None, float | None] | None:
+    """(lag seconds, retention time left) of a lagging group partition whose record was
+    not read, from its packed log-end timeline ``(time, offset)`` pairs: what
+    :func:`group_partition_time` gives with that timeline (``partition_lag_time``'s
+    timeline estimate, then ``retention_risk`` by time only, ``retention`` being None or
+    ``(retention.ms >= 0, -1)``), without building the timeline's objects. The caller
+    checked ``log_start <= c < end``. None when the timeline cannot tell (empty, or not
+    past ``c``): the general rules answer then.
+
+    * The log end is the timeline's extra last point when it is ahead of it (as
+      ``_from_timeline`` adds it);
+    * ``c`` before the first point: the record predates the timeline (HISTORY_START):
+      lag seconds left out (see :func:`_lag_seconds`), time left from the first point's
+      time;
+    * else the append time of ``c`` interpolated between the last point at or before it
+      and the next (:meth:`OffsetTimeline.append_time`), the age clamped at 0.
+    """
+    if not packed:
+        return None
+    times, offs = list(packed[0::2]), list(packed[1::2])
+    if end > offs[-1] and now_ms > times[-1]:
+        times.append(now_ms)
+        offs.append(end)
+    if offs[-1] <= c:
+        return None
+    if offs[0] > c:
+        record_ms = times[0]
+        seconds: float | None = None
+    else:
+        i = len(offs) - 2
+        while offs[i] > c:  # offsets never fall: the last point at or before c
+            i -= 1
+        lo_t, lo_o, hi_t, hi_o = times[i], offs[i], times[i + 1], offs[i + 1]
+        record_ms = lo_t - (-((c + 1 - lo_o) * (hi_t - lo_t)) // (hi_o - lo_o))
+        diff = now_ms - record_ms
+        seconds = diff / 1000.0 if diff >= 0 else 0.0
+    if retention is None:
+        return seconds, None
+    age_ms = now_ms - record_ms
+    left_ms = retention[0] - max(0, age_ms)
+    return seconds, max(0, left_ms) / 1000.0
 
 
 def _min(values: Iterable[float | None]) -> float | None:
@@ -246,23 +296,31 @@ def _group_status(g: GroupLag, history: History, now_ms: int,
     plain rows (:func:`partition_status`, :func:`window_rates`)."""
     window = history.observe_group_rows(g.group_id, now_ms, samples)
     pol = history.policy
+    window_ms, allowed, min_samples, min_span = (pol.window_ms, pol.allowed_lag, pol.min_samples,
+                                                 pol.min_span_ms)
     # a partition in STOP is ERR when the group is critical (the exporter's policy
     # has no lag-seconds objectives: critical is the HIP-30 lag severity)
     critical = g.severity is Severity.CRITICAL
     worst = -1
     status = Status.UNKNOWN  # no window: no samples for the group
+    last: Status | None = None
     per_c: dict[str, list[float | None]] = {}
     per_p: dict[str, list[float | None]] = {}
     for tp, since, rows in window:
-        st = partition_status(rows, since, now_ms, pol.window_ms, pol.allowed_lag,
-                              pol.min_samples, pol.min_span_ms)
+        st = partition_status(rows, since, now_ms, window_ms, allowed, min_samples, min_span)
         if st is Status.STOP and critical:
             st = Status.ERR
-        if st.rank > worst:
-            worst, status = st.rank, st
+        if st is not last:  # a status seen just before cannot be worse than the worst
+            last = st
+            if st.rank > worst:
+                worst, status = st.rank, st
         cons, prod = window_rates(rows)
-        per_c.setdefault(tp.topic, []).append(cons)
-        per_p.setdefault(tp.topic, []).append(prod)
+        c_list = per_c.get(tp.topic)
+        if c_list is None:
+            c_list = per_c[tp.topic] = []
+            per_p[tp.topic] = []
+        c_list.append(cons)
+        per_p[tp.topic].append(prod)
     return (status.value, {t: _sum(v) for t, v in per_c.items()},
             {t: _sum(v) for t, v in per_p.items()})
 
@@ -270,18 +328,20 @@ def _group_status(g: GroupLag, history: History, now_ms: int,
 def group_snap(g: GroupLag, inp: CycleInputs, history: History, now_ms: int,
                with_status: bool = True) -> GroupSnap:
     rows: list[GroupPartitionSnap] = []
-    lefts: dict[TopicPartition, float | None] = {}
-    seconds: dict[TopicPartition, float | None] = {}
     samples: dict[TopicPartition, Row] = {}
-    by_topic: dict[str, list[PartitionLag]] = {}
+    #: topic -> (partition, lag seconds, retention time left) of each of its partitions
+    by_topic: dict[str, list[tuple[PartitionLag, float | None, float | None]]] = {}
     for p in g.partitions:
         tp = p.tp
         secs, left = _lag_seconds(p, inp, history, now_ms)
-        seconds[tp], lefts[tp] = secs, left
         rows.append(GroupPartitionSnap(tp.topic, tp.partition, p.committed, p.lag, secs))
         if p.log_end is not None:
             samples[tp] = _sample(now_ms, p, p.log_end)
-        by_topic.setdefault(tp.topic, []).append(p)
+        in_topic = by_topic.get(tp.topic)
+        if in_topic is None:
+            by_topic[tp.topic] = [(p, secs, left)]
+        else:
+            in_topic.append((p, secs, left))
     status: str | None = None
     cons: dict[str, float | None] = {}
     prod: dict[str, float | None] = {}
@@ -290,7 +350,7 @@ def group_snap(g: GroupLag, inp: CycleInputs, history: History, now_ms: int,
     topics: list[GroupTopicSnap] = []
     for t in g.topics:
         ps = by_topic.get(t.topic, [])
-        committed = [p.committed for p in ps if p.committed is not None]
+        committed = [p.committed for p, _, _ in ps if p.committed is not None]
         c, pr = cons.get(t.topic), prod.get(t.topic)
         eta = catch_up_eta(t.lag, c, pr) if with_status else None
         topics.append(GroupTopicSnap(
@@ -299,14 +359,14 @@ def group_snap(g: GroupLag, inp: CycleInputs, history: History, now_ms: int,
             lag_sum=t.lag,
             # unknown when a lagging partition's lag in seconds is: a max over the others
             # would understate it
-            lag_seconds_max=(None if any(seconds[p.tp] is None and (p.lag or 0) > 0 for p in ps)
-                             else _max(seconds[p.tp] for p in ps)),
+            lag_seconds_max=(None if any(secs is None and (p.lag or 0) > 0 for p, secs, _ in ps)
+                             else _max(secs for _, secs, _ in ps)),
             consume_rate=c,
             catchup_eta_seconds=eta.eta_seconds if eta is not None else None,
             falling_behind=(eta.state.value == "falling_behind") if eta is not None and
             eta.state.value != "unknown" else None,
-            retention_headroom_seconds=_min(lefts[p.tp] for p in ps),
-            records_lost=sum(p.records_lost for p in ps),
+            retention_headroom_seconds=_min(left for _, _, left in ps),
+            records_lost=sum(p.records_lost for p, _, _ in ps),
         ))
     kinds = Counter(a.value for p in g.partitions for a in p.anomalies)
     anomalies = {a.value: kinds.get(a.value, 0) for a in Anomaly}

@@ -12,6 +12,8 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from itertools import islice
+from typing import TypeGuard
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
@@ -113,6 +115,8 @@ def _esc(v: str) -> str:
 
 
 def _num(v: float) -> str:
+    if type(v) is int:  # the usual value (offsets, lag, counts): str(int(v)) below
+        return str(v)
     if isinstance(v, int) or float(v).is_integer():
         return str(int(v))
     return repr(float(v))
@@ -128,6 +132,11 @@ def _header(name: str) -> str:
 CHUNK_SERIES = 8192
 
 
+def _kept(v: float | None) -> TypeGuard[float]:
+    """A value that is served: known, finite, not negative."""
+    return v is not None and v >= 0 and math.isfinite(v)
+
+
 def render_partition_families(snap: Snapshot, granularity: Granularity = Granularity.PARTITION,
                               chunk_series: int = CHUNK_SERIES) -> Iterator[tuple[str, int]]:
     """The per-partition families in the text exposition format, in chunks of at
@@ -138,36 +147,41 @@ def render_partition_families(snap: Snapshot, granularity: Granularity = Granula
     series, and building prometheus_client sample objects for each costs seconds
     of CPU and ~100 MB per cycle. Chunking keeps only a few hundred kB of text
     alive at a time (the caller compresses each chunk and drops it).
+
+    The label text of a partition is built once for its seven families; of a group
+    partition, from the group's escaped id and its topic's escaped label, built once
+    per cycle for the three group families.
     """
     if granularity is Granularity.TOPIC:
         return
-    labels = [(p, f'topic="{_esc(p.topic)}",partition="{p.partition}"') for p in snap.partitions]
+    labels = [(p, f'{{topic="{_esc(p.topic)}",partition="{p.partition}"}} ')
+              for p in snap.partitions]
     for name, value in _PARTITION_VALUES.items():
         yield from _chunks(name, (
-            f"{name}{{{lbl}}} {_num(v)}\n" for p, lbl in labels
-            if (v := value(p)) is not None and v >= 0 and math.isfinite(v)), chunk_series)
+            f"{name}{lbl}{_num(v)}\n" for p, lbl in labels if _kept(v := value(p))), chunk_series)
+    topic_lbl: dict[str, str] = {}
+    groups = []
+    for g in snap.groups:
+        for gp in g.partitions:
+            if gp.topic not in topic_lbl:
+                topic_lbl[gp.topic] = f'",topic="{_esc(gp.topic)}",partition="'
+        groups.append((f'{{consumergroup="{_esc(g.group_id)}', g.partitions))
     for name, gvalue in _GROUP_PARTITION_VALUES.items():
         yield from _chunks(name, (
-            f'{name}{{consumergroup="{gid}",topic="{_esc(gp.topic)}",'
-            f'partition="{gp.partition}"}} {_num(v)}\n'
-            for g in snap.groups for gid in (_esc(g.group_id),) for gp in g.partitions
-            if (v := gvalue(gp)) is not None and v >= 0 and math.isfinite(v)), chunk_series)
+            f'{name}{gid}{topic_lbl[gp.topic]}{gp.partition}"}} {_num(v)}\n'
+            for gid, gps in groups for gp in gps if _kept(v := gvalue(gp))), chunk_series)
 
 
 def _chunks(name: str, lines: Iterator[str], chunk_series: int) -> Iterator[tuple[str, int]]:
-    buf: list[str] = []
-    first = True
-    for line in lines:
-        if first:
-            buf.append(_header(name))
-            first = False
-        buf.append(line)
-        if len(buf) >= chunk_series:
-            n = len(buf) - (1 if buf[0].startswith("# HELP") else 0)
-            yield "".join(buf), n
-            buf = []
-    if buf:
-        yield "".join(buf), len(buf) - (1 if buf[0].startswith("# HELP") else 0)
+    """Lines joined ``chunk_series`` at a time (pulled by ``islice``, not one by one);
+    the header counts as one line of the first chunk, which holds at least one series."""
+    it = iter(lines)
+    buf = list(islice(it, max(1, chunk_series - 1)))
+    if not buf:
+        return
+    yield _header(name) + "".join(buf), len(buf)
+    while buf := list(islice(it, chunk_series)):
+        yield "".join(buf), len(buf)
 
 
 def _small_families(snap: Snapshot, granularity: Granularity) -> list[Metric]:

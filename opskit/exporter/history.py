@@ -136,6 +136,26 @@ class PackedWindow:
         return sum(a.buffer_info()[1] * a.itemsize for a in (self.counts, self.since, self.data))
 
 
+def _unpack_rows(packed: PackedWindow) -> dict[TopicPartition, tuple[int | None, list[Row]]]:
+    """Every partition's ``(committed_since_ms, rows)`` of a stored window: the columns
+    sliced out of the array at C speed, -1 turned back into None only where it occurs."""
+    flat = packed.data.tolist()
+    out: dict[TopicPartition, tuple[int | None, list[Row]]] = {}
+    pos = 0
+    for tp, n, at in zip(packed.tps, packed.counts, packed.since):
+        end = pos + 4 * n
+        cs: Sequence[int | None] = flat[pos + 1:end:4]
+        ss: Sequence[int | None] = flat[pos + 3:end:4]
+        if _NONE in cs:
+            cs = [None if c == _NONE else c for c in cs]
+        if _NONE in ss:
+            ss = [None if v == _NONE else v for v in ss]
+        out[tp] = (None if at == _NONE else at,
+                   list(zip(flat[pos:end:4], cs, flat[pos + 2:end:4], ss)))
+        pos = end
+    return out
+
+
 def _pack_timeline(tl: OffsetTimeline) -> array[int]:
     out = array("q")
     for pt in tl.points:
@@ -228,6 +248,11 @@ class History:
         live = self._live_timelines[tp] = _unpack_timeline(packed)
         return live
 
+    def packed_timeline(self, tp: TopicPartition) -> array[int] | None:
+        """The partition's timeline as stored: ``(time, offset)`` pairs, oldest first
+        (read only; what :meth:`timeline` unpacks)."""
+        return self._timelines.get(tp)
+
     def end_cycle(self) -> None:
         """Drop what only the current cycle needed (the timelines unpacked for it)."""
         self._live_timelines = {}
@@ -247,14 +272,7 @@ class History:
         by_tp: dict[TopicPartition, tuple[int | None, list[Row]]] = {}
         packed = self._windows.get(group_id)
         if packed is not None:
-            data, pos = packed.data, 0
-            for tp, n, at in zip(packed.tps, packed.counts, packed.since):
-                end = pos + 4 * n
-                by_tp[tp] = (None if at == _NONE else at, [
-                    (data[i], None if data[i + 1] == _NONE else data[i + 1], data[i + 2],
-                     None if data[i + 3] == _NONE else data[i + 3])
-                    for i in range(pos, end, 4)])
-                pos = end
+            by_tp = _unpack_rows(packed)
         since: int | None
         rows: list[Row]
         for tp, row in samples.items():
@@ -270,10 +288,13 @@ class History:
                 since = None
             elif not rows or rows[-1][1] != c or since is None:
                 since = row[0]
+            # rows are in strictly increasing time: what falls out of the window is a
+            # prefix; the lists are this call's own (fresh from the packed window)
             cutoff = row[0] - window_ms
-            rows = [r for r in rows if r[0] >= cutoff]
+            if rows and rows[0][0] < cutoff:
+                rows = [r for r in rows if r[0] >= cutoff]
             rows.append(row)
-            by_tp[tp] = (since, rows[-cap:])
+            by_tp[tp] = (since, rows if len(rows) <= cap else rows[-cap:])
         cutoff = now_ms - window_ms
         out: list[tuple[TopicPartition, int | None, list[Row]]] = []
         for tp in sorted(by_tp):
