@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import random
 import resource
@@ -68,6 +69,7 @@ from tests.spark_cluster import SparkStandalone, start_standalone
 
 READ_COUNT = ROOT / "spark_jobs" / "bench_read_count.py"
 FULL_RECORDS = 4_000_000
+DEFAULT_LINES = "ceiling,job1,job2,read1,read2,single"
 
 TOPIC = "events_plugin_ingestion"
 SCHEMA_ID = "hanzo.stream.v1"
@@ -205,7 +207,7 @@ def spark_run(cluster: SparkStandalone, bootstrap: str, ends: dict[int, int], ou
     if res.returncode != 0 or res.result_line is None:
         raise SystemExit(f"spark job failed: {res.tail}")
     result = json.loads(res.result_line)
-    if job == JOB:
+    if "verified_rows" in result:  # lag_replay.py, or a peer version of it
         records = sum(p["records"] for p in result["partitions"])
         verified = result["verified_rows"]
     else:
@@ -344,42 +346,64 @@ def report(a: argparse.Namespace, version: str, total: int, perf: dict[str, Any]
            runs: dict[str, dict[str, Any]], load_start: float) -> None:
     ceiling = perf["rate"]
     cmd = (f"python benchmarks/bench_replay.py --records {a.records} --partitions "
-           f"{a.partitions} --size {a.size}")
+           f"{a.partitions} --size {a.size}" + (f" --lines {a.lines}" if a.lines != DEFAULT_LINES
+                                               else "")
+           + (f" --peer-job {a.peer_job}" if a.peer_job else ""))
     print(f"\n`{cmd}` (Kafka {version}, 1 broker; Spark standalone, 1 worker of 2 cores, "
           f"client deploy mode; {os.cpu_count()} CPUs; {total:,} records of ~{a.size} B in "
           f"{a.partitions} partitions; {time.strftime('%Y-%m-%d %H:%M', time.gmtime())} UTC; "
-          f"1-minute load average {load_start:.2f} at start)\n")
+          f"1-minute load average {load_start:.2f} at start; load averages 1/5/15 min at the "
+          f"end: {' / '.join(f'{x:.2f}' for x in os.getloadavg())})\n")
     print("| line | records/s (job) | records/s (wall) | vs ceiling (job) | job s | wall s "
           "| start-up s | CPU s | load before / after |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---|")
-    print(f"| kafka-consumer-perf-test, read only (ceiling, not a target) | {ceiling:,.0f} | "
-          f"{total / perf['wall']:,.0f} | 100% | | {perf['wall']:.1f} | | {perf['cpu']:.1f} | "
-          f"{perf['load'][0]:.2f} / {perf['load'][1]:.2f} |")
+    if not math.isnan(ceiling):  # measured
+        print(f"| kafka-consumer-perf-test, read only (ceiling, not a target) | {ceiling:,.0f} | "
+              f"{total / perf['wall']:,.0f} | 100% | | {perf['wall']:.1f} | | "
+              f"{perf['cpu']:.1f} | {perf['load'][0]:.2f} / {perf['load'][1]:.2f} |")
     names = {"job1": "full job, 1 core", "job2": "full job, 2 cores",
+             "peer1": f"peer job ({a.peer_job}), 1 core", "peer2": f"peer job ({a.peer_job}), 2 cores",
              "read1": "connector alone (read + count), 1 core",
              "read2": "connector alone (read + count), 2 cores",
              "single": "single confluent-kafka consumer, same work"}
     for key, name in names.items():
-        print(_row(name, runs[key], total, ceiling))
+        if key in runs:
+            print(_row(name, runs[key], total, ceiling))
 
     def rate(key: str, wall: bool = False) -> float:
         return total / float(runs[key]["wall" if wall else "seconds"])
 
-    speed = rate("job2") / rate("job1")
-    print(f"\n- scaling, full job 1 -> 2 cores: {speed:.2f}x inside the job (efficiency "
-          f"{speed / 2:.0%}; goal 1.8x), {rate('job2', True) / rate('job1', True):.2f}x "
-          f"incl. start-up (start-up {runs['job1']['wall'] - runs['job1']['seconds']:.1f} s "
-          f"and {runs['job2']['wall'] - runs['job2']['seconds']:.1f} s)")
-    print(f"- connector alone 1 -> 2 cores: {rate('read2') / rate('read1'):.2f}x")
+    def have(*keys: str) -> bool:
+        return all(k in runs for k in keys)
+
+    print()
+    if have("job1", "job2"):
+        speed = rate("job2") / rate("job1")
+        print(f"- scaling, full job 1 -> 2 cores: {speed:.2f}x inside the job (efficiency "
+              f"{speed / 2:.0%}; goal 1.8x), {rate('job2', True) / rate('job1', True):.2f}x "
+              f"incl. start-up (start-up {runs['job1']['wall'] - runs['job1']['seconds']:.1f} s "
+              f"and {runs['job2']['wall'] - runs['job2']['seconds']:.1f} s)")
+    if have("read1", "read2"):
+        print(f"- connector alone 1 -> 2 cores: {rate('read2') / rate('read1'):.2f}x")
     for c in (1, 2):
-        print(f"- full job / connector alone, {c} core{'s' if c > 1 else ''}: "
-              f"{rate(f'job{c}') / rate(f'read{c}'):.0%} of the read-only rate (goal 70%)")
-    print(f"- full job (2 cores) / single consumer: {rate('job2') / rate('single'):.2f}x "
-          f"inside the job, {rate('job2', True) / rate('single'):.2f}x incl. start-up "
-          "(goal: faster)")
-    print(f"- CPU seconds per 1M records: full job {runs['job2']['cpu'] * 1e6 / total:.1f} "
-          f"(2 cores), connector alone {runs['read2']['cpu'] * 1e6 / total:.1f}, single "
-          f"consumer {runs['single']['cpu'] * 1e6 / total:.1f}")
+        if have(f"job{c}", f"read{c}"):
+            print(f"- full job / connector alone, {c} core{'s' if c > 1 else ''}: "
+                  f"{rate(f'job{c}') / rate(f'read{c}'):.0%} of the read-only rate (goal 70%)")
+    if have("job2", "single"):
+        print(f"- full job (2 cores) / single consumer: {rate('job2') / rate('single'):.2f}x "
+              f"inside the job, {rate('job2', True) / rate('single'):.2f}x incl. start-up "
+              "(goal: faster)")
+    per_m = ", ".join(f"{names[k].split(',')[0].split(' (')[0]} {k[-1] if k[-1].isdigit() else ''}"
+                      .rstrip() + f" {r['cpu'] * 1e6 / total:.1f}" for k, r in runs.items())
+    print(f"- CPU seconds per 1M records (start-up included): {per_m}")
+    for c in (1, 2):
+        if have(f"job{c}", f"peer{c}"):
+            print(f"- full job / peer job, {c} core{'s' if c > 1 else ''}: CPU "
+                  f"{runs[f'job{c}']['cpu'] / runs[f'peer{c}']['cpu']:.2f}x, records/s inside "
+                  f"the job {rate(f'job{c}') / rate(f'peer{c}'):.2f}x")
+        if have(f"job{c}", f"read{c}"):
+            print(f"- full job / connector alone CPU, {c} core{'s' if c > 1 else ''}: "
+                  f"{runs[f'job{c}']['cpu'] / runs[f'read{c}']['cpu']:.2f}x (goal at most 1.2x)")
 
 
 def _interrupt(_signum: int, _frame: object) -> None:
@@ -394,7 +418,23 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--size", type=int, default=500)
     ap.add_argument("--partitions", type=int, default=8)
     ap.add_argument("--kafka-version", default="3.7")
+    ap.add_argument("--lines", default=DEFAULT_LINES,
+                    help="comma-separated lines to run, in this order: ceiling, job1, job2, "
+                    "read1, read2, single, and peer1, peer2 with --peer-job (default: all but "
+                    "the peer)")
+    ap.add_argument("--peer-job", type=Path, default=None,
+                    help="another version of lag_replay.py (e.g. `git show "
+                    "main:spark_jobs/lag_replay.py > /tmp/before.py`) measured as lines peer1/2 "
+                    "in the same run: before/after on one backlog and one machine")
     a = ap.parse_args(argv)
+    lines = [x.strip() for x in a.lines.split(",") if x.strip()]
+    known = {"ceiling", "job1", "job2", "read1", "read2", "single", "peer1", "peer2"}
+    if set(lines) - known:
+        ap.error(f"unknown --lines {sorted(set(lines) - known)}; known: {sorted(known)}")
+    if any(x.startswith("peer") for x in lines) and a.peer_job is None:
+        ap.error("--lines peer1/peer2 need --peer-job FILE")
+    if a.peer_job is not None and not a.peer_job.is_file():
+        ap.error(f"--peer-job {a.peer_job}: no such file")
     # SIGTERM (e.g. `timeout`) stops like Ctrl-C: the running spark-submit, the Spark
     # cluster and the Kafka sandbox are stopped, and the lines measured so far stay printed
     signal.signal(signal.SIGTERM, _interrupt)
@@ -417,22 +457,32 @@ def main(argv: list[str]) -> int:
         prod = produce(b, a.records, a.partitions, a.size)
         ends = log_ends(b, a.partitions)
         total = sum(ends.values())
-        print(f"  produced in {prod:.1f}s; running kafka-consumer-perf-test", file=sys.stderr)
-        load0 = os.getloadavg()[0]
-        perf = perf_test(st.version, b, total)
-        perf_load = (load0, os.getloadavg()[0])
-        print(f"  done: ceiling {perf['rate']:,.0f} records/s, {perf['cpu']:.1f} CPU s, load "
-              f"{perf_load[0]:.2f} / {perf_load[1]:.2f}", file=sys.stderr, flush=True)
-        for key, job, cores in (("job1", JOB, 1), ("job2", JOB, 2),
-                                ("read1", READ_COUNT, 1), ("read2", READ_COUNT, 2)):
+        print(f"  produced in {prod:.1f}s", file=sys.stderr)
+        perf: dict[str, Any] = {"rate": float("nan"), "wall": float("nan"),
+                                "cpu": float("nan")}
+        perf_load = (float("nan"), float("nan"))
+        if "ceiling" in lines:
+            load0 = os.getloadavg()[0]
+            perf = perf_test(st.version, b, total)
+            perf_load = (load0, os.getloadavg()[0])
+            print(f"  done: ceiling {perf['rate']:,.0f} records/s, {perf['cpu']:.1f} CPU s, "
+                  f"load {perf_load[0]:.2f} / {perf_load[1]:.2f}", file=sys.stderr, flush=True)
+        jobs = {"job": JOB, "read": READ_COUNT, "peer": a.peer_job}
+        for key in lines:
+            if key in ("ceiling", "single"):
+                if key == "single":
+                    print(f"  single consumer (load average {os.getloadavg()[0]:.2f})",
+                          file=sys.stderr)
+                    runs["single"] = single_consumer(b, ends, work / "single")
+                    _progress("single", runs["single"], total, perf["rate"])
+                continue
+            job, cores = jobs[key[:-1]], int(key[-1])
+            assert job is not None
             print(f"  {key}: {job.name} with {cores} core(s) (load average "
                   f"{os.getloadavg()[0]:.2f})", file=sys.stderr)
             runs[key] = spark_run(cluster, b, ends, work / key, cores, job)
             shutil.rmtree(work / key, ignore_errors=True)
             _progress(key, runs[key], total, perf["rate"])
-        print(f"  single consumer (load average {os.getloadavg()[0]:.2f})", file=sys.stderr)
-        runs["single"] = single_consumer(b, ends, work / "single")
-        _progress("single", runs["single"], total, perf["rate"])
     finally:
         if cluster is not None:
             cluster.stop()
