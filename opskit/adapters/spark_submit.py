@@ -246,24 +246,29 @@ def check_submittable(opts: SubmitOptions) -> None:
                          f"not {opts.master!r}")
 
 
-def cds_archive(jars: SparkJars) -> Path:
-    """The driver JVM's class-data-sharing archive for this PySpark version."""
-    return jars_dir(jars.pyspark) / "driver-classes.jsa"
+def cds_archive(jars: SparkJars, opts: SubmitOptions | None = None) -> Path:
+    """The driver JVM's class-data-sharing archive for this PySpark version: one for
+    local masters (the driver runs the tasks too) and one for client-mode drivers of a
+    cluster (standalone, Kubernetes client mode), which load fewer classes."""
+    local = opts is None or opts.master.startswith("local")
+    return jars_dir(jars.pyspark) / ("driver-classes.jsa" if local else
+                                     "driver-classes-client.jsa")
 
 
 def driver_java_options(jars: SparkJars, opts: SubmitOptions) -> list[str]:
     """JVM options of the driver.
 
-    With a local master (the driver runs the tasks, on this machine) the driver
-    uses a class-data-sharing archive (Java's AppCDS) of the classes a replay
-    loads: the first run writes it at exit (``-XX:ArchiveClassesAtExit``), later
-    runs map it (``-XX:SharedArchiveFile``) instead of loading and verifying
-    several thousand classes from the jars, which saved about 5 s of CPU per run
-    on a 2-core machine. An archive the JVM cannot use (another Java build) is
-    ignored by the JVM; deleting the file makes the next run write a new one."""
+    Whenever the driver runs on this machine (client deploy mode: a local master, or a
+    standalone or Kubernetes master in client mode) it uses a class-data-sharing
+    archive (Java's AppCDS) of the classes a replay loads: the first run writes it at
+    exit (``-XX:ArchiveClassesAtExit``), later runs map it (``-XX:SharedArchiveFile``)
+    instead of loading and verifying several thousand classes from the jars, which
+    saved about 5 s of CPU per run on a 2-core machine. An archive the JVM cannot use
+    (another Java build) is ignored by the JVM; deleting the file makes the next run
+    write a new one. A driver in a pod (cluster deploy mode) gets none."""
     flags = [GC_OPTION]
-    if opts.master.startswith("local") and opts.deploy_mode in (None, "client"):
-        archive = cds_archive(jars)
+    if deploy_mode_of(opts) == "client":
+        archive = cds_archive(jars, opts)
         if archive.exists():
             flags.append(f"-XX:SharedArchiveFile={archive}")
         else:

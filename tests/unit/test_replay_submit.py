@@ -90,6 +90,13 @@ def test_remote_driver_and_own_java_options_get_no_archive(tmp_path, monkeypatch
     remote = ss.build_command(jars, ss.SubmitOptions(master="k8s://https://k:6443",
                                                      deploy_mode="cluster"), [])
     assert _java_options(remote, "driver") == ["-XX:+UseParallelGC"]
+    # a standalone master in client mode: the driver runs here, with an archive of its own
+    client = _java_options(ss.build_command(jars, ss.SubmitOptions(
+        master="spark://127.0.0.1:7077", deploy_mode="client"), []), "driver")
+    writing = [o.partition("=")[2] for o in client if o.startswith("-XX:ArchiveClassesAtExit=")]
+    own_archive = ss.cds_archive(jars, ss.SubmitOptions(master="spark://127.0.0.1:7077"))
+    assert len(writing) == 1 and writing[0].startswith(str(own_archive) + ss.CDS_PARTIAL)
+    assert own_archive != ss.cds_archive(jars, ss.SubmitOptions(master="local[2]"))
     own = ss.build_command(jars, ss.SubmitOptions(
         master="local[2]", conf=(("spark.driver.extraJavaOptions", "-Xss4m"),)), [])
     assert _java_options(own, "driver") == ["-Xss4m"]
