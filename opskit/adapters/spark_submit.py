@@ -25,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -255,6 +256,27 @@ def cds_archive(jars: SparkJars, opts: SubmitOptions | None = None) -> Path:
                                      "driver-classes-client.jsa")
 
 
+#: a partial class archive older than this was left by a driver that was killed while
+#: writing it, or whose run failed before opskit could move it into place (the JVM
+#: writes the file in seconds, at exit)
+STALE_PARTIAL_SECONDS = 3600.0
+
+
+def drop_stale_partial_archives(archive: Path, now: float | None = None) -> list[Path]:
+    """Delete partial class archives of ``archive`` older than an hour (a killed
+    replay leaves one of up to 200 MB); the deleted paths."""
+    now = time.time() if now is None else now
+    dropped: list[Path] = []
+    for partial in archive.parent.glob(archive.name + CDS_PARTIAL + "*"):
+        try:
+            if now - partial.stat().st_mtime > STALE_PARTIAL_SECONDS:
+                partial.unlink()
+                dropped.append(partial)
+        except OSError:
+            continue
+    return dropped
+
+
 def driver_java_options(jars: SparkJars, opts: SubmitOptions) -> list[str]:
     """JVM options of the driver.
 
@@ -272,6 +294,7 @@ def driver_java_options(jars: SparkJars, opts: SubmitOptions) -> list[str]:
         if archive.exists():
             flags.append(f"-XX:SharedArchiveFile={archive}")
         else:
+            drop_stale_partial_archives(archive)
             # a unique name: run_spark_submit moves it into place after a clean exit
             flags.append(f"-XX:ArchiveClassesAtExit={archive}{CDS_PARTIAL}{uuid.uuid4().hex[:8]}")
         flags.append("-Xlog:cds=off,cds+dynamic=off")  # no per-class warnings on stderr

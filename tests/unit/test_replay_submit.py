@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -135,3 +136,18 @@ def test_deploy_modes_spark_submit_refuses_are_refused_first(  # type: ignore[no
     with pytest.raises(UsageError, match=refused) as e:
         ss.check_submittable(opts)
     assert "\n" not in str(e.value)
+
+
+def test_stale_partial_archives_are_dropped_fresh_ones_kept(tmp_path):  # type: ignore[no-untyped-def]
+    archive = tmp_path / "driver-classes.jsa"
+    old = tmp_path / f"driver-classes.jsa{ss.CDS_PARTIAL}aaaa1111"
+    fresh = tmp_path / f"driver-classes.jsa{ss.CDS_PARTIAL}bbbb2222"
+    other = tmp_path / f"driver-classes-client.jsa{ss.CDS_PARTIAL}cccc3333"
+    for f in (old, fresh, other):
+        f.write_bytes(b"jsa")
+    now = 1_800_000_000.0
+    os.utime(old, (now - 2 * ss.STALE_PARTIAL_SECONDS,) * 2)
+    os.utime(other, (now - 2 * ss.STALE_PARTIAL_SECONDS,) * 2)
+    os.utime(fresh, (now - 60,) * 2)
+    assert ss.drop_stale_partial_archives(archive, now) == [old]
+    assert not old.exists() and fresh.exists() and other.exists()
