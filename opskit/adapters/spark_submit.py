@@ -264,7 +264,8 @@ STALE_PARTIAL_SECONDS = 3600.0
 
 def drop_stale_partial_archives(archive: Path, now: float | None = None) -> list[Path]:
     """Delete partial class archives of ``archive`` older than an hour (a killed
-    replay leaves one of up to 200 MB); the deleted paths."""
+    replay leaves one of up to 200 MB); the deleted paths. Called on every run
+    whose driver uses an archive, whether or not the archive is written."""
     now = time.time() if now is None else now
     dropped: list[Path] = []
     for partial in archive.parent.glob(archive.name + CDS_PARTIAL + "*"):
@@ -291,10 +292,10 @@ def driver_java_options(jars: SparkJars, opts: SubmitOptions) -> list[str]:
     flags = [GC_OPTION]
     if deploy_mode_of(opts) == "client":
         archive = cds_archive(jars, opts)
+        drop_stale_partial_archives(archive)
         if archive.exists():
             flags.append(f"-XX:SharedArchiveFile={archive}")
         else:
-            drop_stale_partial_archives(archive)
             # a unique name: run_spark_submit moves it into place after a clean exit
             flags.append(f"-XX:ArchiveClassesAtExit={archive}{CDS_PARTIAL}{uuid.uuid4().hex[:8]}")
         flags.append("-Xlog:cds=off,cds+dynamic=off")  # no per-class warnings on stderr
