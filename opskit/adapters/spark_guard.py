@@ -14,6 +14,12 @@ kernel closes that end, the guard reads end-of-file and stops the whole group
 (SIGTERM, then SIGKILL after :data:`GRACE_SECONDS`). When ``spark-submit`` ends on its
 own, the guard stops whatever it left in the group and exits with its exit code.
 
+A second line of defence for the guard itself being killed (SIGKILL, the OOM killer):
+on Linux ``spark-submit`` is started with ``PR_SET_PDEATHSIG`` = SIGTERM, so the kernel
+sends it SIGTERM when the guard dies (the setting survives ``exec``, so it reaches the
+driver JVM that the ``spark-submit`` script execs); the JVM's shutdown hook then stops
+the Spark application.
+
 On a Spark standalone cluster in client mode the driver is local, so stopping it
 ends the application (the master then stops its executors). On Kubernetes in cluster
 mode the driver runs in a pod: stopping ``spark-submit`` does not stop that pod
@@ -22,15 +28,42 @@ mode the driver runs in a pod: stopping ``spark-submit`` does not stop that pod
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import os
 import signal
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 
 #: seconds between SIGTERM and SIGKILL when the group is stopped
 GRACE_SECONDS = 10.0
+
+
+#: prctl(2) option: the signal this process gets when its parent dies
+PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent(parent: int) -> Callable[[], None] | None:
+    """A ``preexec_fn`` that makes the child get SIGTERM when ``parent`` dies (Linux
+    ``prctl(PR_SET_PDEATHSIG)``); None where prctl is not available."""
+    if not sys.platform.startswith("linux"):  # pragma: no cover - Linux only
+        return None
+    name = ctypes.util.find_library("c")
+    try:
+        libc = ctypes.CDLL(name, use_errno=True)
+        prctl = libc.prctl
+    except (OSError, AttributeError):  # pragma: no cover - no libc prctl
+        return None
+
+    def preexec() -> None:
+        prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
+        if os.getppid() != parent:  # the guard died before prctl took effect
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    return preexec
 
 
 def _group_alive(pgid: int) -> bool:
@@ -119,7 +152,9 @@ def main(argv: list[str]) -> int:
         stopping.set()
 
     try:
-        child = subprocess.Popen(cmd, stdin=subprocess.DEVNULL)
+        # started before any other thread exists, so preexec_fn is safe here
+        child = subprocess.Popen(cmd, stdin=subprocess.DEVNULL,
+                                 preexec_fn=_die_with_parent(os.getpid()))  # noqa: PLW1509
     except OSError as e:
         sys.stderr.write(f"cannot run {cmd[0]}: {e}\n")
         return 127

@@ -25,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -246,24 +247,52 @@ def check_submittable(opts: SubmitOptions) -> None:
                          f"not {opts.master!r}")
 
 
-def cds_archive(jars: SparkJars) -> Path:
-    """The driver JVM's class-data-sharing archive for this PySpark version."""
-    return jars_dir(jars.pyspark) / "driver-classes.jsa"
+def cds_archive(jars: SparkJars, opts: SubmitOptions | None = None) -> Path:
+    """The driver JVM's class-data-sharing archive for this PySpark version: one for
+    local masters (the driver runs the tasks too) and one for client-mode drivers of a
+    cluster (standalone, Kubernetes client mode), which load fewer classes."""
+    local = opts is None or opts.master.startswith("local")
+    return jars_dir(jars.pyspark) / ("driver-classes.jsa" if local else
+                                     "driver-classes-client.jsa")
+
+
+#: a partial class archive older than this was left by a driver that was killed while
+#: writing it, or whose run failed before opskit could move it into place (the JVM
+#: writes the file in seconds, at exit)
+STALE_PARTIAL_SECONDS = 3600.0
+
+
+def drop_stale_partial_archives(archive: Path, now: float | None = None) -> list[Path]:
+    """Delete partial class archives of ``archive`` older than an hour (a killed
+    replay leaves one of up to 200 MB); the deleted paths. Called on every run
+    whose driver uses an archive, whether or not the archive is written."""
+    now = time.time() if now is None else now
+    dropped: list[Path] = []
+    for partial in archive.parent.glob(archive.name + CDS_PARTIAL + "*"):
+        try:
+            if now - partial.stat().st_mtime > STALE_PARTIAL_SECONDS:
+                partial.unlink()
+                dropped.append(partial)
+        except OSError:
+            continue
+    return dropped
 
 
 def driver_java_options(jars: SparkJars, opts: SubmitOptions) -> list[str]:
     """JVM options of the driver.
 
-    With a local master (the driver runs the tasks, on this machine) the driver
-    uses a class-data-sharing archive (Java's AppCDS) of the classes a replay
-    loads: the first run writes it at exit (``-XX:ArchiveClassesAtExit``), later
-    runs map it (``-XX:SharedArchiveFile``) instead of loading and verifying
-    several thousand classes from the jars, which saved about 5 s of CPU per run
-    on a 2-core machine. An archive the JVM cannot use (another Java build) is
-    ignored by the JVM; deleting the file makes the next run write a new one."""
+    Whenever the driver runs on this machine (client deploy mode: a local master, or a
+    standalone or Kubernetes master in client mode) it uses a class-data-sharing
+    archive (Java's AppCDS) of the classes a replay loads: the first run writes it at
+    exit (``-XX:ArchiveClassesAtExit``), later runs map it (``-XX:SharedArchiveFile``)
+    instead of loading and verifying several thousand classes from the jars, which
+    saved about 5 s of CPU per run on a 2-core machine. An archive the JVM cannot use
+    (another Java build) is ignored by the JVM; deleting the file makes the next run
+    write a new one. A driver in a pod (cluster deploy mode) gets none."""
     flags = [GC_OPTION]
-    if opts.master.startswith("local") and opts.deploy_mode in (None, "client"):
-        archive = cds_archive(jars)
+    if deploy_mode_of(opts) == "client":
+        archive = cds_archive(jars, opts)
+        drop_stale_partial_archives(archive)
         if archive.exists():
             flags.append(f"-XX:SharedArchiveFile={archive}")
         else:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -90,6 +91,13 @@ def test_remote_driver_and_own_java_options_get_no_archive(tmp_path, monkeypatch
     remote = ss.build_command(jars, ss.SubmitOptions(master="k8s://https://k:6443",
                                                      deploy_mode="cluster"), [])
     assert _java_options(remote, "driver") == ["-XX:+UseParallelGC"]
+    # a standalone master in client mode: the driver runs here, with an archive of its own
+    client = _java_options(ss.build_command(jars, ss.SubmitOptions(
+        master="spark://127.0.0.1:7077", deploy_mode="client"), []), "driver")
+    writing = [o.partition("=")[2] for o in client if o.startswith("-XX:ArchiveClassesAtExit=")]
+    own_archive = ss.cds_archive(jars, ss.SubmitOptions(master="spark://127.0.0.1:7077"))
+    assert len(writing) == 1 and writing[0].startswith(str(own_archive) + ss.CDS_PARTIAL)
+    assert own_archive != ss.cds_archive(jars, ss.SubmitOptions(master="local[2]"))
     own = ss.build_command(jars, ss.SubmitOptions(
         master="local[2]", conf=(("spark.driver.extraJavaOptions", "-Xss4m"),)), [])
     assert _java_options(own, "driver") == ["-Xss4m"]
@@ -128,3 +136,18 @@ def test_deploy_modes_spark_submit_refuses_are_refused_first(  # type: ignore[no
     with pytest.raises(UsageError, match=refused) as e:
         ss.check_submittable(opts)
     assert "\n" not in str(e.value)
+
+
+def test_stale_partial_archives_are_dropped_fresh_ones_kept(tmp_path):  # type: ignore[no-untyped-def]
+    archive = tmp_path / "driver-classes.jsa"
+    old = tmp_path / f"driver-classes.jsa{ss.CDS_PARTIAL}aaaa1111"
+    fresh = tmp_path / f"driver-classes.jsa{ss.CDS_PARTIAL}bbbb2222"
+    other = tmp_path / f"driver-classes-client.jsa{ss.CDS_PARTIAL}cccc3333"
+    for f in (old, fresh, other):
+        f.write_bytes(b"jsa")
+    now = 1_800_000_000.0
+    os.utime(old, (now - 2 * ss.STALE_PARTIAL_SECONDS,) * 2)
+    os.utime(other, (now - 2 * ss.STALE_PARTIAL_SECONDS,) * 2)
+    os.utime(fresh, (now - 60,) * 2)
+    assert ss.drop_stale_partial_archives(archive, now) == [old]
+    assert not old.exists() and fresh.exists() and other.exists()
