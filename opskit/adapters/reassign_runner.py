@@ -159,8 +159,10 @@ class Runner:
                 self.sleep(2.0)
 
     def _read(self, state: ExecState) -> Observation:
-        replicas, _isr, live = self.admin.assignment()
+        # in flight first: metadata read after it is never older than the list, so a move
+        # that ended (or was cancelled) between the two reads is not taken for done
         flights = self.admin.in_flight()
+        replicas, _isr, live = self.admin.assignment()
         topics = {m.tp.topic for m in state.moves
                   if m.status not in (MoveStatus.DONE, MoveStatus.FAILED)}
         left = self._last_bytes[1] if self._last_bytes else 0

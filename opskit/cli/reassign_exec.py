@@ -374,8 +374,8 @@ def verify(plan_file: PlanArg, output: OutputOpt = Output.table, bootstrap: Boot
     plan = _read_plan(plan_file)
     with _admin(bootstrap, context, timeout) as admin:
         admin.require()
+        flights = admin.in_flight()  # first: see opskit.adapters.reassign_runner._read
         reps, _isr, brokers = admin.assignment()
-        flights = admin.in_flight()
         state = Journal(admin.admin.metadata().cluster_id).load(plan_id(plan))
         involved = {b for m in plan.moves for b in m.target} & brokers
         found = admin.throttle_configs(involved, [t for t in plan.topics

@@ -12,6 +12,8 @@ restart settles it:
   the partition has the target replicas, and ``PENDING`` again only when the
   partition still has its base replicas and nothing is in flight: the request never
   took effect, so sending it is not sending it twice. Anything else is waited on.
+* a move is ``DONE`` only when two observations in a row find the target replicas and
+  nothing in flight (one could be a cancelled move read from lagging metadata).
 * nothing is ever cancelled: what is in flight is adopted and waited for.
 * the throttle values that existed before are read and saved before the first
   throttle is set; cleanup restores exactly those (idempotent, so it is redone
@@ -200,7 +202,15 @@ def _reconcile(m: Move, obs: Observation) -> Move:
     # in order: the first replica is the preferred leader, so a pure reorder is a real move
     at_target = flight is None and now is not None and tuple(now) == tuple(m.target)
     if at_target:
-        return replace(m, status=MoveStatus.DONE)
+        # Done only when a second observation agrees. A move that only adds replicas has
+        # the target as its replica list while in flight; cancelled, it reverts. Metadata
+        # from a broker a moment behind the controller then shows the in-flight list
+        # while ListPartitionReassignments lists nothing: it looks done but is not.
+        if m.seen_at_target:
+            return replace(m, status=MoveStatus.DONE, seen_at_target=False)
+        return replace(m, seen_at_target=True)
+    if m.seen_at_target:
+        m = replace(m, seen_at_target=False)
     if m.status is MoveStatus.PENDING:
         if flight is not None and set(flight.replicas) == set(m.target) | set(flight.removing):
             return replace(m, status=MoveStatus.IN_FLIGHT, adopted=True)
@@ -226,7 +236,7 @@ def _submittable(state: ExecState, moves: list[Move], obs: Observation
     chosen: list[int] = []
     blocked: set[int] = set()
     for i, m in enumerate(moves):
-        if m.status is not MoveStatus.PENDING or m.tp in obs.in_flight:
+        if m.status is not MoveStatus.PENDING or m.tp in obs.in_flight or m.seen_at_target:
             continue  # (a reassignment opskit did not start is never overridden)
         dead = (set(m.target) | set(m.base[:1])) - obs.live_brokers
         if dead:

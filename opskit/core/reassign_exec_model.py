@@ -48,6 +48,8 @@ class Move:
     status: MoveStatus = MoveStatus.PENDING
     adopted: bool = False
     error: str | None = None
+    #: at its target on the last observation, not yet confirmed by a second one
+    seen_at_target: bool = False
 
     @property
     def adding(self) -> tuple[int, ...]:
@@ -77,13 +79,15 @@ class Move:
     def to_dict(self) -> dict[str, Any]:
         return {"topic": self.tp.topic, "partition": self.tp.partition, "base": list(self.base),
                 "target": list(self.target), "status": self.status.value,
-                "adopted": self.adopted, "error": self.error}
+                "adopted": self.adopted, "error": self.error,
+                "seen_at_target": self.seen_at_target}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Move:
         return cls(TopicPartition(str(d["topic"]), int(d["partition"])),
                    tuple(int(b) for b in d["base"]), tuple(int(b) for b in d["target"]),
-                   MoveStatus(d["status"]), bool(d.get("adopted", False)), d.get("error"))
+                   MoveStatus(d["status"]), bool(d.get("adopted", False)), d.get("error"),
+                   bool(d.get("seen_at_target", False)))
 
 
 @dataclass(frozen=True)
