@@ -122,13 +122,16 @@ class OffsetsResult:
     errors: dict[TopicPartition, str] = field(default_factory=dict)
 
 
-def _merge_committed(into: dict[TopicPartition, int], gid: str, res: Any) -> None:
+def _merge_committed(into: dict[TopicPartition, int], gid: str, res: Any,
+                     invalid: dict[TopicPartition, int]) -> None:
     for tp in res.topic_partitions or []:
         if tp.error is not None:
             log.warning("group %s %s:%s offset error %s", gid, tp.topic, tp.partition, tp.error)
             continue
         if tp.offset >= 0:
             into[TopicPartition(tp.topic, tp.partition)] = tp.offset
+        elif tp.offset < -1:  # not "none" (-1) and not an offset: kept apart, for the lag
+            invalid[TopicPartition(tp.topic, tp.partition)] = tp.offset
 
 
 def error_name(exc: BaseException) -> str:
@@ -180,6 +183,9 @@ class KafkaAdmin:
         #: (named in :attr:`unauthorised_groups`) instead of failing on the first
         self.skip_unauthorised_groups = False
         self.unauthorised_groups: set[str] = set()
+        #: group -> partition -> a negative committed offset below -1 (not an offset, not
+        #: "none"): left out of :meth:`committed_offsets`, kept for the lag to flag
+        self.invalid_commits: dict[str, dict[TopicPartition, int]] = {}
         #: (when, answer) of the last fresh-ApiVersions check after a failed request
         self._answers_memo: tuple[float, bool] | None = None
         #: partition -> the translated error of its last failed ListOffsets
@@ -490,7 +496,8 @@ class KafkaAdmin:
                     raise err from e
                 denied.add(gid)
                 continue
-            _merge_committed(out.setdefault(gid, {}), gid, res)
+            _merge_committed(out.setdefault(gid, {}), gid, res,
+                             self.invalid_commits.setdefault(gid, {}))
         if again:  # the same groups, one topic per request this time
             for gid, offs in self.committed_offsets(again, explicit).items():
                 out.setdefault(gid, {}).update(offs)
