@@ -130,7 +130,10 @@ def _merge_committed(into: dict[TopicPartition, int], gid: str, res: Any,
             continue
         if tp.offset >= 0:
             into[TopicPartition(tp.topic, tp.partition)] = tp.offset
-        elif tp.offset < -1:  # not "none" (-1) and not an offset: kept apart, for the lag
+        elif tp.offset not in (-1, ck.OFFSET_INVALID):
+            # not an offset, and neither Kafka's "none" (-1) nor librdkafka's (-1001, what it
+            # answers for a partition asked for by name without a commit): kept apart, for
+            # the lag to flag
             invalid[TopicPartition(tp.topic, tp.partition)] = tp.offset
 
 
