@@ -112,3 +112,10 @@ def test_a_negative_commit_is_listed_and_unknown_never_ok(kafka, uniq, path, mon
     assert "committed_invalid" in by_p[0]["anomalies"], by_p[0]
     table = run_cli("lag", "--group", g, "--bootstrap-server", bs)
     assert table.code == 3 and "committed_invalid" in table.out, table.out
+    # partitions asked for by name: the one without a commit is "no commit" (librdkafka
+    # answers it -1001), the negative one stays flagged
+    named = run_cli("lag", "--group", g, "--topic", t, "-o", "json", "--bootstrap-server", bs)
+    assert named.code == 3, (named.out, named.err)
+    rows = {p["partition"]: p["anomalies"] for g_ in named.json()["groups"]
+            for p in g_["partitions"]}
+    assert rows == {0: ["committed_invalid"], 1: ["no_committed_offset"]}, rows
