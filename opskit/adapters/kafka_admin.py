@@ -122,6 +122,10 @@ class OffsetsResult:
     errors: dict[TopicPartition, str] = field(default_factory=dict)
 
 
+#: librdkafka's answer for a partition asked for by name that has no committed offset
+_LIBRDKAFKA_NO_OFFSET = -1001
+
+
 def _merge_committed(into: dict[TopicPartition, int], gid: str, res: Any,
                      invalid: dict[TopicPartition, int]) -> None:
     for tp in res.topic_partitions or []:
@@ -130,7 +134,7 @@ def _merge_committed(into: dict[TopicPartition, int], gid: str, res: Any,
             continue
         if tp.offset >= 0:
             into[TopicPartition(tp.topic, tp.partition)] = tp.offset
-        elif tp.offset not in (-1, ck.OFFSET_INVALID):
+        elif tp.offset not in (-1, _LIBRDKAFKA_NO_OFFSET):
             # not an offset, and neither Kafka's "none" (-1) nor librdkafka's (-1001, what it
             # answers for a partition asked for by name without a commit): kept apart, for
             # the lag to flag
