@@ -18,8 +18,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-import confluent_kafka as ck
-
+from opskit.adapters import confluent as ck
 from opskit.adapters import kafka_protocol as kp
 from opskit.adapters.kafka_admin import BrokerMeta, ClusterMeta, PartitionMeta
 from opskit.adapters.kafka_protocol import WireErrorCode

@@ -217,6 +217,6 @@ def _offsets(g: kp.GroupOffsets) -> dict[TopicPartition, int]:
             if err:
                 log.warning("group %s %s:%s offset error code %s", g.group_id, topic, partition, err)
                 continue
-            if offset >= 0:
+            if offset != -1:  # -1: no offset; other negatives are kept for the lag to flag
                 out[TopicPartition(topic, partition)] = offset
     return out

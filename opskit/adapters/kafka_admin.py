@@ -122,13 +122,23 @@ class OffsetsResult:
     errors: dict[TopicPartition, str] = field(default_factory=dict)
 
 
-def _merge_committed(into: dict[TopicPartition, int], gid: str, res: Any) -> None:
+#: librdkafka's answer for a partition asked for by name that has no committed offset
+_LIBRDKAFKA_NO_OFFSET = -1001
+
+
+def _merge_committed(into: dict[TopicPartition, int], gid: str, res: Any,
+                     invalid: dict[TopicPartition, int]) -> None:
     for tp in res.topic_partitions or []:
         if tp.error is not None:
             log.warning("group %s %s:%s offset error %s", gid, tp.topic, tp.partition, tp.error)
             continue
         if tp.offset >= 0:
             into[TopicPartition(tp.topic, tp.partition)] = tp.offset
+        elif tp.offset not in (-1, _LIBRDKAFKA_NO_OFFSET):
+            # not an offset, and neither Kafka's "none" (-1) nor librdkafka's (-1001, what it
+            # answers for a partition asked for by name without a commit): kept apart, for
+            # the lag to flag
+            invalid[TopicPartition(tp.topic, tp.partition)] = tp.offset
 
 
 def error_name(exc: BaseException) -> str:
@@ -180,6 +190,9 @@ class KafkaAdmin:
         #: (named in :attr:`unauthorised_groups`) instead of failing on the first
         self.skip_unauthorised_groups = False
         self.unauthorised_groups: set[str] = set()
+        #: group -> partition -> a negative committed offset below -1 (not an offset, not
+        #: "none"): left out of :meth:`committed_offsets`, kept for the lag to flag
+        self.invalid_commits: dict[str, dict[TopicPartition, int]] = {}
         #: (when, answer) of the last fresh-ApiVersions check after a failed request
         self._answers_memo: tuple[float, bool] | None = None
         #: partition -> the translated error of its last failed ListOffsets
@@ -490,7 +503,8 @@ class KafkaAdmin:
                     raise err from e
                 denied.add(gid)
                 continue
-            _merge_committed(out.setdefault(gid, {}), gid, res)
+            _merge_committed(out.setdefault(gid, {}), gid, res,
+                             self.invalid_commits.setdefault(gid, {}))
         if again:  # the same groups, one topic per request this time
             for gid, offs in self.committed_offsets(again, explicit).items():
                 out.setdefault(gid, {}).update(offs)

@@ -245,7 +245,7 @@ def _send_prefetch(prefetch: Prefetch, client: WireClient, md: ClusterMeta,
     only = set(topic_list) if topic_list is not None else None
     at = offsets_wire.wanted_offsets(
         (tp, o) for cm in committed.values() for tp, o in cm.items()
-        if tp.partition < counts.get(tp.topic, 0) and (only is None or tp.topic in only))
+        if o >= 0 and tp.partition < counts.get(tp.topic, 0) and (only is None or tp.topic in only))
     if not at:
         return False
     leaders = leaders_of(md, {tp.topic for tp in at})
@@ -296,6 +296,9 @@ def read_groups(
     if rest:
         descs.update(admin.describe_groups(rest))
         committed.update(admin.committed_offsets(rest))
+        for gid in rest:  # negative commits: in the lag, to be flagged (core.lag)
+            if admin.invalid_commits.get(gid):
+                committed.setdefault(gid, {}).update(admin.invalid_commits[gid])
     return descs, committed
 
 

@@ -28,7 +28,8 @@ from opskit.core.models import (
 UNKNOWN_LOG_END = frozenset({Anomaly.LOG_END_INCONSISTENT, Anomaly.LOG_END_LOST})
 #: anomalies that leave a partition's lag unknown: its group is UNKNOWN unless CRITICAL
 #: (log offsets that could not be read count: lag 0 over them would be a false OK)
-UNKNOWN_LAG = UNKNOWN_LOG_END | {Anomaly.COMMITTED_BEYOND_LOG_END, Anomaly.OFFSETS_UNAVAILABLE}
+UNKNOWN_LAG = UNKNOWN_LOG_END | {Anomaly.COMMITTED_BEYOND_LOG_END, Anomaly.OFFSETS_UNAVAILABLE,
+                                 Anomaly.COMMITTED_INVALID}
 
 
 def partition_lag(
@@ -44,6 +45,8 @@ def partition_lag(
     whether the partition is in the cluster metadata (offline) or not (deleted).
     """
     m = member
+    if committed is not None and committed < 0:  # not an offset: shown as none, flagged
+        return _invalid_commit(tp, offsets, m, exists)
     if offsets is None:
         anomalies: list[Anomaly] = [
             Anomaly.OFFSETS_UNAVAILABLE if exists else Anomaly.PARTITION_MISSING]
@@ -69,6 +72,19 @@ def partition_lag(
             anomalies.append(Anomaly.COMMITTED_BELOW_LOG_START)
             lost = start - committed
     return PartitionLag(tp, committed, start, end, lag, m, tuple(anomalies), lost)
+
+
+def _invalid_commit(tp: TopicPartition, offsets: PartitionOffsets | None, m: Member | None,
+                    exists: bool) -> PartitionLag:
+    """A negative committed offset: the row keeps the log offsets, no committed offset
+    and no lag, and says why (:attr:`Anomaly.COMMITTED_INVALID`, an unknown lag)."""
+    if offsets is None:
+        missing = Anomaly.OFFSETS_UNAVAILABLE if exists else Anomaly.PARTITION_MISSING
+        return PartitionLag(tp, None, None, None, None, m, (missing, Anomaly.COMMITTED_INVALID))
+    anomalies = [Anomaly.COMMITTED_INVALID]
+    if offsets.log_start > offsets.log_end:
+        anomalies.insert(0, Anomaly.LOG_START_BEYOND_LOG_END)
+    return PartitionLag(tp, None, offsets.log_start, offsets.log_end, None, m, tuple(anomalies))
 
 
 def oldest_unconsumed_offset(p: PartitionLag) -> int | None:

@@ -108,6 +108,9 @@ class Anomaly(str, Enum):
     #: returned them): the broker lost its log end, e.g. a broker that keeps high
     #: watermarks in memory only restarted; log end and lag unknown (the group is UNKNOWN).
     LOG_END_LOST = "log_end_lost"
+    #: the committed offset is negative (below Kafka's -1 for "none"): a client committed
+    #: something that is not an offset; lag unknown (the group is UNKNOWN).
+    COMMITTED_INVALID = "committed_invalid"
 
 
 ANOMALY_MEANING: dict[Anomaly, str] = {
@@ -123,6 +126,11 @@ ANOMALY_MEANING: dict[Anomaly, str] = {
     ),
     Anomaly.LOG_START_BEYOND_LOG_END: "broker reported log start beyond log end (impossible answer)",
     Anomaly.NO_COMMITTED_OFFSET: "the group has never committed an offset for this partition",
+    Anomaly.COMMITTED_INVALID: (
+        "the committed offset is negative, not an offset (a client committed it; Kafka keeps "
+        "it and its own tool shows '-'): where the group would resume is not known, so its "
+        "lag is not known: the group is UNKNOWN, not OK"
+    ),
     Anomaly.PARTITION_MISSING: "the group has an offset for a partition that does not exist",
     Anomaly.OFFSETS_UNAVAILABLE: (
         "log offsets could not be read (partition leader unavailable: offline partition?)"

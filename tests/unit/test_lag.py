@@ -103,3 +103,17 @@ def test_thresholds_validate():
 
     with pytest.raises(ValueError):
         LagThresholds(10, 5)
+
+
+def test_negative_commit_is_not_an_offset_and_makes_the_group_unknown():
+    r = partition_lag(TP, -5, po(0, 100))
+    assert r.committed is None and r.lag is None and r.log_end == 100
+    assert r.anomalies == (Anomaly.COMMITTED_INVALID,)
+    assert partition_lag(TP, -5, None, exists=True).anomalies == (
+        Anomaly.OFFSETS_UNAVAILABLE, Anomaly.COMMITTED_INVALID)
+    g = compute_group_lag(
+        GroupDescription("g", GroupState.EMPTY, (), "consumer"),
+        {TP: -5, TopicPartition("t", 1): 90}, {TP: po(0, 100), TopicPartition("t", 1): po(0, 100)},
+        {"t": 2}, LagThresholds())
+    assert g.total_lag == 10  # the known partition
+    assert g.severity is Severity.UNKNOWN  # never OK with a partition whose lag is not known
