@@ -21,6 +21,7 @@ export PATH="$VENV/bin:$PATH"
 # reassignment tests miss their deadlines. Each process has its own state directory and
 # picks free ports below the ephemeral range (tests/conftest.py). The second report is
 # printed after the first; the exit status is the first failure.
+# Each report ends with its slowest tests (--durations): what to look at when the run grows.
 # OPSKIT_TEST_SERIAL=1 runs everything in one process.
 I=tests/integration
 SHARDS=(
@@ -40,12 +41,12 @@ for shard in "${SHARDS[@]}"; do
   for t in "${files[@]}"; do ignores+=("--ignore=$t"); done
   log=$(mktemp "${TMPDIR:-/tmp}/opskit-shard.XXXXXX")
   logs+=("$log")
-  "$VENV/bin/python" -m pytest "${files[@]}" "$@" >"$log" 2>&1 </dev/null &
+  "$VENV/bin/python" -m pytest "${files[@]}" --durations=15 "$@" >"$log" 2>&1 </dev/null &
   pids+=($!)
 done
 echo "test.sh: ${#SHARDS[@]} shards of test files run beside this one; their reports follow" >&2
 set +e
-"$VENV/bin/python" -m pytest tests "${ignores[@]}" "$@"
+"$VENV/bin/python" -m pytest tests "${ignores[@]}" --durations=40 "$@"
 rc=$?
 for i in "${!pids[@]}"; do
   wait "${pids[$i]}"
