@@ -312,6 +312,7 @@ def bench_plan(partitions: int, seed: int = 7) -> dict[str, Any]:
     from opskit.core.reassign_plan import plan_reassignment
     from opskit.sandbox.cluster import Sandbox, free_port_block
     from opskit.sandbox.dist import ensure_kafka_dist
+    from opskit.sandbox.scale import add_brokers
 
     sb = Sandbox(f"bench-rp-{uuid.uuid4().hex[:6]}")
     old_heap = os.environ.get("OPSKIT_SANDBOX_HEAP")
@@ -328,7 +329,7 @@ def bench_plan(partitions: int, seed: int = 7) -> dict[str, Any]:
                 f.result(300)
         _wait_partitions_known(st.nodes, names, per_topic)
         _fill_random(bootstrap, names, per_topic, seed)
-        st = sb.add_brokers(3, wait_timeout=900)
+        st = add_brokers(sb, 3, wait_timeout=900)
         bootstrap = st.bootstrap
         topo, _sizes = _sizes_and_replicas(bootstrap)
         assert {p.topic for p in topo.partitions} == set(names), "only the benchmark's topics"

@@ -114,7 +114,7 @@ class AclsAdmin(KafkaAdmin):
         from kafka.errors import KafkaError as KpKafkaError  # type: ignore[import-untyped]
         from kafka.errors import KafkaTimeoutError, SecurityDisabledError
 
-        from opskit.adapters.cluster_health import kafka_python_config
+        from opskit.adapters.kafka_python import kafka_python_config
         from opskit.errors import KafkaUnavailableError
 
         flt = ACLFilter(principal=None, host=None, operation=ACLOperation.ANY,

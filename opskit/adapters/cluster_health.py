@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from opskit.adapters.kafka_admin import ClusterMeta, KafkaAdmin
+from opskit.adapters.kafka_python import kafka_python_config
 from opskit.core.connection import ConnectionConfig
 from opskit.core.health import (
     ClusterHealthInput,
@@ -39,18 +40,6 @@ T = TypeVar("T")
 NO_QUORUM_API = "broker does not support DescribeQuorum (needs Kafka 3.3+ KRaft)"
 NO_REASSIGN_API = "broker does not support ListPartitionReassignments (needs Kafka 2.4+)"
 METADATA_TOPIC = "__cluster_metadata"
-
-
-def quiet_kafka_python(debug: bool) -> None:
-    """kafka-python logs every connection attempt at WARNING/ERROR: only show it with --debug."""
-    logging.getLogger("kafka").setLevel(logging.DEBUG if debug else logging.CRITICAL + 1)
-
-
-def kafka_python_config(conn: ConnectionConfig, timeout: float) -> dict[str, Any]:
-    ms = int(max(timeout, 0.5) * 1000)
-    cfg = conn.to_kafka_python(ms)
-    cfg.update({"bootstrap_timeout_ms": ms, "reconnect_backoff_max_ms": 1000})
-    return cfg
 
 
 class _Deadline(Exception):

@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from opskit.adapters.cluster_health import kafka_python_config
+from opskit.adapters.kafka_python import kafka_python_config
 from opskit.core.connection import ConnectionConfig
 from opskit.errors import KafkaOperationError, KafkaUnavailableError, OpskitError
 

@@ -28,8 +28,8 @@ from typing import Any, Self
 
 from opskit.adapters import capabilities as caps_mod
 from opskit.adapters import confluent as ck
-from opskit.adapters.cluster_health import kafka_python_config, quiet_kafka_python
 from opskit.adapters.kafka_admin import KafkaAdmin
+from opskit.adapters.kafka_python import kafka_python_config, quiet_kafka_python
 from opskit.core.connection import ConnectionConfig
 from opskit.core.models import TopicPartition
 from opskit.core.reassign_exec import ConfigBaseline, InFlight, Move, Submitted

@@ -122,7 +122,7 @@ def connect_as(kind: type[AdminT], bootstrap: str | None, context: str | None, t
     from opskit.adapters.config_file import resolve_connection
 
     if kafka_python:
-        from opskit.adapters.cluster_health import quiet_kafka_python
+        from opskit.adapters.kafka_python import quiet_kafka_python
 
         quiet_kafka_python(STATE.debug)
     return kind(resolve_connection(bootstrap, context), timeout=timeout)

@@ -116,7 +116,7 @@ def exporter(
         return streamnest.exporter(conn, web, interval_s, timeout, once)
     cfg = load_config()
     if once:
-        from opskit.adapters.cluster_health import quiet_kafka_python
+        from opskit.adapters.kafka_python import quiet_kafka_python
         from opskit.exporter.collector import KafkaSource
         from opskit.exporter.engine import Exporter
 
@@ -150,7 +150,7 @@ def exporter(
         return 0
     engine: Exporter | ProcessExporter
     if collector == "thread":
-        from opskit.adapters.cluster_health import quiet_kafka_python
+        from opskit.adapters.kafka_python import quiet_kafka_python
         from opskit.exporter.collector import KafkaSource
         from opskit.exporter.engine import Exporter
 

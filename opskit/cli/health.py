@@ -8,8 +8,9 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from opskit.adapters.cluster_health import gather_health_input, quiet_kafka_python
+from opskit.adapters.cluster_health import gather_health_input
 from opskit.adapters.config_file import resolve_connection
+from opskit.adapters.kafka_python import quiet_kafka_python
 from opskit.adapters.streamnest import is_http_bootstrap
 from opskit.cli import streamnest
 from opskit.cli.common import (

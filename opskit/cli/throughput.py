@@ -16,9 +16,9 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from opskit.adapters.cluster_health import quiet_kafka_python
 from opskit.adapters.config_file import resolve_connection
 from opskit.adapters.kafka_admin import ClusterMeta, KafkaAdmin
+from opskit.adapters.kafka_python import quiet_kafka_python
 from opskit.adapters.log_dirs import PartitionSizes, read_partition_sizes
 from opskit.adapters.log_end_check import checked_log_offsets
 from opskit.adapters.streamnest import is_http_bootstrap

@@ -35,12 +35,12 @@ from typing import Any
 from opskit.adapters import cluster_wire
 from opskit.adapters.cluster_health import (
     describe_quorum,
-    kafka_python_config,
     list_reassignments,
     min_isr_value,
 )
 from opskit.adapters.kafka_admin import ClusterMeta, KafkaAdmin
 from opskit.adapters.kafka_protocol import WireErrorCode
+from opskit.adapters.kafka_python import kafka_python_config
 from opskit.adapters.lag_sampler import RetentionConfig
 from opskit.adapters.lag_source import LagReport, collect_lag, read_log_offsets
 from opskit.adapters.log_dirs import read_partition_sizes

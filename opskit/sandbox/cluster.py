@@ -458,18 +458,6 @@ class Sandbox:
             raise
         return st, "started"
 
-    def add_brokers(self, count: int, wait_timeout: float = 120.0) -> SandboxState:
-        """Start ``count`` more broker-only nodes in a running sandbox (see
-        :func:`opskit.sandbox.scale.add_node`); the new brokers hold nothing until
-        partitions are moved to them."""
-        from opskit.sandbox.scale import add_node
-
-        if count < 1:
-            raise UsageError("add at least one broker")
-        for _ in range(count):
-            add_node(self, "broker", wait_timeout=wait_timeout)
-        return self.require()
-
     def _format(self, dist: KafkaDist, st: SandboxState, node: Node,
                 extra: tuple[str, ...] | None = None) -> None:
         node.dir.mkdir(parents=True, exist_ok=True)

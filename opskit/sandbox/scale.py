@@ -169,3 +169,13 @@ def promote_controller(sb: Sandbox, node_id: int, timeout: float = 180.0) -> boo
         log.debug("add-controller %s not yet: %s", node_id, last)
         time.sleep(2)
     raise SandboxError(f"node {node_id} did not become a voter within {timeout:.0f}s: {last}")
+
+
+def add_brokers(sb: Sandbox, count: int, wait_timeout: float = 120.0) -> SandboxState:
+    """Start ``count`` more broker-only nodes in a running sandbox (see :func:`add_node`);
+    the new brokers hold nothing until partitions are moved to them."""
+    if count < 1:
+        raise UsageError("add at least one broker")
+    for _ in range(count):
+        add_node(sb, "broker", wait_timeout=wait_timeout)
+    return sb.require()

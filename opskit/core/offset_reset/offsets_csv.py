@@ -4,14 +4,28 @@ from __future__ import annotations
 
 import csv
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from opskit.core.models import TopicPartition
 from opskit.core.offset_reset.topics import DIGITS, INT32_MAX, INT64_MAX, topic_name_problem
 from opskit.errors import InvalidInputError, UsageError
 
-if TYPE_CHECKING:
-    from opskit.core.offset_reset.plan import ResetPlan
+
+class _ExportRow(Protocol):
+    @property
+    def tp(self) -> TopicPartition: ...
+    @property
+    def target(self) -> int: ...
+
+
+class ExportablePlan(Protocol):
+    """What the export needs of a plan (``opskit.core.offset_reset.plan.ResetPlan``, which
+    imports this module: named by shape, so the two do not import each other)."""
+
+    @property
+    def group_id(self) -> str: ...
+    @property
+    def rows(self) -> Sequence[_ExportRow]: ...
 
 
 def parse_offsets_csv(text: str) -> dict[str | None, dict[TopicPartition, int]]:
@@ -138,7 +152,7 @@ def _csv_field(value: str) -> str:
     return value
 
 
-def export_csv(plans: Sequence[ResetPlan], *, with_group: bool) -> str:
+def export_csv(plans: Sequence[ExportablePlan], *, with_group: bool) -> str:
     """The ``--export`` CSV of several plans, one line per row, each ending in "\\n".
 
     Tool fact (3.7 ``ConsumerGroupService.exportOffsetsToCsv``, 4.x
