@@ -17,7 +17,7 @@ import sys
 import time
 from collections.abc import Callable
 from contextlib import redirect_stderr, redirect_stdout
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TextIO
 
@@ -118,7 +118,8 @@ class KafkaSteps:
     throttle: str                     # e.g. "50MiB"
     registry: Path | None = None
     wait_s: float = 300.0
-    cli: Callable[[list[str]], int] | None = None
+    #: opskit's CLI entry point, run in this process (the CLI passes its own ``main``)
+    cli: Callable[[list[str]], int] = field(kw_only=True)
     plans: PlanStore | None = None
     #: progress lines while a wait lasts (the CLI prints them on stderr)
     say: Callable[[str], None] | None = None
@@ -132,12 +133,10 @@ class KafkaSteps:
         """Run an opskit command in this process; its output is kept for the log. With
         ``progress`` its stderr lines (a reassignment's progress: moves, bytes left,
         which brokers it waits for) are passed on to ``say`` as they come."""
-        from opskit.cli.main import main
-
         out = io.StringIO()
         err = _LineTee(self.say if progress else None, sys.stderr)
         with redirect_stdout(out), redirect_stderr(err):
-            code = (self.cli or main)(list(args))
+            code = self.cli(list(args))
         log.debug("opskit %s -> %s\n%s%s", " ".join(args), code, out.getvalue(), err.getvalue())
         if code != 0:
             last = (err.getvalue().strip().splitlines() or ["(no message)"])[-1]

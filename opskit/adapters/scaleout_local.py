@@ -108,13 +108,14 @@ class LocalSteps:
     throttle: str                     # e.g. "50MiB"
     registry: Path | None = None
     wait_s: float = 300.0
-    cli: Callable[[list[str]], int] | None = None
     say: Callable[[str], None] | None = None
     kafka: KafkaSteps = field(init=False)
+    #: opskit's CLI entry point (see KafkaSteps.cli)
+    cli: Callable[[list[str]], int] = field(kw_only=True)
 
     def __post_init__(self) -> None:
         self.kafka = KafkaSteps(self.conn, self.context, self.run_dir, self.throttle,
-                                self.registry, self.wait_s, self.cli, say=self.say)
+                                self.registry, self.wait_s, cli=self.cli, say=self.say)
 
     def run(self, step: Step, plan: ScaleOutPlan) -> str:
         k = self.kafka

@@ -259,8 +259,10 @@ def _resume(sandbox: str, state: Any, version: str | None, store: Any, throttle:
     sb = Sandbox(sandbox)
     run_dir = _run_dir(sandbox)
     err = stderr()
+    from opskit.cli.main import main  # (loaded: it is running this command)
+
     steps = LocalSteps(sb, sb.connection(), _context(sandbox), run_dir, throttle, registry,
-                       wait_s=wait_s, say=lambda m: err.print(m, highlight=False))
+                       wait_s=wait_s, say=lambda m: err.print(m, highlight=False), cli=main)
     # held for the whole run: a second run refuses at once, naming the holder; the kernel
     # drops it when a run dies (kill -9 too), so a killed run never blocks its resume
     resume_cmd = _resume_command(sandbox, throttle, win, registry, routing_key_file,

@@ -141,9 +141,11 @@ def drive(args: K8sArgs, state: Any, throttle: str, win: Any, registry: Path | N
                                f"{ns}/{sts}")
         run_dir = _run_dir(ns, sts)
         err = stderr()
+        from opskit.cli.main import main  # (loaded: it is running this command)
+
         kafka = KafkaSteps(conn, args.context, run_dir,
                            throttle, registry, wait_s, plans=ConfigMapPlans(api, ns, sts),
-                           say=lambda m: err.print(m, highlight=False))
+                           say=lambda m: err.print(m, highlight=False), cli=main)
         abort = ConfigMapAbort(api, ns, sts)
         end = run(state, version, store, K8sSteps(api, ns, sts, kafka), window=win,
                   abort_marker=abort, pager=pager(state.run_id),

@@ -438,8 +438,11 @@ def test_scale_out_on_kubernetes_killed_resumed_idempotent(
     from opskit.core.scaleout.plan import ScaleOutPlan, Step, StepKind
 
     rvs = _rv(admin_api)
+    from opskit.cli.main import main
+
     steps = K8sSteps(admin_api, NS, STS, KafkaSteps(resolve_connection(None, context), context,
-                                                   tmp_path / "run", "10MiB", wait_s=60))
+                                                   tmp_path / "run", "10MiB", wait_s=60,
+                                                   cli=main))
     done_plan = ScaleOutPlan.from_dict(journal["plan"])
     for n in (1, 2):
         assert "StatefulSet insights-kafka-broker unchanged" in steps.run(

@@ -17,6 +17,7 @@ from helpers import cli_sandbox
 
 from opskit.adapters.kafka_admin import KafkaAdmin
 from opskit.adapters.scaleout_local import LocalSteps
+from opskit.cli.main import main
 from opskit.errors import OpskitError
 from opskit.sandbox.security import admin_context_name
 
@@ -35,7 +36,7 @@ def test_secured_4x_cluster_default_goes_through_the_controllers(uniq: str,
                 admin.alter_broker_configs([0], {"min.insync.replicas": "2"})
             assert admin.broker_configs([0])[0]["min.insync.replicas"][0] == "1"
         steps = LocalSteps(sb, sb.connection(), admin_context_name(name, sb.security(st)),
-                           tmp_path, "10MiB")
+                           tmp_path, "10MiB", cli=main)
         where = steps._cluster_default("min.insync.replicas", "2")
         assert where == "as the cluster-wide dynamic default (new topics)"
         with KafkaAdmin(sb.connection()) as admin:

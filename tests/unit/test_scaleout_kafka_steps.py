@@ -81,11 +81,15 @@ def test_the_copy_s_progress_lines_reach_the_operator(tmp_path: Path) -> None:
     assert said == []
 
 
+def _no_cli(argv: list[str]) -> int:
+    raise AssertionError(f"no opskit command expected here: {argv}")
+
+
 def test_a_long_wait_says_what_it_waits_for(tmp_path: Path) -> None:
     said: list[str] = []
     seen = iter(["broker(s) [2] not registered"] * 3 + [None])
     steps = KafkaSteps(ConnectionConfig("127.0.0.1:1"), "ctx", tmp_path, "1MiB",
-                       say=said.append, progress_every_s=0.0)
+                       say=said.append, progress_every_s=0.0, cli=_no_cli)
     steps.wait("waiting for the new brokers", lambda: next(seen))
     assert said and all("waiting for the new brokers: still broker(s) [2] not registered ("
                         in s for s in said)
@@ -115,7 +119,8 @@ def test_probe_commit_waits_for_a_moving_coordinator(tmp_path: Path, monkeypatch
     import opskit.adapters.scaleout_kafka as sk
 
     monkeypatch.setattr(sk.time, "sleep", lambda _s: None)
-    steps = KafkaSteps(ConnectionConfig("127.0.0.1:1"), "ctx", tmp_path, "1MiB", wait_s=60.0)
+    steps = KafkaSteps(ConnectionConfig("127.0.0.1:1"), "ctx", tmp_path, "1MiB", wait_s=60.0,
+                       cli=_no_cli)
     moving = _Consumer([KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS])
     assert steps._first_commit(moving, object()) == "ok" and moving.tries == 3
     denied = _Consumer([KafkaError.GROUP_AUTHORIZATION_FAILED])

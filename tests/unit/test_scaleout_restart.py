@@ -71,7 +71,8 @@ class FakeKafka:
 
 
 def steps(tmp_path: Path, sb: FakeSandbox, kafka: FakeKafka) -> LocalSteps:
-    s = LocalSteps(sb, ConnectionConfig("127.0.0.1:1"), "ctx", tmp_path, "1MiB")  # type: ignore[arg-type]
+    s = LocalSteps(sb, ConnectionConfig("127.0.0.1:1"), "ctx", tmp_path, "1MiB",  # type: ignore[arg-type]
+                   cli=lambda argv: 99)
     kafka.sb = sb
     s.kafka = kafka  # type: ignore[assignment]
     return s
