@@ -290,6 +290,11 @@ def _reconcile(m: Move, obs: Observation) -> Move:
             return replace(m, status=MoveStatus.PENDING)  # the request never took effect
         return replace(m, status=MoveStatus.FAILED,
                        error="reverted to its base replicas by someone else (cancelled?)")
+    if now is not None and set(now) == set(m.base) != set(m.target):
+        # a cancelled move (KIP-455) gets its original replicas back, but not always in
+        # their order (Kafka 4.3.1: [2, 0] came back as [0, 2]): reverted all the same
+        return replace(m, status=MoveStatus.FAILED,
+                       error="reverted to its base replicas by someone else (cancelled?)")
     return m  # in between two reads: look again
 
 

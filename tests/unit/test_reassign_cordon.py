@@ -246,3 +246,23 @@ def test_a_drain_cancelled_anywhere_submits_nothing_more_and_gets_its_values_bac
     else:  # finished before the cancel came: kept
         assert cluster.cordons == {2: "*"}
     assert not any(k[1] in RATE_KEYS for k in cluster.configs)
+
+
+def test_a_cancelled_move_back_on_its_replicas_in_another_order_is_reverted() -> None:
+    """Kafka 4.3.1 reverted a cancelled [2, 0] -> [1, 0] to [0, 2]: the run must see it as
+    reverted, not wait for it until its stall limit."""
+    from opskit.core.reassign_exec import Observation
+
+    tp = TopicPartition("t", 0)
+    s = initial_state("p", (Move(tp, (2, 0), (1, 0)),), 100, None)
+    s = ExecState.from_dict({**s.to_dict(), "phase": "moving"})
+    s = ExecState.from_dict({**s.to_dict(), "moves": [
+        {**s.moves[0].to_dict(), "status": "in_flight"}]})
+    s2, _ = transition(s, Observed(Observation(1.0, {tp: (0, 2)}, {}, frozenset({0, 1, 2}))))
+    assert s2.moves[0].status is MoveStatus.FAILED and "reverted" in (s2.moves[0].error or "")
+    # a pure reorder seen in a third order is not taken for a revert
+    r = initial_state("p", (Move(tp, (1, 2, 0), (0, 2, 1)),), 100, None)
+    r = ExecState.from_dict({**r.to_dict(), "phase": "moving", "moves": [
+        {**r.moves[0].to_dict(), "status": "in_flight"}]})
+    r2, _ = transition(r, Observed(Observation(1.0, {tp: (2, 1, 0)}, {}, frozenset({0, 1, 2}))))
+    assert r2.moves[0].status is MoveStatus.IN_FLIGHT
