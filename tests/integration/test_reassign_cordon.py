@@ -186,7 +186,7 @@ def test_drain_on_37_warns_in_one_line_and_drains(kafka3, tmp_path: Path) -> Non
     produce(boot, topic, {0: 200, 1: 200}, value=b"d" * 1000)
     md = admin.list_topics(topic, timeout=15).topics[topic]
     topo = Topology(tuple(Broker(b) for b in (0, 1, 2)),
-                    tuple(PartitionState(topic, p.id, tuple(p.replicas), tuple(p.isr), p.leader)
+                    tuple(PartitionState(topic, p.id, tuple(p.replicas), tuple(p.isrs), p.leader)
                           for p in md.partitions.values()))
     plan = plan_reassignment(topo, Goal(GoalKind.REMOVE_BROKERS, brokers=(2,)), Policy(),
                              datetime.now(UTC))
@@ -196,6 +196,7 @@ def test_drain_on_37_warns_in_one_line_and_drains(kafka3, tmp_path: Path) -> Non
     assert r.code == 0, r.out + r.err
     warnings = [ln for ln in r.err.splitlines() if ln.startswith("opskit: warning:")]
     assert len(warnings) == 1, r.err
+    print(warnings[0])
     assert "broker(s) 2 not cordoned" in warnings[0] and "4.3" in warnings[0], warnings
     assert "created meanwhile can still get replicas there" in warnings[0], warnings
     after = admin.list_topics(topic, timeout=15).topics[topic].partitions
