@@ -474,8 +474,8 @@ class ReassignAdmin:
             except Exception as e:
                 raise self.translate(e, "DescribeLogDirs (cordon check)") from e
             for broker in res or []:
-                dirs = broker.get("log_dirs", [])
-                if dirs and all(d.get("is_cordoned") for d in dirs):
+                dirs = [d for d in broker.get("log_dirs", []) if not d.get("error_code")]
+                if dirs and all(d.get("is_cordoned") for d in dirs):  # (offline ones: left out)
                     pending.discard(int(broker.get("broker", -1)))
             if not pending:
                 return

@@ -129,12 +129,17 @@ def _cordon_note(drained: tuple[int, ...], registered: set[int], bootstrap: str 
         plan_cordon,
         unprotected_line,
     )
+    from opskit.errors import OpskitError
 
     present = [b for b in drained if b in registered]
     support = CordonSupport(True)
     if present:
-        with ReassignAdmin(resolve_connection(bootstrap, context), timeout=timeout) as ra:
-            support = ra.cordon_support(present)
+        try:  # the plan itself needs none of this: a failed look is a note, not an error
+            with ReassignAdmin(resolve_connection(bootstrap, context), timeout=timeout) as ra:
+                support = ra.cordon_support(present)
+        except OpskitError as e:
+            return (f"could not tell whether reassign execute can cordon broker(s) "
+                    f"{','.join(map(str, present))} (KIP-1066): {e}")
     cordon = plan_cordon(drained, registered, support)
     assert cordon is not None
     if cordon.status is CordonStatus.UNSUPPORTED:
