@@ -156,13 +156,15 @@ class ReassignAdmin:
                     f"the broker at {caps.broker or caps.bootstrap} does not support {name} "
                     f"(API key {caps_mod.API_KEYS[name]}), needed for partition reassignment")
 
-    def require_acls(self, command: str, topics: Iterable[str]) -> None:
+    def require_acls(self, command: str, topics: Iterable[str],
+                     only: frozenset[tuple[str, str]] | None = None,
+                     label: str | None = None) -> None:
         """Before a mutation: NotAuthorisedError (exit 6) naming every required ACL of
         ``command`` (:data:`opskit.core.acl_needs.COMMAND_NEEDS`) the principal lacks
         (:func:`opskit.adapters.acl_check.require_acls`), so a refused run changes nothing."""
         from opskit.adapters.acl_check import require_acls
 
-        require_acls(self.admin, command, topics)
+        require_acls(self.admin, command, topics, only=only, label=label)
 
     # ------------------------------------------------------------------ clients
     @property
@@ -425,6 +427,9 @@ class ReassignAdmin:
                 for r, k, v in baseline.values if now.get(r, k) != v]
 
     # ------------------------------------------------------------------ cordons
+    #: the ACLs a cordon change needs (``reassign execute --execute`` lists them)
+    CORDON_ACLS = frozenset({("cluster", "DESCRIBE_CONFIGS"), ("cluster", "ALTER_CONFIGS")})
+
     def cordon_support(self, brokers: Iterable[int]) -> CordonSupport:
         """Can the cluster cordon these (registered) brokers? Never raises for a cluster that
         cannot: the answer says why."""

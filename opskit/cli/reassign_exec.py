@@ -429,6 +429,9 @@ def cancel(do_execute: ActOpt = False,
                                 "dry_run": not do_execute}
         if do_execute and (flights or unfinished):
             admin.require_acls("reassign cancel --execute", ())
+            if held:  # uncordoning too: refused before the cancel, not after it
+                admin.require_acls("reassign execute --execute", (), only=admin.CORDON_ACLS,
+                                   label="reassign cancel --execute (uncordon)")
             res = admin.cancel(sorted(flights))
             data["cancelled"] = [_tp(tp) for tp in res.accepted]
             data["errors"] = {_tp(tp): e for tp, e in res.rejected.items()}
@@ -504,6 +507,8 @@ def uncordon(
         data: dict[str, Any] = {"brokers": {str(b): {"now": now[b][0], "after": prior[b]}
                                             for b in ids}, "dry_run": not do_execute}
         if do_execute:
+            admin.require_acls("reassign execute --execute", (), only=admin.CORDON_ACLS,
+                               label="reassign uncordon --execute")
             data["mismatches"] = admin.restore_cordon(sorted(prior.items()))
 
     def table(con: Any) -> None:
