@@ -39,7 +39,13 @@ from opskit.adapters.kafka_admin import KafkaAdmin
 from opskit.adapters.kafka_python import kafka_python_config, quiet_kafka_python
 from opskit.core.connection import ConnectionConfig
 from opskit.core.models import TopicPartition
-from opskit.core.reassign_cordon import CORDON_ALL, CORDON_KEY, CordonSupport, cordon_support
+from opskit.core.reassign_cordon import (
+    CORDON_ALL,
+    CORDON_KEY,
+    MIN_METADATA_LEVEL,
+    CordonSupport,
+    cordon_support,
+)
 from opskit.core.reassign_exec import ConfigBaseline, InFlight, Move, Submitted
 from opskit.core.reassign_exec_checks import ClusterView
 from opskit.errors import (
@@ -447,6 +453,23 @@ class ReassignAdmin:
                                 for b in sorted(set(brokers))], "reading cordoned.log.dirs")
         knows = {b: CORDON_KEY in found.get(("broker", str(b)), {}) for b in brokers}
         return cordon_support(level, knows)
+
+    def fully_cordoned(self, brokers: Iterable[int]) -> set[int]:
+        """The brokers whose every log directory is cordoned (``cordoned.log.dirs=*``), on a
+        cluster whose metadata.version honours it; empty elsewhere (one DescribeFeatures,
+        then DescribeConfigs per broker only on such a cluster)."""
+        try:
+            fin = (self.kp.describe_features().get("metadata.version") or {}).get("finalized")
+        except Exception as e:  # an old or foreign broker: it cannot cordon
+            err = self.translate(e, "DescribeFeatures")
+            if isinstance(err, (NotAuthorisedError, KafkaUnavailableError)):
+                raise err from e
+            log.debug("DescribeFeatures failed: %s", err)
+            return set()
+        if not fin or int(fin[1]) < MIN_METADATA_LEVEL:
+            return set()
+        return {b for b, (v, _src) in self.cordons(brokers, tolerant=True).items()
+                if (v or "").strip() == CORDON_ALL}
 
     def cordons(self, brokers: Iterable[int], tolerant: bool = False
                 ) -> dict[int, tuple[str | None, int]]:

@@ -27,9 +27,11 @@ from dataclasses import dataclass, replace
 from enum import Enum
 from typing import Any
 
+from opskit.core.reassign_model import Topology
+
 __all__ = [
     "CORDON_ALL", "CORDON_KEY", "MIN_METADATA_LEVEL", "Cordon", "CordonStatus", "CordonSupport",
-    "cordon_support", "plan_cordon", "unprotected_line",
+    "cordon_support", "leave_out_cordoned", "plan_cordon", "unprotected_line",
 ]
 
 CORDON_KEY = "cordoned.log.dirs"
@@ -132,3 +134,20 @@ def plan_cordon(drained: Iterable[int], registered: Iterable[int],
     if not present:
         return Cordon(drained, CordonStatus.UNSUPPORTED, note=note)
     return Cordon(present, note=note)
+
+
+def leave_out_cordoned(topology: Topology, cordoned: Iterable[int], keep: Iterable[int] = ()
+                       ) -> tuple[Topology, tuple[int, ...], tuple[int, ...]]:
+    """The topology a new plan is made from, without the fully cordoned brokers that hold
+    no replica (a finished drain's: a rebalance would fill them again, Kafka accepting a
+    reassignment onto a cordoned broker). Returns (topology, left out, cordoned brokers
+    still holding replicas: kept, the plan may move replicas onto them). ``keep``: brokers
+    the goal names (``--add-brokers``, ``--remove-brokers``), never left out."""
+    held = {b for p in topology.partitions for b in p.replicas}
+    ids = set(cordoned) - set(keep)
+    out = tuple(sorted(b.id for b in topology.brokers if b.id in ids and b.id not in held))
+    holding = tuple(sorted(b.id for b in topology.brokers if b.id in ids and b.id in held))
+    if not out:
+        return topology, (), holding
+    return (replace(topology, brokers=tuple(b for b in topology.brokers if b.id not in out)),
+            out, holding)

@@ -8,7 +8,8 @@ with RF 2 on three brokers, 6 partitions all avoiding broker 2 by chance is 1 in
 The first drain is killed with SIGKILL mid-copy (the cordon stays), then ``reassign cancel
 --execute`` puts the value found before back, and the resumed execution submits nothing
 more and does not cordon again. A second drain runs to the end: no replica left on
-broker 2, the cordon kept, ``verify`` exit 0; ``reassign uncordon --execute`` lifts it.
+broker 2, the cordon kept, ``verify`` exit 0, a ``--rebalance`` plan leaves the cordoned,
+empty broker out; ``reassign uncordon --execute`` lifts it.
 
 3.7 (the shared three-broker cluster): the same kind of drain plan warns in one line that
 broker 2 is not cordoned and what that leaves unprotected, and drains.
@@ -159,6 +160,12 @@ def test_drain_cordons_first_cancel_uncordons_finished_drain_keeps_it(
     assert v.code == 0, v.out + v.err
     st = run_cli("reassign", "status", "-o", "json", "-b", boot)
     assert st.json()["cordoned"] == {"2": "*"}, st.out
+
+    # a later plan does not fill the cordoned, empty broker again (Kafka would accept it)
+    rb = run_cli("reassign", "plan", "--rebalance", "-o", "json", "-b", boot)
+    assert rb.code == 0, rb.err
+    assert "broker(s) 2 are cordoned and hold no replica: left out of the plan" in rb.err, rb.err
+    assert all(2 not in p["replicas"] for p in rb.json()["partitions"]), rb.out
 
     # 4. lift it (the broker stays, say): back to no dynamic value
     u = run_cli("reassign", "uncordon", "--brokers", "2", "--execute", "-b", boot)

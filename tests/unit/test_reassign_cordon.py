@@ -266,3 +266,16 @@ def test_a_cancelled_move_back_on_its_replicas_in_another_order_is_reverted() ->
         {**r.moves[0].to_dict(), "status": "in_flight"}]})
     r2, _ = transition(r, Observed(Observation(1.0, {tp: (2, 1, 0)}, {}, frozenset({0, 1, 2}))))
     assert r2.moves[0].status is MoveStatus.IN_FLIGHT
+
+
+def test_new_plans_leave_out_cordoned_brokers_that_hold_nothing() -> None:
+    from opskit.core.reassign_cordon import leave_out_cordoned
+    from opskit.core.reassign_model import Broker, PartitionState, Topology
+
+    topo = Topology(tuple(Broker(b) for b in (0, 1, 2, 3)),
+                    (PartitionState("t", 0, (0, 1)), PartitionState("t", 1, (1, 3))))
+    out_topo, out, holding = leave_out_cordoned(topo, {2, 3})
+    assert out == (2,) and holding == (3,)  # 3 still holds t:1: kept, said
+    assert out_topo.broker_ids == (0, 1, 3) and topo.broker_ids == (0, 1, 2, 3)
+    assert leave_out_cordoned(topo, {2}, keep=(2,)) == (topo, (), ())  # --add-brokers 2
+    assert leave_out_cordoned(topo, set()) == (topo, (), ())
