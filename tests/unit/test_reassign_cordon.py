@@ -53,7 +53,7 @@ from tests.unit.test_reassign_exec_machine import RATE_KEYS, FakeCluster, _cycle
 def test_support_needs_the_key_on_every_drained_broker_and_metadata_version_4_3() -> None:
     assert cordon_support(MIN_METADATA_LEVEL, {2: True, 5: True}) == CordonSupport(True)
     assert cordon_support(31, {2: True}).supported
-    no_key = cordon_support(19, {2: False, 5: True})  # Kafka 3.7: metadata.version 3.7-IV4
+    no_key = cordon_support(19, {2: False, 5: True})  # Kafka 3.7: no such key
     assert not no_key.supported and "broker(s) 2" in no_key.reason and "4.3" in no_key.reason
     old_mv = cordon_support(MIN_METADATA_LEVEL - 1, {2: True})  # 4.3 brokers, MV not finalized
     assert not old_mv.supported and "4.3-IV0" in old_mv.reason
