@@ -13,6 +13,13 @@ dynamic cluster default; cleanup sets back the per-broker value that existed bef
 or deletes ours, so static and default values are never written and reappear exactly.
 Every wait is bounded by the timeout: removal never waits for a value to "disappear".
 
+Cordons (KIP-1066, :mod:`opskit.core.reassign_cordon`). ``cordoned.log.dirs`` is set as a
+dynamic per-broker value (``*``) with IncrementalAlterConfigs, like the throttle rates;
+confirmed from the broker's own report (DescribeLogDirs v5 ``is_cordoned`` on every log
+directory); restored to the per-broker value found before (deleted where there was none).
+Whether the cluster can cordon: the finalized metadata.version (DescribeFeatures, from
+ApiVersions) and the key in each drained broker's DescribeConfigs.
+
 Every vendor exception becomes an opskit error in :meth:`ReassignAdmin.translate`.
 Before anything, :meth:`ReassignAdmin.require` checks the broker advertises the APIs
 (ApiVersions); a broker without them (Tansu, gateways) gives UnsupportedError (exit 3)
@@ -32,6 +39,13 @@ from opskit.adapters.kafka_admin import KafkaAdmin
 from opskit.adapters.kafka_python import kafka_python_config, quiet_kafka_python
 from opskit.core.connection import ConnectionConfig
 from opskit.core.models import TopicPartition
+from opskit.core.reassign_cordon import (
+    CORDON_ALL,
+    CORDON_KEY,
+    MIN_METADATA_LEVEL,
+    CordonSupport,
+    cordon_support,
+)
 from opskit.core.reassign_exec import ConfigBaseline, InFlight, Move, Submitted
 from opskit.core.reassign_exec_checks import ClusterView
 from opskit.errors import (
@@ -57,7 +71,8 @@ _REQUEST_ACLS = (("ListPartitionReassignments", "Describe on the cluster"),
                  ("AlterPartitionReassignments", "Alter on the cluster"),
                  ("cancelling reassignments", "Alter on the cluster"),
                  ("ElectLeaders", "Alter on the cluster"),
-                 ("DescribeLogDirs", "Describe on the cluster"))
+                 ("DescribeLogDirs", "Describe on the cluster"),
+                 ("DescribeFeatures", "Describe on the cluster"))
 _DYNAMIC_BROKER = 2  # ConfigSource.DYNAMIC_BROKER_CONFIG
 _DYNAMIC_TOPIC = 1  # ConfigSource.DYNAMIC_TOPIC_CONFIG
 
@@ -147,13 +162,15 @@ class ReassignAdmin:
                     f"the broker at {caps.broker or caps.bootstrap} does not support {name} "
                     f"(API key {caps_mod.API_KEYS[name]}), needed for partition reassignment")
 
-    def require_acls(self, command: str, topics: Iterable[str]) -> None:
+    def require_acls(self, command: str, topics: Iterable[str],
+                     only: frozenset[tuple[str, str]] | None = None,
+                     label: str | None = None) -> None:
         """Before a mutation: NotAuthorisedError (exit 6) naming every required ACL of
         ``command`` (:data:`opskit.core.acl_needs.COMMAND_NEEDS`) the principal lacks
         (:func:`opskit.adapters.acl_check.require_acls`), so a refused run changes nothing."""
         from opskit.adapters.acl_check import require_acls
 
-        require_acls(self.admin, command, topics)
+        require_acls(self.admin, command, topics, only=only, label=label)
 
     # ------------------------------------------------------------------ clients
     @property
@@ -414,6 +431,98 @@ class ReassignAdmin:
         now = self.read_baseline(brokers, topics)
         return [f"{r} {k}: {now.get(r, k)!r} (expected {v!r})"
                 for r, k, v in baseline.values if now.get(r, k) != v]
+
+    # ------------------------------------------------------------------ cordons
+    #: the ACLs a cordon change needs (``reassign execute --execute`` lists them)
+    CORDON_ACLS = frozenset({("cluster", "DESCRIBE_CONFIGS"), ("cluster", "ALTER_CONFIGS")})
+
+    def cordon_support(self, brokers: Iterable[int]) -> CordonSupport:
+        """Can the cluster cordon these (registered) brokers? Never raises for a cluster that
+        cannot: the answer says why."""
+        try:
+            features = self.kp.describe_features()
+            fin = (features.get("metadata.version") or {}).get("finalized")
+            level = int(fin[1]) if fin else None
+        except Exception as e:  # an old or foreign broker: it cannot cordon
+            err = self.translate(e, "DescribeFeatures")
+            if isinstance(err, (NotAuthorisedError, KafkaUnavailableError)):
+                raise err from e
+            log.debug("DescribeFeatures failed: %s", err)
+            level = None
+        found = self._describe([ck.ConfigResource(ck.ResourceType.BROKER, str(b))
+                                for b in sorted(set(brokers))], "reading cordoned.log.dirs")
+        knows = {b: CORDON_KEY in found.get(("broker", str(b)), {}) for b in brokers}
+        return cordon_support(level, knows)
+
+    def fully_cordoned(self, brokers: Iterable[int]) -> set[int]:
+        """The brokers whose every log directory is cordoned (``cordoned.log.dirs=*``), on a
+        cluster whose metadata.version honours it; empty elsewhere (one DescribeFeatures,
+        then DescribeConfigs per broker only on such a cluster)."""
+        try:
+            fin = (self.kp.describe_features().get("metadata.version") or {}).get("finalized")
+        except Exception as e:  # an old or foreign broker: it cannot cordon
+            err = self.translate(e, "DescribeFeatures")
+            if isinstance(err, (NotAuthorisedError, KafkaUnavailableError)):
+                raise err from e
+            log.debug("DescribeFeatures failed: %s", err)
+            return set()
+        if not fin or int(fin[1]) < MIN_METADATA_LEVEL:
+            return set()
+        return {b for b, (v, _src) in self.cordons(brokers, tolerant=True).items()
+                if (v or "").strip() == CORDON_ALL}
+
+    def cordons(self, brokers: Iterable[int], tolerant: bool = False
+                ) -> dict[int, tuple[str | None, int]]:
+        """broker -> (its ``cordoned.log.dirs`` value, the value's source); brokers whose
+        configs do not list the key are left out."""
+        found = self._describe([ck.ConfigResource(ck.ResourceType.BROKER, str(b))
+                                for b in sorted(set(brokers))], "reading cordoned.log.dirs",
+                               tolerant)
+        return {int(name): entries[CORDON_KEY] for (_k, name), entries in found.items()
+                if CORDON_KEY in entries}
+
+    def read_cordon(self, brokers: Iterable[int]) -> tuple[tuple[int, str | None], ...]:
+        """Each broker's dynamic per-broker value (None: none set; a static value in
+        server.properties is never written, so it needs no saving)."""
+        now = self.cordons(brokers)
+        return tuple((b, now[b][0] if b in now and now[b][1] == _DYNAMIC_BROKER and now[b][0]
+                      else None) for b in sorted(set(brokers)))
+
+    def set_cordon(self, brokers: Iterable[int], wait: float = 60.0) -> None:
+        """Cordon every log directory of these brokers; return once each reports all of
+        them cordoned (DescribeLogDirs), else KafkaOperationError after ``wait`` seconds."""
+        ids = sorted(set(brokers))
+        self._alter_configs({("broker", str(b)): {CORDON_KEY: CORDON_ALL} for b in ids},
+                            "cordoning brokers (cordoned.log.dirs)")
+        deadline = time.monotonic() + max(wait, self.timeout)
+        pending = set(ids)
+        while True:
+            try:
+                res = self.kp.describe_log_dirs([], brokers=sorted(pending))
+            except Exception as e:
+                raise self.translate(e, "DescribeLogDirs (cordon check)") from e
+            for broker in res or []:
+                dirs = [d for d in broker.get("log_dirs", []) if not d.get("error_code")]
+                if dirs and all(d.get("is_cordoned") for d in dirs):  # (offline ones: left out)
+                    pending.discard(int(broker.get("broker", -1)))
+            if not pending:
+                return
+            if time.monotonic() > deadline:
+                raise KafkaOperationError(
+                    f"broker(s) {','.join(map(str, sorted(pending)))} do not report their log "
+                    f"directories cordoned {max(wait, self.timeout):g}s after "
+                    f"{CORDON_KEY}={CORDON_ALL} was set; nothing was moved (resume to retry)")
+            time.sleep(0.5)
+
+    def restore_cordon(self, prior: Iterable[tuple[int, str | None]]) -> list[str]:
+        """Put back each broker's value from before (delete ours where there was none);
+        read them back once. Returns the mismatches found (empty when exact)."""
+        pairs = sorted(prior)
+        self._alter_configs({("broker", str(b)): {CORDON_KEY: v} for b, v in pairs},
+                            "uncordoning brokers (cordoned.log.dirs)")
+        now = dict(self.read_cordon(b for b, _ in pairs))
+        return [f"broker {b} {CORDON_KEY}: {now.get(b)!r} (expected {v!r})"
+                for b, v in pairs if now.get(b) != v]
 
 
 def _op_names(ops: Iterable[Any] | None) -> frozenset[str] | None:

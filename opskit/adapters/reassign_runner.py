@@ -5,6 +5,10 @@ the journal *before* its actions are performed; each action's outcome becomes th
 next event. A submission is also appended to the journal's event log before the
 request leaves. So a ``kill -9`` anywhere leaves a state from which
 ``transition(state, Begin())`` continues safely (see the core module).
+
+``reassign cancel --execute`` (another process) appends a ``cancel`` event to the
+execution's journal; the runner reads it at its start and before each observation, so
+a running or resumed drain stops submitting and puts its cordon values back.
 """
 
 from __future__ import annotations
@@ -21,6 +25,9 @@ from opskit.core.reassign_exec import (
     Action,
     BaselineRead,
     Begin,
+    CordonRead,
+    CordonRestored,
+    CordonSet,
     Elected,
     ElectLeaders,
     Event,
@@ -31,7 +38,10 @@ from opskit.core.reassign_exec import (
     Observe,
     Observed,
     ReadBaseline,
+    ReadCordon,
     RemoveThrottles,
+    RestoreCordon,
+    SetCordon,
     SetThrottles,
     Stop,
     Submit,
@@ -77,12 +87,13 @@ class Runner:
         self._busiest = 0
         self.election_errors: dict[str, str] = {}
         self.throttle_mismatches: list[str] = []
+        self.cordon_mismatches: list[str] = []
 
     def run(self, state: ExecState) -> ExecState:
         """Run to the end (or raise). Holds the plan's lock the whole time."""
         with self.journal.lock(state.plan_id):
             self.journal.save(state)
-            state, queue = transition(state, Begin())
+            state, queue = transition(state, Begin(cancelled=self._cancelled(state.plan_id)))
             self.journal.save(state)
             while queue:
                 action = queue.pop(0)
@@ -97,6 +108,25 @@ class Runner:
     # ------------------------------------------------------------------ actions
     def _perform(self, state: ExecState, action: Action) -> Event | None:
         pid = state.plan_id
+        if isinstance(action, ReadCordon):
+            prior = self.admin.read_cordon(action.brokers)
+            self.journal.record(pid, "cordon_read", values=[[b, v] for b, v in prior])
+            return CordonRead(prior)
+        if isinstance(action, SetCordon):
+            self.journal.record(pid, "cordon", brokers=list(action.brokers))
+            self.sink.note(f"cordoning broker(s) {', '.join(map(str, action.brokers))} "
+                           "(cordoned.log.dirs=*): no new replica is placed there from now on")
+            self.admin.set_cordon(action.brokers)
+            return CordonSet()
+        if isinstance(action, RestoreCordon):
+            self.journal.record(pid, "uncordon", values=[[b, v] for b, v in action.prior])
+            self.cordon_mismatches = self.admin.restore_cordon(action.prior)
+            if self.cordon_mismatches:
+                self.journal.record(pid, "cordon_mismatch", found=self.cordon_mismatches)
+            self.sink.note("the drain was cancelled: broker(s) "
+                           f"{', '.join(str(b) for b, _ in action.prior)} uncordoned (earlier "
+                           "values restored)")
+            return CordonRestored()
         if isinstance(action, ReadBaseline):
             base = self.admin.read_baseline(action.brokers, action.topics)
             self.journal.record(pid, "baseline", values=base.to_dict())
@@ -144,6 +174,17 @@ class Runner:
         self.journal.record(pid, "finished")
         return None
 
+    def _cancelled(self, plan_id: str) -> bool:
+        """Was ``reassign cancel --execute`` journaled since this execution started?"""
+        cancelled = False
+        for e in self.journal.events(plan_id):
+            kind = e.get("kind")
+            if kind == "start":
+                cancelled = False
+            elif kind == "cancel":
+                cancelled = True
+        return cancelled
+
     def _observe(self, state: ExecState) -> Observation:
         """Read the cluster; while it cannot be reached, wait (bounded by the stall limit)."""
         started = self.clock()
@@ -186,6 +227,7 @@ class Runner:
         self._last_bytes = (now, left)
         obs = Observation(now, {tp: replicas[tp] for tp in (m.tp for m in state.moves)
                                 if tp in replicas},
-                          {tp: f for tp, f in flights.items()}, live, left)
+                          {tp: f for tp, f in flights.items()}, live, left,
+                          cancelled=not state.cancelled and self._cancelled(state.plan_id))
         self.sink.tick(Tick(state, left, self._rate, busiest))
         return obs

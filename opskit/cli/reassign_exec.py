@@ -5,6 +5,12 @@ the bytes each broker receives. With ``--execute`` it runs the plan through the
 journaled state machine (:mod:`opskit.core.reassign_exec`,
 :mod:`opskit.adapters.reassign_runner`); running the same plan again after a crash (or
 with ``--resume``) continues where it stopped.
+
+A drain plan (``reassign plan --remove-brokers``) cordons the drained brokers first where
+the cluster can (KIP-1066, :mod:`opskit.core.reassign_cordon`) and leaves them cordoned
+when it ends; ``cancel --execute`` puts the cordon values back; ``uncordon`` lifts a
+finished drain's cordon. Where the cluster cannot cordon, one warning line says what is
+not protected and the drain runs as before.
 """
 
 from __future__ import annotations
@@ -34,6 +40,14 @@ from opskit.cli.common import (
     stderr,
 )
 from opskit.core.models import TopicPartition
+from opskit.core.reassign_cordon import (
+    CORDON_KEY,
+    Cordon,
+    CordonStatus,
+    CordonSupport,
+    plan_cordon,
+    unprotected_line,
+)
 from opskit.core.reassign_exec import (
     ExecState,
     Move,
@@ -52,7 +66,13 @@ from opskit.core.reassign_exec_checks import (
     foreign_in_flight,
 )
 from opskit.core.reassign_exec_plan import ExecPlan, parse_plan, parse_rate, plan_id
-from opskit.errors import KafkaOperationError, NotFoundError, RefusedError, UsageError
+from opskit.errors import (
+    KafkaOperationError,
+    NotFoundError,
+    RefusedError,
+    UnsupportedError,
+    UsageError,
+)
 
 PlanArg = Annotated[str, typer.Argument(help="plan file (kafka-reassign-partitions JSON, "
                                               "from opskit reassign plan or Kafka's tool)")]
@@ -152,7 +172,20 @@ def _preview(plan: ExecPlan, moves: tuple[Move, ...], rate: int, limit: int | No
     }
 
 
+def _cordon_preview(cordon: Cordon | None) -> dict[str, Any] | None:
+    if cordon is None:
+        return None
+    if cordon.status is CordonStatus.UNSUPPORTED:
+        return {"brokers": list(cordon.brokers), "cordon": False, "why": cordon.note}
+    return {"brokers": list(cordon.brokers), "cordon": True, "note": cordon.note}
+
+
 def _print_preview(data: dict[str, Any], con: Any, dry_run: bool) -> None:
+    cordon = data.get("cordon")
+    if cordon and cordon["cordon"]:
+        con.print(f"first: cordon broker(s) {', '.join(map(str, cordon['brokers']))} "
+                  f"({CORDON_KEY}=*; kept when the drain ends, put back by reassign cancel "
+                  "--execute)")
     con.print(f"{data['to_move']} of {data['plan_moves']} partition(s) to move "
               f"({data['already_done']} already in place); compare-and-set against "
               f"{data['compare_and_set']}")
@@ -172,7 +205,11 @@ def _print_preview(data: dict[str, Any], con: Any, dry_run: bool) -> None:
 
 
 def _summary(state: ExecState, runner: Runner) -> dict[str, Any]:
+    c = state.cordon
     return {
+        "cordon": None if c is None else {"brokers": list(c.brokers), "status": c.status.value,
+                                          "note": c.note},
+        "cordon_mismatches": runner.cordon_mismatches,
         "plan_id": state.plan_id, "phase": state.phase.value, "moves": state.counts(),
         "failed": {_tp(m.tp): m.error for m in state.moves if m.status is MoveStatus.FAILED},
         "adopted": [_tp(m.tp) for m in state.moves if m.adopted],
@@ -193,6 +230,9 @@ def execute(
         "--adopt", help="wait for reassignments in flight that opskit did not start")] = False,
     resume: Annotated[bool, typer.Option(
         "--resume", help="continue the journaled execution of this plan (it must exist)")] = False,
+    no_cordon: Annotated[bool, typer.Option(
+        "--no-cordon", help="a drain plan: do not cordon the drained brokers first (KIP-1066)"
+                            )] = False,
     do_execute: ActOpt = False,
     rate_interval: Annotated[float, typer.Option(
         "--rate-interval", min=0, max=60,
@@ -246,17 +286,50 @@ def execute(
         if rate is not None:
             check_write_rates(todo, write_rates, rate, max_moves)
         data = _preview(plan, moves, rate or 0, max_moves, sizes, write_rates, plan.base is not None)
+        cordon = _plan_cordon(admin, plan, view.brokers, no_cordon)
+        data["cordon"] = _cordon_preview(cordon)
+        if cordon is not None and cordon.status is CordonStatus.UNSUPPORTED:
+            stderr().print(f"opskit: warning: {unprotected_line(cordon.brokers, cordon.note or '')}",
+                           highlight=False, soft_wrap=True)
+        elif cordon is not None and cordon.note:
+            stderr().print(f"opskit: note: {cordon.note}", highlight=False, soft_wrap=True)
         if not do_execute:
             data["dry_run"] = True
             emit(data, output, lambda con: _print_preview(data, con, dry_run=True))
             return
-        state = initial_state(pid, moves, rate or 0, max_moves, stall_after=stall_timeout)
+        state = initial_state(pid, moves, rate or 0, max_moves, stall_after=stall_timeout,
+                              cordon=cordon)
         journal.record(pid, "start", plan=str(plan_file), base_from="plan" if plan.base else "now",
                        adopted=[_tp(m.tp) for m in moves if view.in_flight.get(m.tp)])
         if plan.base is None:
             stderr().print("opskit: the plan has no opskit base: compared against the "
                            "assignment read now")
         _run(state, admin, journal, sum(copy_bytes(todo, sizes).values()), output)
+
+
+def _plan_cordon(admin: ReassignAdmin, plan: ExecPlan, registered: frozenset[int],
+                 no_cordon: bool) -> Cordon | None:
+    """The cordon a drain plan starts with (None: the plan drains nothing)."""
+    if not plan.drain:
+        return None
+    if no_cordon:
+        return plan_cordon(plan.drain, registered, CordonSupport(False, "--no-cordon"))
+    present = [b for b in plan.drain if b in registered]
+    support = admin.cordon_support(present) if present else CordonSupport(True)
+    return plan_cordon(plan.drain, registered, support)
+
+
+def _cordon_end(data: dict[str, Any]) -> str:
+    c = data.get("cordon")
+    if not c or c["status"] in ("unsupported", "planned"):
+        return ""
+    ids = ",".join(map(str, c["brokers"]))
+    if c["status"] == "kept":
+        return (f"; broker(s) {ids} stay cordoned until removed (lift it with opskit reassign "
+                f"uncordon --brokers {ids} --execute)")
+    if c["status"] == "released":
+        return f"; broker(s) {ids} uncordoned"
+    return f"; broker(s) {ids} cordoned"
 
 
 def _resume(state: ExecState, admin: ReassignAdmin, journal: Journal, do_execute: bool,
@@ -289,11 +362,12 @@ def _run(state: ExecState, admin: ReassignAdmin, journal: Journal, total: int,
     emit(data, output, lambda con: con.print(
         f"plan {end.plan_id}: {end.counts()['done']} of {len(end.moves)} partition(s) at their "
         f"target; throttles removed"
-        + (f"; adopted {len(data['adopted'])}" if data["adopted"] else "")))
+        + (f"; adopted {len(data['adopted'])}" if data["adopted"] else "") + _cordon_end(data)))
     if data["failed"]:
         first = next(iter(data["failed"].items()))
         raise KafkaOperationError(f"{len(data['failed'])} move(s) did not complete (e.g. "
-                                  f"{first[0]}: {first[1]}); throttles were cleaned up")
+                                  f"{first[0]}: {first[1]}); throttles were cleaned up"
+                                  + _cordon_end(data))
 
 
 def status(output: OutputOpt = Output.table, bootstrap: BootstrapOpt = None,
@@ -308,6 +382,8 @@ def status(output: OutputOpt = Output.table, bootstrap: BootstrapOpt = None,
         found = admin.throttle_configs(brokers, [], tolerant=True)
     throttled = {name: {k: v for k, (v, src) in entries.items() if k in RATE_KEYS and src == 2}
                  for (_k, name), entries in found.items()}
+    cordoned = {name: entries[CORDON_KEY][0] for (_k, name), entries in found.items()
+                if entries.get(CORDON_KEY, (None, 5))[0]}
     data: dict[str, Any] = {
         "in_flight": [{"partition": _tp(tp), "replicas": list(f.replicas),
                        "adding": list(f.adding), "removing": list(f.removing)}
@@ -315,6 +391,7 @@ def status(output: OutputOpt = Output.table, bootstrap: BootstrapOpt = None,
         "executions": [{"plan_id": s.plan_id, "phase": s.phase.value, "moves": s.counts(),
                         "waiting": s.waiting} for s in execs],
         "broker_throttles": {b: v for b, v in sorted(throttled.items()) if v},
+        "cordoned": dict(sorted(cordoned.items())),
     }
 
     def table(con: Any) -> None:
@@ -327,6 +404,8 @@ def status(output: OutputOpt = Output.table, bootstrap: BootstrapOpt = None,
                       + (f" ({e['waiting']})" if e["waiting"] else ""))
         for b, v in data["broker_throttles"].items():
             con.print(f"broker {b} throttle: {v}")
+        for b, v in data["cordoned"].items():
+            con.print(f"broker {b} cordoned: {CORDON_KEY}={v}")
 
     emit(data, output, table)
 
@@ -334,37 +413,115 @@ def status(output: OutputOpt = Output.table, bootstrap: BootstrapOpt = None,
 def cancel(do_execute: ActOpt = False,
            output: OutputOpt = Output.table, bootstrap: BootstrapOpt = None,
            context: ContextOpt = None, timeout: TimeoutOpt = 10.0) -> None:
-    """Cancel every reassignment in flight (KIP-455: they revert to their original replicas)."""
+    """Cancel every reassignment in flight (KIP-455: they revert to their original replicas)
+    and opskit's unfinished executions: nothing more is submitted, a drain's cordon values
+    come back."""
     with _admin(bootstrap, context, timeout) as admin:
         admin.require()
         flights = admin.in_flight()
+        journal = Journal(admin.admin.metadata().cluster_id)
+        unfinished = [st for st in journal.executions() if st.phase is not Phase.DONE]
+        held = {st.plan_id: st.cordon for st in unfinished
+                if st.cordon is not None and st.cordon.holds and st.cordon.prior is not None}
         data: dict[str, Any] = {"in_flight": [_tp(tp) for tp in sorted(flights)],
+                                "executions": [st.plan_id for st in unfinished],
+                                "uncordon": {pid: list(c.brokers) for pid, c in held.items()},
                                 "dry_run": not do_execute}
-        if do_execute and flights:
+        if do_execute and (flights or unfinished):
             admin.require_acls("reassign cancel --execute", ())
+            if held:  # uncordoning too: refused before the cancel, not after it
+                admin.require_acls("reassign execute --execute", (), only=admin.CORDON_ACLS,
+                                   label="reassign cancel --execute (uncordon)")
             res = admin.cancel(sorted(flights))
             data["cancelled"] = [_tp(tp) for tp in res.accepted]
             data["errors"] = {_tp(tp): e for tp, e in res.rejected.items()}
-            journal = Journal(admin.admin.metadata().cluster_id)
-            for st in journal.executions():
-                if st.phase is not Phase.DONE:
-                    journal.record(st.plan_id, "cancel", partitions=data["cancelled"])
+            for st in unfinished:  # a running or resumed execution reads it (the runner)
+                journal.record(st.plan_id, "cancel", partitions=data["cancelled"])
+            mismatches: list[str] = []
+            for pid, c in held.items():
+                assert c.prior is not None
+                journal.record(pid, "uncordon", values=[[b, v] for b, v in c.prior])
+                mismatches += admin.restore_cordon(c.prior)
+            data["cordon_mismatches"] = mismatches
 
     def table(con: Any) -> None:
-        if not flights:
+        ids = sorted({b for bs in data["uncordon"].values() for b in bs})
+        if not flights and not unfinished:
             con.print("no reassignment in flight: nothing to cancel")
         elif not do_execute:
-            con.print(f"would cancel {len(flights)} reassignment(s): "
-                      + ", ".join(data["in_flight"]) + " (dry run; add --execute)")
+            con.print(f"would cancel {len(flights)} reassignment(s)"
+                      + (": " + ", ".join(data["in_flight"]) if flights else "")
+                      + (f" and opskit execution(s) {', '.join(data['executions'])}"
+                         if unfinished else "")
+                      + (f", and uncordon broker(s) {','.join(map(str, ids))}" if ids else "")
+                      + " (dry run; add --execute)")
         else:
-            con.print(f"cancelled {len(data['cancelled'])} reassignment(s); an opskit execution "
-                      "they belonged to finishes (throttles removed, no resubmission) with "
-                      "opskit reassign execute PLAN --resume --execute")
+            con.print(f"cancelled {len(data['cancelled'])} reassignment(s)"
+                      + (f"; broker(s) {','.join(map(str, ids))} uncordoned" if ids else "")
+                      + "; an opskit execution they belonged to finishes (throttles removed, "
+                      "nothing more submitted) with opskit reassign execute PLAN --resume "
+                      "--execute")
 
     emit(data, output, table)
     if data.get("errors"):
         raise KafkaOperationError(f"cancelling failed for {len(data['errors'])} partition(s): "
                                   f"{next(iter(data['errors'].items()))}")
+    if data.get("cordon_mismatches"):
+        raise KafkaOperationError("uncordoning did not take: " + "; ".join(
+            data["cordon_mismatches"]) + " (opskit reassign execute PLAN --resume --execute "
+            "retries it)")
+
+
+def uncordon(
+    brokers: Annotated[str, typer.Option(
+        "--brokers", help="the brokers to uncordon: 2 or 2,5", show_default=False)],
+    do_execute: ActOpt = False,
+    output: OutputOpt = Output.table, bootstrap: BootstrapOpt = None,
+    context: ContextOpt = None, timeout: TimeoutOpt = 10.0,
+) -> None:
+    """Lift the cordon a finished drain left (cordoned.log.dirs back to the value found
+    before it, or deleted). Refused while an unfinished drain holds it: cancel that."""
+    from opskit.cli.reassign_plan import broker_ids
+
+    ids = broker_ids(brokers, "--brokers")
+    with _admin(bootstrap, context, timeout) as admin:
+        admin.require()
+        journal = Journal(admin.admin.metadata().cluster_id)
+        prior: dict[int, str | None] = {b: None for b in ids}
+        for st in journal.executions()[::-1]:  # finished ones first, unfinished last
+            c = st.cordon
+            if c is None or not c.holds or c.prior is None:
+                continue
+            if st.phase is not Phase.DONE and set(c.brokers) & set(ids):
+                raise RefusedError(
+                    f"an unfinished drain (plan {st.plan_id}) holds the cordon of broker(s) "
+                    f"{','.join(map(str, sorted(set(c.brokers) & set(ids))))}: cancel it with "
+                    "opskit reassign cancel --execute, or let it finish")
+            prior.update({b: v for b, v in c.prior if b in ids})
+        now = admin.cordons(ids)
+        missing = [b for b in ids if b not in now]
+        if missing:
+            raise UnsupportedError(f"broker(s) {','.join(map(str, missing))} report no "
+                                   f"{CORDON_KEY} (KIP-1066 needs Kafka 4.3+, and a broker "
+                                   "that answers)")
+        data: dict[str, Any] = {"brokers": {str(b): {"now": now[b][0], "after": prior[b]}
+                                            for b in ids}, "dry_run": not do_execute}
+        if do_execute:
+            admin.require_acls("reassign execute --execute", (), only=admin.CORDON_ACLS,
+                               label="reassign uncordon --execute")
+            data["mismatches"] = admin.restore_cordon(sorted(prior.items()))
+
+    def table(con: Any) -> None:
+        for b, v in data["brokers"].items():
+            after = (f"{CORDON_KEY}={v['after']}" if v["after"] is not None
+                     else "no dynamic value (the static or default one applies)")
+            con.print(f"broker {b}: {CORDON_KEY}={v['now'] or '(none)'} -> {after}")
+        con.print("dry run: nothing changed (add --execute)" if not do_execute
+                  else "uncordoned")
+
+    emit(data, output, table)
+    if data.get("mismatches"):
+        raise KafkaOperationError("uncordoning did not take: " + "; ".join(data["mismatches"]))
 
 
 def verify(plan_file: PlanArg, output: OutputOpt = Output.table, bootstrap: BootstrapOpt = None,
@@ -417,8 +574,9 @@ def verify(plan_file: PlanArg, output: OutputOpt = Output.table, bootstrap: Boot
 
 
 def register(app: typer.Typer) -> None:
-    """Add ``execute``, ``status``, ``cancel`` and ``verify`` to the ``reassign`` command group."""
+    """Add ``execute``, ``status``, ``cancel``, ``uncordon`` and ``verify`` to the ``reassign`` command group."""
     app.command("execute")(execute)
     app.command("status")(status)
     app.command("cancel")(cancel)
+    app.command("uncordon")(uncordon)
     app.command("verify")(verify)

@@ -98,11 +98,20 @@ def plan(
         read = read_topology(admin)
     notes = [n for n in (read.sizes_unavailable and f"partition sizes unknown, bytes shown as 0: "
                          f"{read.sizes_unavailable}", read.racks_unavailable) if n]
+    registered = {b.id for b in read.topology.brokers}
+    if goal.kind is GoalKind.REMOVE_BROKERS:
+        notes.append(_cordon_note(goal.brokers, registered, bootstrap_server, context, timeout))
+    topology = read.topology
+    if goal.kind is not GoalKind.FROM_JSON:
+        topology, cordon_notes = _without_cordoned(topology, goal, bootstrap_server, context,
+                                                   timeout)
+        notes += cordon_notes
     policy = Policy(respect_racks=not ignore_racks, throttle_bytes_per_s=rate)
-    result = plan_reassignment(read.topology, goal, policy, datetime.now(UTC))
+    result = plan_reassignment(topology, goal, policy, datetime.now(UTC))
     err = stderr()
     for note in notes:
-        err.print(f"opskit: note: {note}", highlight=False)
+        prefix = "" if note.startswith("warning: ") else "note: "
+        err.print(f"opskit: {prefix}{note}", highlight=False, soft_wrap=True)
     if write_plan is not None:
         if result.is_empty:
             err.print("opskit: nothing to move: no plan file written", highlight=False)
@@ -112,6 +121,69 @@ def plan(
                       f"opskit reassign execute {write_plan} --throttle RATE --execute",
                       highlight=False)
     emit(result.to_dict(), output, lambda c: _table(c, read.topology, result))
+
+
+def _without_cordoned(topology: Topology, goal: Goal, bootstrap: str | None,
+                      context: str | None, timeout: float) -> tuple[Topology, list[str]]:
+    """Leave out the fully cordoned brokers that hold nothing (a finished drain's): no plan
+    fills them again. A failed look changes nothing and is a note."""
+    from opskit.adapters.config_file import resolve_connection
+    from opskit.adapters.reassign_admin import ReassignAdmin
+    from opskit.core.reassign_cordon import leave_out_cordoned
+    from opskit.errors import OpskitError
+
+    keep = goal.brokers  # (named by --add-brokers / --remove-brokers: the goal decides)
+    try:
+        with ReassignAdmin(resolve_connection(bootstrap, context), timeout=timeout) as ra:
+            cordoned = ra.fully_cordoned(topology.broker_ids)
+    except OpskitError as e:
+        return topology, [f"could not read which brokers are cordoned (KIP-1066): {e}"]
+    topology, out, holding = leave_out_cordoned(topology, cordoned, keep)
+    notes = []
+    if out:
+        ids = ",".join(map(str, out))
+        notes.append(f"broker(s) {ids} are cordoned and hold no replica: left out of the plan "
+                     f"(opskit reassign uncordon --brokers {ids} --execute to use them again)")
+    if holding:
+        notes.append(f"broker(s) {','.join(map(str, holding))} are cordoned but hold replicas: "
+                     "the plan may still move replicas onto them")
+    return topology, notes
+
+
+def _cordon_note(drained: tuple[int, ...], registered: set[int], bootstrap: str | None,
+                 context: str | None, timeout: float) -> str:
+    """What ``reassign execute`` will do about the drained brokers' cordon (KIP-1066)."""
+    from opskit.adapters.config_file import resolve_connection
+    from opskit.adapters.reassign_admin import ReassignAdmin
+    from opskit.core.reassign_cordon import (
+        CordonStatus,
+        CordonSupport,
+        plan_cordon,
+        unprotected_line,
+    )
+    from opskit.errors import OpskitError
+
+    present = [b for b in drained if b in registered]
+    support = CordonSupport(True)
+    if present:
+        try:  # the plan itself needs none of this: a failed look is a note, not an error
+            with ReassignAdmin(resolve_connection(bootstrap, context), timeout=timeout) as ra:
+                support = ra.cordon_support(present)
+        except OpskitError as e:
+            return (f"could not tell whether reassign execute can cordon broker(s) "
+                    f"{','.join(map(str, present))} (KIP-1066): {e}")
+    cordon = plan_cordon(drained, registered, support)
+    assert cordon is not None
+    if cordon.status is CordonStatus.UNSUPPORTED:
+        return "warning: " + unprotected_line(cordon.brokers, cordon.note or "")
+    return (f"reassign execute cordons broker(s) {','.join(map(str, cordon.brokers))} before the "
+            "first move (KIP-1066: no new replica is placed there) and leaves them cordoned "
+            "when the drain ends" + (f"; {cordon.note}" if cordon.note else ""))
+
+
+def broker_ids(text: str, flag: str) -> tuple[int, ...]:
+    """``3,4,5`` -> (3, 4, 5); UsageError naming ``flag`` when malformed."""
+    return _ids(text, flag)
 
 
 def _ids(text: str, flag: str) -> tuple[int, ...]:

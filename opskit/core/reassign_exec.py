@@ -18,10 +18,15 @@ restart settles it:
 * the throttle values that existed before are read and saved before the first
   throttle is set; cleanup restores exactly those (idempotent, so it is redone
   after a crash during cleanup).
+* a drain (:mod:`opskit.core.reassign_cordon`) first reads the drained brokers'
+  ``cordoned.log.dirs`` values and saves them, then cordons them; only then does
+  anything move. A finished drain keeps the cordon; a cancelled one (``reassign cancel
+  --execute``, journaled: ``Begin.cancelled`` / ``Observation.cancelled``) submits
+  nothing more and gets the saved values back (UNCORDON).
 
-Phases: BASELINE (read prior throttles) -> THROTTLE (set them) -> MOVING (submit
+Phases: [CORDON ->] BASELINE (read prior throttles) -> THROTTLE (set them) -> MOVING (submit
 in batches of at most ``max_moves_per_broker`` moves per broker, observe) ->
-ELECT (preferred leaders) -> CLEANUP (restore throttles) -> DONE. A plan that
+ELECT (preferred leaders) -> CLEANUP (restore throttles) [-> UNCORDON] -> DONE. A plan that
 moves no data (pure reorders, or everything already in place) skips the throttle
 phases.
 """
@@ -31,11 +36,15 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import replace
 
+from opskit.core.reassign_cordon import CordonStatus
 from opskit.core.reassign_exec_model import (
     Action,
     BaselineRead,
     Begin,
     ConfigBaseline,
+    CordonRead,
+    CordonRestored,
+    CordonSet,
     Elected,
     ElectLeaders,
     Event,
@@ -49,7 +58,10 @@ from opskit.core.reassign_exec_model import (
     Observed,
     Phase,
     ReadBaseline,
+    ReadCordon,
     RemoveThrottles,
+    RestoreCordon,
+    SetCordon,
     SetThrottles,
     Stop,
     Submit,
@@ -65,6 +77,9 @@ __all__ = [
     "BaselineRead",
     "Begin",
     "ConfigBaseline",
+    "CordonRead",
+    "CordonRestored",
+    "CordonSet",
     "ElectLeaders",
     "Elected",
     "Event",
@@ -78,7 +93,10 @@ __all__ = [
     "Observed",
     "Phase",
     "ReadBaseline",
+    "ReadCordon",
     "RemoveThrottles",
+    "RestoreCordon",
+    "SetCordon",
     "SetThrottles",
     "Stop",
     "Submit",
@@ -139,7 +157,26 @@ def merge_replica_lists(ours: str, prior: str | None) -> str:
 def transition(state: ExecState, event: Event) -> tuple[ExecState, list[Action]]:
     """The next state and what to do, for one event. Pure: inputs are never changed."""
     if isinstance(event, Begin):
-        return state, _resume_actions(state)
+        st = _cancel(state) if event.cancelled and not state.cancelled else state
+        return st, _resume_actions(st)
+    if isinstance(event, CordonRead):
+        if state.phase is not Phase.CORDON or state.cordon is None or \
+                state.cordon.status is not CordonStatus.PLANNED:
+            return state, _resume_actions(state)
+        st = replace(state, cordon=state.cordon.with_prior(event.prior))
+        return st, _resume_actions(st)
+    if isinstance(event, CordonSet):
+        if state.phase is not Phase.CORDON or state.cordon is None:
+            return state, _resume_actions(state)
+        st = replace(state, phase=Phase.BASELINE,
+                     cordon=replace(state.cordon, status=CordonStatus.APPLIED))
+        return st, _resume_actions(st)
+    if isinstance(event, CordonRestored):
+        if state.phase is not Phase.UNCORDON or state.cordon is None:
+            return state, _resume_actions(state)
+        st = replace(state, phase=Phase.DONE,
+                     cordon=replace(state.cordon, status=CordonStatus.RELEASED))
+        return st, [Finish()]
     if isinstance(event, BaselineRead):
         if state.phase is not Phase.BASELINE:
             return state, _resume_actions(state)
@@ -153,20 +190,51 @@ def transition(state: ExecState, event: Event) -> tuple[ExecState, list[Action]]
     if isinstance(event, Submitted):
         return _submitted(state, event), [Observe(POLL_S)]
     if isinstance(event, Elected):
-        st = replace(state, phase=_after_elect(state)) if state.phase is Phase.ELECT else state
+        if state.phase is not Phase.ELECT:
+            return state, _resume_actions(state)
+        st = replace(state, phase=Phase.CLEANUP) if state.baseline is not None else _final(state)
         return st, _resume_actions(st)
     if isinstance(event, ThrottlesRemoved):
-        st = replace(state, phase=Phase.DONE) if state.phase is Phase.CLEANUP else state
-        return st, [Finish()]
+        st = _final(state) if state.phase is Phase.CLEANUP else state
+        return st, _resume_actions(st)
     raise TypeError(f"unknown event {event!r}")
 
 
-def _after_elect(state: ExecState) -> Phase:
-    return Phase.CLEANUP if state.baseline is not None else Phase.DONE
+def _final(state: ExecState) -> ExecState:
+    """The phase after the moves and the throttles: UNCORDON for a cancelled drain that may
+    hold its cordon, else DONE (a finished drain keeps its cordon: KEPT)."""
+    c = state.cordon
+    if c is not None and c.holds and state.cancelled:
+        return replace(state, phase=Phase.UNCORDON)
+    if c is not None and c.status is CordonStatus.APPLIED:
+        return replace(state, phase=Phase.DONE, cordon=replace(c, status=CordonStatus.KEPT))
+    return replace(state, phase=Phase.DONE)
+
+
+def _cancel(state: ExecState) -> ExecState:
+    """``reassign cancel --execute`` was journaled: moves not submitted yet never will be;
+    a drain still cordoning goes straight to putting the old values back."""
+    if state.phase is Phase.DONE:
+        return replace(state, cancelled=True)
+    moves = tuple(replace(m, status=MoveStatus.FAILED,
+                          error="not submitted: the execution was cancelled")
+                  if m.status is MoveStatus.PENDING else m for m in state.moves)
+    st = replace(state, cancelled=True, moves=moves)
+    if st.phase is Phase.CORDON:
+        st = _final(st)
+    return st
 
 
 def _resume_actions(state: ExecState) -> list[Action]:
     """What to do next in ``state``'s phase (also after a restart)."""
+    if state.phase is Phase.CORDON:
+        assert state.cordon is not None
+        if state.cordon.status is CordonStatus.PLANNED:
+            return [ReadCordon(state.cordon.brokers)]
+        return [SetCordon(state.cordon.brokers)]
+    if state.phase is Phase.UNCORDON:
+        assert state.cordon is not None and state.cordon.prior is not None
+        return [RestoreCordon(state.cordon.prior)]
     if state.phase is Phase.BASELINE:
         if not state.moves_data:
             return [Observe()]  # nothing to throttle: straight to the moves (phase set there)
@@ -222,6 +290,11 @@ def _reconcile(m: Move, obs: Observation) -> Move:
             return replace(m, status=MoveStatus.PENDING)  # the request never took effect
         return replace(m, status=MoveStatus.FAILED,
                        error="reverted to its base replicas by someone else (cancelled?)")
+    if now is not None and set(now) == set(m.base) != set(m.target):
+        # a cancelled move (KIP-455) gets its original replicas back, but not always in
+        # their order (Kafka 4.3.1: [2, 0] came back as [0, 2]): reverted all the same
+        return replace(m, status=MoveStatus.FAILED,
+                       error="reverted to its base replicas by someone else (cancelled?)")
     return m  # in between two reads: look again
 
 
@@ -250,11 +323,17 @@ def _submittable(state: ExecState, moves: list[Move], obs: Observation
 
 
 def _observed(state: ExecState, obs: Observation) -> tuple[ExecState, list[Action]]:
+    if obs.cancelled and not state.cancelled:
+        state = _cancel(state)
     if state.phase is Phase.BASELINE and not state.moves_data:
         state = replace(state, phase=Phase.MOVING)
     if state.phase is not Phase.MOVING:
         return state, _resume_actions(state)
     moves = [_reconcile(m, obs) for m in state.moves]
+    if state.cancelled:  # (a move whose submission never took effect is pending again)
+        moves = [replace(m, status=MoveStatus.FAILED,
+                         error="not submitted: the execution was cancelled")
+                 if m.status is MoveStatus.PENDING else m for m in moves]
     chosen, blocked = _submittable(state, moves, obs)
     for i in chosen:
         moves[i] = replace(moves[i], status=MoveStatus.SUBMITTING)

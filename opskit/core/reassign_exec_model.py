@@ -14,11 +14,13 @@ from enum import Enum
 from typing import Any
 
 from opskit.core.models import TopicPartition
+from opskit.core.reassign_cordon import Cordon, CordonStatus
 
 __all__ = [
-    "Action", "BaselineRead", "Begin", "ConfigBaseline", "ElectLeaders", "Elected", "Event",
-    "ExecState", "Finish", "InFlight", "Move", "MoveStatus", "Observation", "Observe",
-    "Observed", "Phase", "ReadBaseline", "RemoveThrottles", "SetThrottles", "Stop", "Submit",
+    "Action", "BaselineRead", "Begin", "ConfigBaseline", "CordonRead", "CordonRestored",
+    "CordonSet", "ElectLeaders", "Elected", "Event", "ExecState", "Finish", "InFlight", "Move",
+    "MoveStatus", "Observation", "Observe", "Observed", "Phase", "ReadBaseline", "ReadCordon",
+    "RemoveThrottles", "RestoreCordon", "SetCordon", "SetThrottles", "Stop", "Submit",
     "Submitted", "ThrottlesRemoved", "ThrottlesSet", "initial_state",
 ]
 
@@ -32,11 +34,13 @@ class MoveStatus(str, Enum):
 
 
 class Phase(str, Enum):
+    CORDON = "cordon"  # a drain: cordon the drained brokers before anything moves
     BASELINE = "baseline"
     THROTTLE = "throttle"
     MOVING = "moving"
     ELECT = "elect"
     CLEANUP = "cleanup"
+    UNCORDON = "uncordon"  # a cancelled drain: the cordon values found before come back
     DONE = "done"
 
 
@@ -128,6 +132,10 @@ class ExecState:
     failed_reason: str | None = None
     #: seconds without progress (a move finishing, bytes remaining falling) before stopping
     stall_after: float = 300.0
+    #: a drain's cordon (None: the plan drains no broker)
+    cordon: Cordon | None = None
+    #: ``reassign cancel --execute`` was journaled: nothing more is submitted
+    cancelled: bool = False
 
     @property
     def moves_data(self) -> bool:
@@ -145,6 +153,8 @@ class ExecState:
             "waiting": self.waiting,
             "progress": None if self.progress is None else list(self.progress),
             "failed_reason": self.failed_reason, "stall_after": self.stall_after,
+            "cordon": None if self.cordon is None else self.cordon.to_dict(),
+            "cancelled": self.cancelled,
             "moves": [m.to_dict() for m in self.moves],
         }
 
@@ -162,14 +172,21 @@ class ExecState:
             failed_reason=d.get("failed_reason"),
             stall_after=float(d.get("stall_after", 300.0)),
             moves=tuple(Move.from_dict(m) for m in d["moves"]),
+            cordon=None if d.get("cordon") is None else Cordon.from_dict(d["cordon"]),
+            cancelled=bool(d.get("cancelled", False)),
         )
 
 
 def initial_state(plan_id: str, moves: tuple[Move, ...], rate: int,
-                  max_moves_per_broker: int | None, stall_after: float = 300.0) -> ExecState:
-    """A new execution. Moves already at their target start DONE."""
+                  max_moves_per_broker: int | None, stall_after: float = 300.0,
+                  cordon: Cordon | None = None) -> ExecState:
+    """A new execution. Moves already at their target start DONE; a drain whose brokers
+    can be cordoned starts in the CORDON phase."""
     ms = tuple(replace(m, status=MoveStatus.DONE) if m.base == m.target else m for m in moves)
-    return ExecState(plan_id, ms, rate, max_moves_per_broker, stall_after=stall_after)
+    phase = (Phase.CORDON if cordon is not None and cordon.status is CordonStatus.PLANNED
+             else Phase.BASELINE)
+    return ExecState(plan_id, ms, rate, max_moves_per_broker, phase=phase,
+                     stall_after=stall_after, cordon=cordon)
 
 
 # --------------------------------------------------------------------------- events
@@ -191,11 +208,33 @@ class Observation:
     in_flight: Mapping[TopicPartition, InFlight]
     live_brokers: frozenset[int]
     bytes_remaining: int = 0
+    #: ``reassign cancel --execute`` was journaled for this execution
+    cancelled: bool = False
 
 
 @dataclass(frozen=True)
 class Begin:
-    """The runner starts (a new run or a resume)."""
+    """The runner starts (a new run or a resume); ``cancelled``: the journal holds a
+    ``reassign cancel --execute`` of this execution."""
+
+    cancelled: bool = False
+
+
+@dataclass(frozen=True)
+class CordonRead:
+    """Each drained broker's dynamic ``cordoned.log.dirs`` before (None: none set)."""
+
+    prior: tuple[tuple[int, str | None], ...]
+
+
+@dataclass(frozen=True)
+class CordonSet:
+    """The drained brokers report every log directory cordoned."""
+
+
+@dataclass(frozen=True)
+class CordonRestored:
+    pass
 
 
 @dataclass(frozen=True)
@@ -231,9 +270,29 @@ class ThrottlesRemoved:
     pass
 
 
-Event = Begin | BaselineRead | ThrottlesSet | Observed | Submitted | Elected | ThrottlesRemoved
+Event = (Begin | BaselineRead | ThrottlesSet | Observed | Submitted | Elected | ThrottlesRemoved
+         | CordonRead | CordonSet | CordonRestored)
 
 # --------------------------------------------------------------------------- actions
+
+
+@dataclass(frozen=True)
+class ReadCordon:
+    brokers: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class SetCordon:
+    """Cordon every log directory of these brokers, then wait until they report it."""
+
+    brokers: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class RestoreCordon:
+    """Put back each broker's value from before (delete ours where there was none)."""
+
+    prior: tuple[tuple[int, str | None], ...]
 
 
 @dataclass(frozen=True)
@@ -285,4 +344,5 @@ class Finish:
     pass
 
 
-Action = ReadBaseline | SetThrottles | Observe | Submit | ElectLeaders | RemoveThrottles | Stop | Finish
+Action = (ReadBaseline | SetThrottles | Observe | Submit | ElectLeaders | RemoveThrottles | Stop
+          | Finish | ReadCordon | SetCordon | RestoreCordon)

@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from opskit.core.models import TopicPartition
-from opskit.core.reassign_model import Plan, load_json, parse_assignments, refuse_log_dirs
+from opskit.core.reassign_model import GoalKind, Plan, load_json, parse_assignments, refuse_log_dirs
 from opskit.errors import InvalidInputError, UsageError
 
 __all__ = ["ExecPlan", "PlannedMove", "parse_plan", "parse_rate", "plan_id"]
@@ -41,6 +41,9 @@ class ExecPlan:
     moves: tuple[PlannedMove, ...]
     #: replicas per partition when the plan was made (None: a plan without opskit's key)
     base: Mapping[TopicPartition, tuple[int, ...]] | None
+    #: the brokers an opskit ``--remove-brokers`` plan drains (cordoned first where the
+    #: cluster can); empty for every other plan
+    drain: tuple[int, ...] = ()
 
     @property
     def topics(self) -> list[str]:
@@ -55,15 +58,18 @@ def parse_plan(text: str, source: str = "plan") -> ExecPlan:
         data = load_json(text)
         assignments = parse_assignments(data)
         base = None
+        drain: tuple[int, ...] = ()
         if isinstance(data, dict) and "opskit" in data:
             plan = Plan.from_dict(data)
             base = {b.tp: b.replicas for b in plan.base}
+            if plan.goal.kind is GoalKind.REMOVE_BROKERS:
+                drain = tuple(sorted(plan.goal.brokers))
     except InvalidInputError as e:
         raise InvalidInputError(f"{source}: {e}") from None
     refuse_log_dirs(assignments, source)
     if not assignments:
         raise InvalidInputError(f"{source}: the plan has no partitions")
-    return ExecPlan(tuple(PlannedMove(a.tp, a.replicas) for a in assignments), base)
+    return ExecPlan(tuple(PlannedMove(a.tp, a.replicas) for a in assignments), base, drain)
 
 
 def plan_id(plan: ExecPlan) -> str:
