@@ -662,7 +662,7 @@ def bench_racks(partitions: int, scenarios: list[str], grow_to: int, runs: int,
     from confluent_kafka.admin import AdminClient, NewTopic
 
     from opskit.sandbox.cluster import Sandbox, free_port_block
-    from opskit.sandbox.scale import add_node
+    from opskit.sandbox.scale import add_brokers, add_node
 
     class _Rows(list[dict[str, Any]]):
         def append(self, row: dict[str, Any]) -> None:  # shown as soon as measured
@@ -692,7 +692,7 @@ def bench_racks(partitions: int, scenarios: list[str], grow_to: int, runs: int,
                     results.append(_compare_racks("1 rack -> 3 racks, 3 -> 6 brokers",
                                                   st.bootstrap, names, tmp, runs))
                     continue
-                st = sb.add_brokers(3, wait_timeout=900)
+                st = add_brokers(sb, 3, wait_timeout=900)
                 results.append(_compare_racks("3 racks, 3 -> 6 brokers", st.bootstrap, names,
                                               tmp, runs))
                 conc = [f"rk_conc_rf{rf}" for rf in CONCENTRATED]
@@ -708,7 +708,7 @@ def bench_racks(partitions: int, scenarios: list[str], grow_to: int, runs: int,
                                               st.bootstrap, names, tmp, runs))
                 if grow_to > 6:
                     os.environ["OPSKIT_SANDBOX_HEAP"] = "384m"  # empty brokers
-                    st = sb.add_brokers(grow_to - 6, wait_timeout=900)
+                    st = add_brokers(sb, grow_to - 6, wait_timeout=900)
                     results.append(_compare_racks(
                         f"3 racks, 3 -> {grow_to} brokers, + 2 topics in rack a",
                         st.bootstrap, names, tmp, runs))
