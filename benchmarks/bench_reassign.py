@@ -35,6 +35,26 @@ throttle caps each broker's replication in and out). Goal: opskit within 1.25x o
     python benchmarks/bench_reassign.py exec [--mb-per-broker 30] [--throttle-mb 3] [--full]
 
 ``--full``: 200 MB per broker at 10 MB/s.
+
+Part (d), ``racks``: rack-aware plans. Real Kafka 3.7 sandboxes whose brokers carry
+``broker.rack``, topics of RF 1, 2, 3 and 3 (records of 1-8 KB, 1-4 per partition):
+
+* ``zone``: 3 brokers in rack a hold the topics; broker 2 moves to rack b (restart),
+  brokers 3, 4, 5 join in racks b, c, c (racks a, a, b, b, c, c);
+* ``grow``: 3 brokers in racks a, b, c (Kafka places the topics rack-aware), 3 join (a, b,
+  c); then two topics concentrated in rack a are added; with ``--grow-to 12`` six more
+  empty brokers join (a, b, c, ...).
+
+At each stage, on the same cluster: ``opskit reassign plan --rebalance`` (rack-aware: the
+racks are read from the cluster) and Kafka's ``kafka-reassign-partitions --generate
+--broker-list <all brokers>`` for every topic (rack-aware, as broker.rack is set):
+replicas and bytes moved, divided by the lower bound opskit prints and by the exact
+minimum (a min-cost flow, :func:`exact_min_moves`); partitions whose replicas do not span
+min(RF, racks) racks before and after each plan; planning time, each whole command,
+median of ``--runs``.
+
+    python benchmarks/bench_reassign.py racks [--partitions 1200] [--full] [--scenarios zone,grow]
+        [--grow-to 12]
 """
 
 from __future__ import annotations
@@ -47,6 +67,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -391,6 +412,320 @@ def bench_plan(partitions: int, seed: int = 7) -> dict[str, Any]:
             os.environ.pop("OPSKIT_SANDBOX_HEAP", None)
 
 
+# --------------------------------------------------------------------------- part (d): racks
+
+
+def rack_violations(replica_sets: Iterable[Sequence[int]], rack_of: Mapping[int, str]) -> int:
+    """Partitions whose replicas do not span min(RF, racks) racks (the racks of the
+    brokers in ``rack_of``)."""
+    racks = len(set(rack_of.values()))
+    return sum(1 for rs in replica_sets if len({rack_of[b] for b in rs}) < min(len(rs), racks))
+
+
+def rack_limit(rf: int, rack_sizes: Mapping[str, int]) -> int:
+    """The fewest replicas of one partition a rack must be allowed to hold so that the
+    racks can hold RF: the least L with sum over racks of min(L, brokers) >= RF."""
+    return next(lim for lim in range(1, rf + 1)
+                if sum(min(lim, n) for n in rack_sizes.values()) >= rf)
+
+
+class _MinCostFlow:
+    """Successive shortest paths (Bellman-Ford queue), augmenting by the bottleneck."""
+
+    def __init__(self, nodes: int) -> None:
+        self.g: list[list[list[int]]] = [[] for _ in range(nodes)]
+
+    def add(self, u: int, v: int, cap: int, cost: int) -> list[int]:
+        edge = [v, cap, cost, len(self.g[v])]
+        self.g[u].append(edge)
+        self.g[v].append([u, 0, -cost, len(self.g[u]) - 1])
+        return edge
+
+    def run(self, s: int, t: int, want: int) -> tuple[int, int]:
+        from collections import deque
+
+        flow = cost = 0
+        n = len(self.g)
+        while flow < want:
+            dist: list[float] = [float("inf")] * n
+            prev: list[tuple[int, int] | None] = [None] * n
+            dist[s] = 0
+            queue, queued = deque([s]), [False] * n
+            queued[s] = True
+            while queue:
+                u = queue.popleft()
+                queued[u] = False
+                for i, (v, cap, c, _) in enumerate(self.g[u]):
+                    if cap > 0 and dist[u] + c < dist[v]:
+                        dist[v] = dist[u] + c
+                        prev[v] = (u, i)
+                        if not queued[v]:
+                            queued[v] = True
+                            queue.append(v)
+            if prev[t] is None:
+                break
+            push, v = want - flow, t
+            while v != s:
+                u, i = prev[v]  # type: ignore[misc]
+                push = min(push, self.g[u][i][1])
+                v = u
+            v = t
+            while v != s:
+                u, i = prev[v]  # type: ignore[misc]
+                e = self.g[u][i]
+                e[1] -= push
+                self.g[v][e[3]][1] += push
+                v = u
+            flow += push
+            cost += push * int(dist[t])
+        return flow, cost
+
+
+def exact_min_moves(current: Sequence[Sequence[int]], rack_of: Mapping[int, str],
+                    weights: Sequence[int] | None = None) -> int | None:
+    """The exact minimum of sum(weight x replicas added) over every result on the brokers
+    of ``rack_of`` in which no rack holds more than ``rack_limit(RF)`` replicas of a
+    partition and every broker holds floor or ceil of (replicas / brokers), replication
+    factors unchanged (opskit's rack + balance goal; leaders are not counted: a leader
+    change moves no data). None: no such result. Weights 1 give replicas, partition sizes
+    give bytes.
+
+    A min-cost flow: source -> partition class (RF x count) -> (class, rack) (limit x
+    count) -> broker (count; cost 0 where the class already has a replica, its weight
+    elsewhere) -> sink (floor at a large negative cost, then ceil - floor at 0). Partitions
+    with the same replica set and weight form one class: a class's flow splits back into
+    per-partition replica sets (they are the bases of a laminar matroid, whose base
+    polytope has the integer decomposition property), so the class graph's optimum is the
+    per-partition one; the benchmark's topologies have a few classes for replicas and one
+    per partition for bytes."""
+    weights = weights if weights is not None else [1] * len(current)
+    brokers = sorted(rack_of)
+    sizes: dict[str, int] = {}
+    for b in brokers:
+        sizes[rack_of[b]] = sizes.get(rack_of[b], 0) + 1
+    racks = sorted(sizes)
+    classes: dict[tuple[frozenset[int], int, int], int] = {}
+    for rs, w in zip(current, weights, strict=True):
+        key = (frozenset(rs), len(rs), w)
+        classes[key] = classes.get(key, 0) + 1
+    total = sum(len(rs) for rs in current)
+    floor, ceil = total // len(brokers), -(-total // len(brokers))
+    big = sum(weights) * 3 + 1  # above any result's cost: every floor unit is used if possible
+    node = {b: 2 + i for i, b in enumerate(brokers)}
+    nxt = 2 + len(brokers)
+    flow = _MinCostFlow(nxt + len(classes) * (1 + len(racks)))
+    for (held, rf, w), count in classes.items():
+        c, nxt = nxt, nxt + 1
+        flow.add(0, c, rf * count, 0)
+        limit = rack_limit(rf, sizes)
+        for r in racks:
+            cr, nxt = nxt, nxt + 1
+            flow.add(c, cr, limit * count, 0)
+            for b in brokers:
+                if rack_of[b] == r:
+                    flow.add(cr, node[b], count, 0 if b in held else w)
+    floors = [flow.add(node[b], 1, floor, -big) for b in brokers]
+    for b in brokers:
+        flow.add(node[b], 1, ceil - floor, 0)
+    sent, cost = flow.run(0, 1, total)
+    if sent < total or any(e[1] for e in floors):
+        return None
+    return cost + big * floor * len(brokers)
+
+
+def _generate(dist: Any, cls: str, bootstrap: str, topics: list[str], brokers: list[int],
+              tmp: Path) -> tuple[list[str], dict[tuple[str, int], list[int]]]:
+    """Kafka's tool's ``--generate`` (rack-aware: broker.rack is set): its command line
+    and its proposal."""
+    topics_file = tmp / f"topics-{uuid.uuid4().hex[:6]}.json"
+    topics_file.write_text(json.dumps({"version": 1, "topics": [{"topic": t} for t in topics]}))
+    args = ("--bootstrap-server", bootstrap, "--topics-to-move-json-file", str(topics_file),
+            "--broker-list", ",".join(map(str, brokers)), "--generate")
+    g = dist.run_tool(cls, *args)
+    if g.returncode != 0:
+        raise SystemExit(f"kafka-reassign-partitions --generate failed: {g.stderr[-500:]}")
+    proposed = json.loads(g.stdout.strip().splitlines()[-1])
+    return dist.java_cmd(cls, *args), {(p["topic"], p["partition"]): p["replicas"]
+                                       for p in proposed["partitions"]}
+
+
+def _compare_racks(label: str, bootstrap: str, topics: list[str], tmp: Path,
+                   runs: int) -> dict[str, Any]:
+    """opskit's ``reassign plan --rebalance`` against Kafka's ``--generate`` over every
+    broker, on the cluster as it is now."""
+    from opskit.sandbox.dist import ensure_kafka_dist
+
+    load_before = os.getloadavg()
+    topo, _ = _sizes_and_replicas(bootstrap)
+    assert {p.topic for p in topo.partitions} == set(topics), "only the benchmark's topics"
+    rack_of = {b.id: str(b.rack) for b in topo.brokers}
+    assert all(b.rack for b in topo.brokers), "every broker has a rack"
+    brokers = sorted(rack_of)
+    ops_cmd = _opskit("reassign", "plan", "--rebalance", "-o", "json", "-b", bootstrap,
+                      "--timeout", "120")
+    r = subprocess.run(ops_cmd, capture_output=True, text=True, check=False)
+    if r.returncode != 0:
+        raise SystemExit(f"opskit reassign plan failed: {r.stderr}")
+    plan = json.loads(r.stdout)
+    est = plan["opskit"]["estimates"]
+    ops_target = {(p["topic"], p["partition"]): p["replicas"] for p in plan["partitions"]}
+    ops_replicas, ops_bytes = _moved(topo, ops_target)
+    assert (ops_replicas, ops_bytes) == (est["replicas_moved"], est["bytes_moved"]), est
+    dist = ensure_kafka_dist("3.7")
+    cls = _reassign_class(dist)
+    tool_cmd, tool_target = _generate(dist, cls, bootstrap, topics, brokers, tmp)
+    tool_replicas, tool_bytes = _moved(topo, tool_target)
+    current = [list(p.replicas) for p in topo.partitions]
+    sizes = [p.size_bytes for p in topo.partitions]
+
+    def after(target: dict[tuple[str, int], list[int]]) -> list[list[int]]:
+        return [list(target.get((p.topic, p.partition), p.replicas)) for p in topo.partitions]
+
+    def spread(reps: list[list[int]]) -> int:
+        counts = dict.fromkeys(brokers, 0)
+        for rs in reps:
+            for b in rs:
+                counts[b] += 1
+        return max(counts.values()) - min(counts.values())
+
+    exact_r = exact_min_moves(current, rack_of)
+    exact_b = exact_min_moves(current, rack_of, sizes) if len(current) <= 2500 else None
+    ops_wall, ops_cpu = _median_wall(ops_cmd, runs=runs)
+    tool_wall, tool_cpu = _median_wall(tool_cmd, runs=runs)
+    from datetime import UTC, datetime
+
+    from opskit.core.reassign_model import Goal, GoalKind, Policy
+    from opskit.core.reassign_plan import plan_reassignment
+
+    pure, pure_cpu = _median_wall(None, lambda: plan_reassignment(
+        topo, Goal(GoalKind.REBALANCE), Policy(), datetime.now(UTC)), runs=runs)
+    lb_r, lb_b = est["replicas_lower_bound"], est["bytes_lower_bound"]
+
+    def ratio(a: int, b: int | None) -> float | None:
+        return round(a / b, 3) if b else None
+
+    return {
+        "case": label, "brokers": len(brokers),
+        "racks": "".join(rack_of[b] for b in brokers),
+        "partitions": len(topo.partitions), "replicas": sum(map(len, current)),
+        "bytes_total": sum(s * len(rs) for s, rs in zip(sizes, current, strict=True)),
+        "violations_before": rack_violations(current, rack_of),
+        "printed_bound_replicas": lb_r, "printed_bound_bytes": lb_b,
+        "printed_rack_bound_replicas": est.get("rack_replicas_lower_bound"),
+        "exact_min_replicas": exact_r, "exact_min_bytes": exact_b,
+        "opskit_replicas": ops_replicas, "opskit_bytes": ops_bytes,
+        "opskit_replicas_vs_bound": ratio(ops_replicas, lb_r),
+        "opskit_replicas_vs_exact": ratio(ops_replicas, exact_r),
+        "opskit_bytes_vs_bound": ratio(ops_bytes, lb_b),
+        "opskit_bytes_vs_exact": ratio(ops_bytes, exact_b),
+        "opskit_violations_after": rack_violations(after(ops_target), rack_of),
+        "opskit_unspread_after": est.get("unspread_after"),
+        "opskit_count_spread_after": spread(after(ops_target)),
+        "tool_replicas": tool_replicas, "tool_bytes": tool_bytes,
+        "tool_replicas_vs_bound": ratio(tool_replicas, lb_r),
+        "tool_replicas_vs_exact": ratio(tool_replicas, exact_r),
+        "tool_bytes_vs_bound": ratio(tool_bytes, lb_b),
+        "tool_bytes_vs_exact": ratio(tool_bytes, exact_b),
+        "tool_violations_after": rack_violations(after(tool_target), rack_of),
+        "tool_count_spread_after": spread(after(tool_target)),
+        "opskit_plan_s": round(ops_wall, 2), "tool_generate_s": round(tool_wall, 2),
+        "tool_vs_opskit_time": round(tool_wall / ops_wall, 2),
+        "opskit_plan_cpu_s": round(ops_cpu, 2), "tool_generate_cpu_s": round(tool_cpu, 2),
+        "tool_vs_opskit_cpu": round(tool_cpu / ops_cpu, 2),
+        "opskit_pure_planning_s": round(pure, 3), "opskit_pure_planning_cpu_s": round(pure_cpu, 3),
+        "load_before": [round(x, 1) for x in load_before],
+        "load_after": [round(x, 1) for x in os.getloadavg()],
+    }
+
+
+#: topics concentrated in rack a (brokers 0 and 3 of a, b, c, a, b, c): RF 2 wholly in
+#: it, RF 3 with two replicas in it; as a rack-blind tool or an old layout leaves them
+CONCENTRATED = {2: [[0, 3], [3, 0]], 3: [[0, 3, 1], [3, 0, 2], [1, 0, 3], [2, 3, 0]]}
+
+
+def _create(admin: Any, names: list[str], per_topic: int, rfs: Sequence[int], nodes: Any) -> None:
+    from confluent_kafka.admin import NewTopic
+
+    for n, rf in zip(names, rfs, strict=True):
+        for f in admin.create_topics([NewTopic(n, per_topic, rf)]).values():
+            f.result(300)
+    _wait_partitions_known(nodes, names, per_topic)
+
+
+def bench_racks(partitions: int, scenarios: list[str], grow_to: int, runs: int,
+                port: int | None, seed: int = 11) -> list[dict[str, Any]]:
+    """Scenario ``zone``: 3 brokers in rack a with the topics, then broker 2 moved to
+    rack b (restart) and brokers 3, 4, 5 added in racks b, c, c. Scenario ``grow``: 3
+    brokers in racks a, b, c (topics placed rack-aware by Kafka), 3 added (a, b, c);
+    then topics concentrated in rack a are added; with ``grow_to`` > 6, more brokers
+    (continuing a, b, c) join empty. A comparison on the cluster at each stage."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from opskit.sandbox.cluster import Sandbox, free_port_block
+    from opskit.sandbox.scale import add_brokers, add_node
+
+    class _Rows(list[dict[str, Any]]):
+        def append(self, row: dict[str, Any]) -> None:  # shown as soon as measured
+            print(json.dumps(row), flush=True)
+            super().append(row)
+
+    results = _Rows()
+    tmp = Path(tempfile.mkdtemp(prefix="bench-rk-"))
+    per_topic = partitions // len(PLAN_TOPIC_RFS)
+    old_heap = os.environ.get("OPSKIT_SANDBOX_HEAP")
+    os.environ.setdefault("OPSKIT_SANDBOX_HEAP", "768m" if partitions > 3000 else "512m")
+    try:
+        for scenario in scenarios:
+            sb = Sandbox(f"bench-rk-{scenario}-{uuid.uuid4().hex[:6]}")
+            try:
+                st, _ = sb.up(brokers=3, version="3.7", port=port or free_port_block(6),
+                              racks=["a"] if scenario == "zone" else ["a", "b", "c"])
+                admin = AdminClient({"bootstrap.servers": st.bootstrap})
+                names = [f"rk_{scenario}_rf{rf}_{i}" for i, rf in enumerate(PLAN_TOPIC_RFS)]
+                _create(admin, names, per_topic, PLAN_TOPIC_RFS, st.nodes)
+                _fill_random(st.bootstrap, names, per_topic, seed)
+                if scenario == "zone":
+                    sb.set_rack(2, "b", wait_timeout=900)
+                    for rack in ("b", "c", "c"):
+                        add_node(sb, "broker", wait_timeout=900, rack=rack)
+                    st = sb.require()
+                    results.append(_compare_racks("1 rack -> 3 racks, 3 -> 6 brokers",
+                                                  st.bootstrap, names, tmp, runs))
+                    continue
+                st = add_brokers(sb, 3, wait_timeout=900)
+                results.append(_compare_racks("3 racks, 3 -> 6 brokers", st.bootstrap, names,
+                                              tmp, runs))
+                conc = [f"rk_conc_rf{rf}" for rf in CONCENTRATED]
+                for n, (rf, layout) in zip(conc, CONCENTRATED.items(), strict=True):
+                    assignment = [layout[i % len(layout)] for i in range(max(4, per_topic // 4))]
+                    for f in admin.create_topics([NewTopic(
+                            n, len(assignment), replica_assignment=assignment)]).values():
+                        f.result(300)
+                    _wait_partitions_known(st.nodes, [n], len(assignment))
+                    _fill_random(st.bootstrap, [n], len(assignment), seed + rf)
+                names += conc
+                results.append(_compare_racks("3 racks, 3 -> 6 brokers, + 2 topics in rack a",
+                                              st.bootstrap, names, tmp, runs))
+                if grow_to > 6:
+                    os.environ["OPSKIT_SANDBOX_HEAP"] = "384m"  # empty brokers
+                    st = add_brokers(sb, grow_to - 6, wait_timeout=900)
+                    results.append(_compare_racks(
+                        f"3 racks, 3 -> {grow_to} brokers, + 2 topics in rack a",
+                        st.bootstrap, names, tmp, runs))
+            finally:
+                sb.down()
+    finally:
+        if old_heap is None:
+            os.environ.pop("OPSKIT_SANDBOX_HEAP", None)
+        else:
+            os.environ["OPSKIT_SANDBOX_HEAP"] = old_heap
+    return results
+
+
+def _uptime() -> str:
+    return subprocess.run(["uptime"], capture_output=True, text=True, check=False).stdout.strip()
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="part", required=True)
@@ -403,7 +738,46 @@ def main() -> int:
     ex.add_argument("--throttle-mb", type=float, default=3.0)
     ex.add_argument("--partitions", type=int, default=6, help="a multiple of 3")
     ex.add_argument("--full", action="store_true", help="200 MB per broker at 10 MB/s")
+    rk = sub.add_parser("racks", help="(d) rack-aware plans vs Kafka's rack-aware --generate: "
+                                      "moves / bounds, rack violations after, planning time")
+    rk.add_argument("--partitions", type=int, default=1200)
+    rk.add_argument("--full", action="store_true", help="10,000 partitions")
+    rk.add_argument("--scenarios", default="zone,grow", help="zone, grow or both")
+    rk.add_argument("--grow-to", type=int, default=6,
+                    help="in scenario grow, add empty brokers up to this many (e.g. 12)")
+    rk.add_argument("--runs", type=int, default=3, help="timed runs of each command (median)")
+    rk.add_argument("--port", type=int, default=None, help="first broker port of the sandbox")
     args = ap.parse_args()
+    if args.part == "racks":
+        print("load at start:", _uptime())
+        rows = bench_racks(10_000 if args.full else args.partitions,
+                           [s.strip() for s in args.scenarios.split(",") if s.strip()],
+                           args.grow_to, args.runs, args.port)
+        print(json.dumps(rows, indent=2))
+        for res in rows:
+            exact_b = ("not computed (over 2,500 partitions)" if res["exact_min_bytes"] is None
+                       else f"{res['exact_min_bytes']:,}")
+            print(f"{res['case']} ({res['racks']}, {res['partitions']:,} partitions, "
+                  f"{res['violations_before']} over their rack limit before): replicas moved "
+                  f"opskit {res['opskit_replicas']} / Kafka's --generate {res['tool_replicas']}; "
+                  f"printed bound {res['printed_bound_replicas']}, exact minimum "
+                  f"{res['exact_min_replicas']} -> opskit {res['opskit_replicas_vs_bound']}x the "
+                  f"printed bound, {res['opskit_replicas_vs_exact']}x the exact minimum, "
+                  f"--generate {res['tool_replicas_vs_bound']}x / {res['tool_replicas_vs_exact']}x; "
+                  f"bytes moved opskit {res['opskit_bytes']:,} / --generate {res['tool_bytes']:,}, "
+                  f"printed bound {res['printed_bound_bytes']:,}, exact minimum "
+                  f"{exact_b} -> opskit {res['opskit_bytes_vs_bound']}x / "
+                  f"{res['opskit_bytes_vs_exact']}x, --generate {res['tool_bytes_vs_bound']}x / "
+                  f"{res['tool_bytes_vs_exact']}x; rack violations after: opskit "
+                  f"{res['opskit_violations_after']}, --generate {res['tool_violations_after']}; "
+                  f"replica count max-min after: opskit {res['opskit_count_spread_after']}, "
+                  f"--generate {res['tool_count_spread_after']}; plan time (median of {args.runs}) "
+                  f"opskit {res['opskit_plan_s']} s ({res['opskit_plan_cpu_s']} CPU s), --generate "
+                  f"{res['tool_generate_s']} s ({res['tool_generate_cpu_s']} CPU s): "
+                  f"{res['tool_vs_opskit_time']}x wall, {res['tool_vs_opskit_cpu']}x CPU (opskit's "
+                  f"planning step alone {res['opskit_pure_planning_s']} s); load "
+                  f"{res['load_before']} -> {res['load_after']}")
+        print("load at end:", _uptime())
     if args.part == "plan":
         res = bench_plan(10_000 if args.full else args.partitions)
         print(json.dumps(res, indent=2))
