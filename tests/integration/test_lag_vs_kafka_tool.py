@@ -83,6 +83,14 @@ def _commit_raw(bootstrap: str, group: str, tp: tuple[str, int], offset: int) ->
 
 
 @pytest.mark.parametrize("path", ["protocol", "librdkafka"])
+def _delete_group(bs: str, group: str) -> None:
+    from confluent_kafka.admin import AdminClient
+
+    fut = AdminClient({"bootstrap.servers": bs}).delete_consumer_groups([group],
+                                                                       request_timeout=30)
+    fut[group].result(60)
+
+
 def test_a_negative_commit_is_listed_and_unknown_never_ok(kafka, uniq, path, monkeypatch):
     """Kafka keeps a committed offset of -5 (a client committed it) and its tool lists the
     partition with no offset and no lag. opskit dropped it as "no commit": the group
@@ -93,29 +101,34 @@ def test_a_negative_commit_is_listed_and_unknown_never_ok(kafka, uniq, path, mon
     create_topic(bs, t, 2)
     produce(bs, t, {0: 10, 1: 4})
     _commit_raw(bs, g, (t, 0), -5)
-    if path == "librdkafka":  # the same broker read through librdkafka (no protocol client)
-        monkeypatch.setattr("opskit.adapters.lag_source.wire_client", lambda *_a: None)
-    dist = kafka.dist()
-    proc = dist.run_tool(dist.consumer_groups_class, "--bootstrap-server", bs, "--describe",
-                         "--group", g)
-    assert proc.returncode == 0, proc.stderr
-    theirs = parse_describe(proc.stdout)
-    assert theirs[(g, t, 0)]["CURRENT-OFFSET"] is None and theirs[(g, t, 0)]["LAG"] is None
+    try:
+        if path == "librdkafka":  # the same broker read through librdkafka (no protocol client)
+            monkeypatch.setattr("opskit.adapters.lag_source.wire_client", lambda *_a: None)
+        dist = kafka.dist()
+        proc = dist.run_tool(dist.consumer_groups_class, "--bootstrap-server", bs, "--describe",
+                             "--group", g)
+        assert proc.returncode == 0, proc.stderr
+        theirs = parse_describe(proc.stdout)
+        assert theirs[(g, t, 0)]["CURRENT-OFFSET"] is None and theirs[(g, t, 0)]["LAG"] is None
 
-    ours = run_cli("lag", "--group", g, "-o", "json", "--bootstrap-server", bs)
-    assert ours.code == 3, (ours.code, ours.out, ours.err)
-    (grp,) = ours.json()["groups"]
-    assert grp["severity"] == "UNKNOWN", grp
-    by_p = {p["partition"]: p for p in grp["partitions"] if p["topic"] == t}
-    assert by_p[0]["committed_offset"] is None and by_p[0]["lag"] is None, by_p[0]
-    assert by_p[0]["log_end_offset"] == 10
-    assert "committed_invalid" in by_p[0]["anomalies"], by_p[0]
-    table = run_cli("lag", "--group", g, "--bootstrap-server", bs)
-    assert table.code == 3 and "committed_invalid" in table.out, table.out
-    # partitions asked for by name: the one without a commit is "no commit" (librdkafka
-    # answers it -1001), the negative one stays flagged
-    named = run_cli("lag", "--group", g, "--topic", t, "-o", "json", "--bootstrap-server", bs)
-    assert named.code == 3, (named.out, named.err)
-    rows = {p["partition"]: p["anomalies"] for g_ in named.json()["groups"]
-            for p in g_["partitions"]}
-    assert rows == {0: ["committed_invalid"], 1: ["no_committed_offset"]}, rows
+        ours = run_cli("lag", "--group", g, "-o", "json", "--bootstrap-server", bs)
+        assert ours.code == 3, (ours.code, ours.out, ours.err)
+        (grp,) = ours.json()["groups"]
+        assert grp["severity"] == "UNKNOWN", grp
+        by_p = {p["partition"]: p for p in grp["partitions"] if p["topic"] == t}
+        assert by_p[0]["committed_offset"] is None and by_p[0]["lag"] is None, by_p[0]
+        assert by_p[0]["log_end_offset"] == 10
+        assert "committed_invalid" in by_p[0]["anomalies"], by_p[0]
+        table = run_cli("lag", "--group", g, "--bootstrap-server", bs)
+        assert table.code == 3 and "committed_invalid" in table.out, table.out
+        # partitions asked for by name: the one without a commit is "no commit" (librdkafka
+        # answers it -1001), the negative one stays flagged
+        named = run_cli("lag", "--group", g, "--topic", t, "-o", "json", "--bootstrap-server", bs)
+        assert named.code == 3, (named.out, named.err)
+        rows = {p["partition"]: p["anomalies"] for g_ in named.json()["groups"]
+                for p in g_["partitions"]}
+        assert rows == {0: ["committed_invalid"], 1: ["no_committed_offset"]}, rows
+    finally:
+        # the group keeps its -5 on the shared cluster: every later "lag --all-groups"
+        # there would be UNKNOWN (exit 3)
+        _delete_group(bs, g)
