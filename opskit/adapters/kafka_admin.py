@@ -127,10 +127,15 @@ _LIBRDKAFKA_NO_OFFSET = -1001
 
 
 def _merge_committed(into: dict[TopicPartition, int], gid: str, res: Any,
-                     invalid: dict[TopicPartition, int]) -> None:
+                     invalid: dict[TopicPartition, int], unreadable: dict[TopicPartition, str]
+                     ) -> None:
     for tp in res.topic_partitions or []:
         if tp.error is not None:
-            log.warning("group %s %s:%s offset error %s", gid, tp.topic, tp.partition, tp.error)
+            # an error is not "no commit" (TOPIC_AUTHORIZATION_FAILED on a topic named
+            # without the Describe ACL): kept apart, for the lag to flag
+            log.debug("group %s %s:%s offset error %s", gid, tp.topic, tp.partition, tp.error)
+            unreadable[TopicPartition(tp.topic, tp.partition)] = (
+                tp.error.name() if isinstance(tp.error, ck.KafkaError) else str(tp.error))
             continue
         if tp.offset >= 0:
             into[TopicPartition(tp.topic, tp.partition)] = tp.offset
@@ -193,6 +198,10 @@ class KafkaAdmin:
         #: group -> partition -> a negative committed offset below -1 (not an offset, not
         #: "none"): left out of :meth:`committed_offsets`, kept for the lag to flag
         self.invalid_commits: dict[str, dict[TopicPartition, int]] = {}
+        #: group -> partition -> the error OffsetFetch answered instead of its committed
+        #: offset (TOPIC_AUTHORIZATION_FAILED...): left out of :meth:`committed_offsets`,
+        #: kept for the lag to flag. Both are of the group's last read.
+        self.unreadable_commits: dict[str, dict[TopicPartition, str]] = {}
         #: (when, answer) of the last fresh-ApiVersions check after a failed request
         self._answers_memo: tuple[float, bool] | None = None
         #: partition -> the translated error of its last failed ListOffsets
@@ -479,6 +488,9 @@ class KafkaAdmin:
         if explicit is not None and not explicit:
             return {}
         chunks = self._offset_fetch_chunks(explicit)
+        for gid in ids:  # of this read only (an exporter's admin reads the groups every cycle)
+            self.invalid_commits[gid] = {}
+            self.unreadable_commits[gid] = {}
         # one group per request (confluent-kafka's limit); all in flight at once
         futs = [(gid, chunk, self._submit_offset_fetch(gid, chunk)) for gid in ids for chunk in chunks]
         out: dict[str, dict[TopicPartition, int]] = {}
@@ -504,7 +516,8 @@ class KafkaAdmin:
                 denied.add(gid)
                 continue
             _merge_committed(out.setdefault(gid, {}), gid, res,
-                             self.invalid_commits.setdefault(gid, {}))
+                             self.invalid_commits.setdefault(gid, {}),
+                             self.unreadable_commits.setdefault(gid, {}))
         if again:  # the same groups, one topic per request this time
             for gid, offs in self.committed_offsets(again, explicit).items():
                 out.setdefault(gid, {}).update(offs)
