@@ -348,6 +348,8 @@ def read_groups(
             descs, committed, rest = wire.read_groups(ids)
             # the partitions answered with an error, kept where the librdkafka path keeps them
             admin.unreadable_commits.update({gid: wire.unreadable.get(gid, {}) for gid in descs})
+            if descs:
+                admin.served("describe_groups")
         except WireUnsupported as e:
             log.debug("batched group read not available (%s); using per-group requests", e)
             descs, committed, rest = {}, {}, ids
@@ -411,10 +413,11 @@ def _raise_if_api_silent(admin: KafkaAdmin, client: WireClient, api: str, what: 
         caps_mod.api_versions(node.host, node.port, min(admin.timeout, FIRST_TRY_S), admin.conn)
     except (OSError, ValueError, OpskitError):
         return  # the broker itself is gone (or refuses us): librdkafka tries and says why
-    admin.quirks.note_dead_api(api, f"{node.host}:{node.port}",
-                               f"no answer within {client.timeout:g}s while still answering "
-                               "ApiVersions")
+    remembered = admin.note_silent(
+        api, f"{node.host}:{node.port}",
+        f"no answer within {client.timeout:g}s while still answering ApiVersions")
     raise UnsupportedError(
         f"the broker at {node.host}:{node.port} answers ApiVersions but not {api}, needed for "
-        f"{what} (no usable answer within {client.timeout:g}s); treating it as unsupported "
-        "by this broker") from err
+        f"{what} (no usable answer within {client.timeout:g}s); " + (
+            "treating it as unsupported by this broker" if remembered else
+            "a broker that ignores it, or one too slow to answer in time")) from err
