@@ -16,10 +16,11 @@ from typing import Any, Protocol
 
 from opskit.adapters import capabilities as caps_mod
 from opskit.adapters import cluster_wire, group_blind, offsets_wire
+from opskit.adapters import kafka_protocol as kp
 from opskit.adapters.group_wire import GroupWire
 from opskit.adapters.kafka_admin import ClusterMeta, KafkaAdmin, OffsetsResult
 from opskit.adapters.log_end_check import leaders_of, settle_log_ends, suspects, wire_client
-from opskit.adapters.wire import WireClient, WireUnsupported, usable
+from opskit.adapters.wire import API_METADATA, WireClient, WireUnsupported, usable
 from opskit.core.lag import compute_group_lag, partitions_of_interest, worst
 from opskit.core.log_end import LogEndSource, LogEndVerdict
 from opskit.core.models import (
@@ -33,6 +34,7 @@ from opskit.core.models import (
 )
 from opskit.errors import (
     KafkaUnavailableError,
+    NotAuthorisedError,
     NotFoundError,
     OpskitError,
     UnsupportedError,
@@ -123,6 +125,13 @@ def collect_lag(
     try:
         for t in topic_list or []:
             if t not in md.topics:
+                if _denied_by_name(admin, client, t):
+                    # Kafka leaves a topic the principal may not describe out of the
+                    # metadata: asked for by name, it says so (not "unknown")
+                    raise NotAuthorisedError(
+                        f"not authorised for describing topic {t!r} "
+                        f"({admin.conn.principal} needs the Describe ACL on it; Kafka "
+                        "answers the same for a topic that does not exist)")
                 raise NotFoundError(f"unknown topic {t!r}")
         if groups is None:
             ids = _all_group_ids(admin, md, client)
@@ -260,6 +269,33 @@ def _read_hidden_topics(admin: KafkaAdmin, ids: Iterable[str],
         if gid in admin.unauthorised_groups:
             unreadable[gid].update(dict.fromkeys(tps - committed[gid].keys(),
                                                  "GROUP_AUTHORIZATION_FAILED"))
+
+
+#: Metadata's topic-level error for a topic the principal may not describe
+_TOPIC_AUTHORIZATION_FAILED = 29
+
+
+def _denied_by_name(admin: KafkaAdmin, client: WireClient | None, topic: str) -> bool:
+    """Whether Kafka, asked for ``topic`` by name, answers TOPIC_AUTHORIZATION_FAILED.
+    Asked at the protocol level only, where the request says never to create a topic
+    (a broker with auto.create.topics.enable must not create one for a read); False
+    when that client cannot be used or the answer is anything else."""
+    if not usable(admin.conn):
+        return False
+    own = client is None
+    c = _first_try_client(admin) if client is None else client
+    try:
+        deadline = time.monotonic() + c.timeout
+        v = c.version(API_METADATA, 1, 8, deadline)
+        (md,) = c.exchange([(c.first_node, kp.metadata(v, [topic], replicas=True))], deadline)
+        return any(t.name == topic and t.error_code == _TOPIC_AUTHORIZATION_FAILED
+                   for t in md.topics)
+    except (WireUnsupported, OpskitError, OSError) as e:
+        log.debug("metadata of %s by name not read (%s)", topic, e)
+        return False
+    finally:
+        if own:
+            c.close()
 
 
 class Prefetch(Protocol):

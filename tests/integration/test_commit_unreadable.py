@@ -97,6 +97,16 @@ def test_a_topic_hidden_by_acls_is_unreadable_never_ok(scene: Hidden, path: str,
         == {(t, p): 7 for t in (s.seen, s.hidden) for p in (0, 1)}
 
 
+def test_the_hidden_topic_asked_for_by_name_is_not_called_unknown(scene: Hidden) -> None:
+    """Before: exit 4 'unknown topic' (the metadata of all topics leaves it out)."""
+    s = scene
+    r = run_cli("lag", "-g", s.live, "--topic", s.hidden, *s.cluster.cli_args("monitor"))
+    assert r.code == 3 and r.out == "", (r.code, r.out, r.err)
+    [line] = [ln for ln in r.err.splitlines() if ln.startswith("opskit: error:")]
+    assert f"not authorised for describing topic '{s.hidden}'" in line, line
+    assert "User:monitor needs the Describe ACL" in line, line
+
+
 def test_kafka_tool_and_exporter_on_the_hidden_topic(scene: Hidden, tmp_path: Path) -> None:
     s = scene
     # Kafka's tool gives no lag for the group at all while it has a member
