@@ -353,6 +353,7 @@ class BrokerDouble:
                 return
             while not self._stop.is_set():
                 req = _read_frame(client)
+                b = self.behaviour  # per request: a test may change it between cycles
                 api, version, cid = struct.unpack_from(">hhi", req, 0)
                 act = b.action(api, version)
                 self.requests.append((api, version, act))

@@ -18,7 +18,8 @@ tried once and then avoided:
 
 A command's :class:`~opskit.adapters.kafka_admin.KafkaAdmin` holds one record for its
 run. The exporter keeps one for its lifetime and hands it to every admin it creates,
-so a timeout is paid once, not every cycle. A remembered dead API is tried again after
+so a path seen failing is not tried every cycle (what counts as seen, and how often:
+:meth:`~opskit.adapters.kafka_admin.KafkaAdmin.observe_not_served`; never a timeout alone). A remembered dead API is tried again after
 ``recheck_s`` (a broker upgraded under a long-running exporter is noticed).
 """
 

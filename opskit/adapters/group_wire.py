@@ -50,6 +50,9 @@ log = logging.getLogger(__name__)
 #: group-level errors worth asking again for (the coordinator moved or is loading)
 _RETRY = {14: "COORDINATOR_LOAD_IN_PROGRESS", 15: "COORDINATOR_NOT_AVAILABLE", 16: "NOT_COORDINATOR"}
 _GROUP_ID_NOT_FOUND = 69
+#: names of the partition-level OffsetFetch errors worth naming (others: by code)
+_PARTITION_ERRORS = {3: "UNKNOWN_TOPIC_OR_PARTITION", 29: "TOPIC_AUTHORIZATION_FAILED",
+                     30: "GROUP_AUTHORIZATION_FAILED", 100: "UNKNOWN_TOPIC_ID"}
 #: groups per DescribeGroups / OffsetFetch request (keeps requests and answers modest)
 CHUNK = 500
 
@@ -84,6 +87,9 @@ class GroupWire:
         self.client = client or WireClient(conn, nodes, timeout)
         self.conn = conn
         self.timeout = timeout
+        #: group -> partition -> the error OffsetFetch answered for it in the last
+        #: :meth:`read_groups` (TOPIC_AUTHORIZATION_FAILED...): its commit is not known
+        self.unreadable: dict[str, dict[TopicPartition, str]] = {}
 
     @property
     def round_trips(self) -> int:
@@ -139,6 +145,7 @@ class GroupWire:
         """
         deadline = time.monotonic() + self.timeout
         ids = sorted(set(group_ids))
+        self.unreadable = {}
         descs: dict[str, GroupDescription] = {}
         committed: dict[str, dict[TopicPartition, int]] = {}
         other: list[str] = []
@@ -177,7 +184,7 @@ class GroupWire:
                         elif g.error_code and g.error_code != _GROUP_ID_NOT_FOUND:
                             raise WireUnsupported(f"OffsetFetch error {g.error_code} for {g.group_id}")
                         else:
-                            committed[g.group_id] = _offsets(g)
+                            committed[g.group_id], self.unreadable[g.group_id] = _offsets(g)
             todo = sorted(retry)
             if todo:
                 if time.monotonic() + 0.2 > deadline:
@@ -187,6 +194,7 @@ class GroupWire:
         for gid in other:
             descs.pop(gid, None)
             committed.pop(gid, None)
+            self.unreadable.pop(gid, None)
         return descs, committed, sorted(set(other))
 
 
@@ -210,13 +218,21 @@ def _description(g: kp.DescribedGroup, node_id: int) -> GroupDescription:
     )
 
 
-def _offsets(g: kp.GroupOffsets) -> dict[TopicPartition, int]:
+def _error_label(code: int) -> str:
+    return _PARTITION_ERRORS.get(code, f"error code {code}")
+
+
+def _offsets(g: kp.GroupOffsets) -> tuple[dict[TopicPartition, int], dict[TopicPartition, str]]:
+    """(committed offsets, partition -> the error answered instead of its offset): a
+    partition with an error is not a partition without a commit."""
     out: dict[TopicPartition, int] = {}
+    errors: dict[TopicPartition, str] = {}
     for topic, parts in g.topics:
         for partition, offset, err in parts:
             if err:
-                log.warning("group %s %s:%s offset error code %s", g.group_id, topic, partition, err)
+                log.debug("group %s %s:%s offset error code %s", g.group_id, topic, partition, err)
+                errors[TopicPartition(topic, partition)] = _error_label(err)
                 continue
             if offset != -1:  # -1: no offset; other negatives are kept for the lag to flag
                 out[TopicPartition(topic, partition)] = offset
-    return out
+    return out, errors

@@ -14,6 +14,13 @@ is reported as unsupported by that broker rather than the cluster as
 unreachable (the Hanzo Stream gateway, for one, never answers librdkafka's
 CreateTopics and DescribeConfigs requests).
 
+An API is *remembered* as not served (later calls refused at once, another path taken:
+see :meth:`KafkaAdmin.observe_not_served`) only on evidence that is not a timeout: the
+broker closed the connection on it while still answering ApiVersions. A long-lived
+admin (the served exporter) needs that seen in two rounds (cycles) without a success
+between. A timeout alone is never remembered, except DescribeConfigs within one
+command's run (no other path; a command does not wait for it twice).
+
 Requests are batched and issued concurrently: one ListOffsets request per spec
 (earliest, latest) for all partitions (librdkafka groups them by leader), one
 DescribeGroups for all groups, and one OffsetFetch per group, all in flight at
@@ -127,10 +134,15 @@ _LIBRDKAFKA_NO_OFFSET = -1001
 
 
 def _merge_committed(into: dict[TopicPartition, int], gid: str, res: Any,
-                     invalid: dict[TopicPartition, int]) -> None:
+                     invalid: dict[TopicPartition, int], unreadable: dict[TopicPartition, str]
+                     ) -> None:
     for tp in res.topic_partitions or []:
         if tp.error is not None:
-            log.warning("group %s %s:%s offset error %s", gid, tp.topic, tp.partition, tp.error)
+            # an error is not "no commit" (TOPIC_AUTHORIZATION_FAILED on a topic named
+            # without the Describe ACL): kept apart, for the lag to flag
+            log.debug("group %s %s:%s offset error %s", gid, tp.topic, tp.partition, tp.error)
+            unreadable[TopicPartition(tp.topic, tp.partition)] = (
+                tp.error.name() if isinstance(tp.error, ck.KafkaError) else str(tp.error))
             continue
         if tp.offset >= 0:
             into[TopicPartition(tp.topic, tp.partition)] = tp.offset
@@ -193,6 +205,16 @@ class KafkaAdmin:
         #: group -> partition -> a negative committed offset below -1 (not an offset, not
         #: "none"): left out of :meth:`committed_offsets`, kept for the lag to flag
         self.invalid_commits: dict[str, dict[TopicPartition, int]] = {}
+        #: group -> partition -> the error OffsetFetch answered instead of its committed
+        #: offset (TOPIC_AUTHORIZATION_FAILED...): left out of :meth:`committed_offsets`,
+        #: kept for the lag to flag. Both are of the group's last read.
+        self.unreadable_commits: dict[str, dict[TopicPartition, str]] = {}
+        #: rounds (exporter cycles, see :meth:`new_round`) in which an API must be seen
+        #: closed on before it is remembered as not served (the served exporter: 2)
+        self.confirmations = 1
+        self._round = 0
+        #: api -> (rounds seen, the last round seen in, what was seen): not yet confirmed
+        self._suspects: dict[str, tuple[int, int, str]] = {}
         #: (when, answer) of the last fresh-ApiVersions check after a failed request
         self._answers_memo: tuple[float, bool] | None = None
         #: partition -> the translated error of its last failed ListOffsets
@@ -264,6 +286,50 @@ class KafkaAdmin:
                 out.append(f"{api} ({q.detail})")
         return out
 
+    # ----- APIs seen not served -----
+    def new_round(self) -> None:
+        """Start a new round of observations (the exporter: each cycle)."""
+        self._round += 1
+
+    def observe_not_served(self, operation: str, detail: str) -> bool:
+        """The broker, still answering ApiVersions, closed the connection on (or answered
+        unparseably) the request of ``operation``: evidence that it does not serve the
+        API. Remembered in :attr:`quirks` (True) once seen in :attr:`confirmations`
+        rounds without a success between; only APIs with another path or that are
+        optional. Never call it for a timeout: a slow broker is not one without the API."""
+        api = caps_mod.OPERATION_APIS[operation][-1][0]
+        if api not in _REMEMBERED_APIS:
+            return False
+        with self._lock:
+            seen, last, _ = self._suspects.get(api, (0, -1, ""))
+            seen = seen + 1 if last != self._round else max(seen, 1)
+            if seen < self.confirmations:
+                self._suspects[api] = (seen, self._round, detail)
+                if seen == 1 and last != self._round:
+                    log.info("broker %s: %s failed (%s); remembered as not served only if "
+                             "seen again", self._where(), api, detail)
+                return False
+            self._suspects.pop(api, None)
+        self.quirks.note_dead_api(api, self._where(), detail)
+        return True
+
+    def served(self, operation: str) -> None:
+        """The API of ``operation`` answered: what was seen before is forgotten."""
+        api = caps_mod.OPERATION_APIS[operation][-1][0]
+        if self._suspects:
+            with self._lock:
+                self._suspects.pop(api, None)
+
+    def note_silent(self, api: str, where: str, detail: str) -> bool:
+        """An advertised API gave no answer while the broker still answers ApiVersions:
+        remembered for this run (True) only for DescribeConfigs (no other path) and
+        only in a short-lived admin (a command); a timeout is no evidence for the
+        exporter, which asks again next time."""
+        if api != "DescribeConfigs" or self.confirmations > 1:
+            return False
+        self.quirks.note_dead_api(api, where, detail)
+        return True
+
     def _on_error(self, err: ck.KafkaError) -> None:
         with self._lock:
             self._last_error = f"{err.name()}: {err.str()}"
@@ -302,8 +368,8 @@ class KafkaAdmin:
             if ((isinstance(exc, TimeoutError) or name in _NO_ANSWER)
                     and self._broker_still_answers()):
                 # something answered: the broker is up, this request is what fails on it
-                if operation is not None:
-                    self._remember_not_served(operation, name in _CLOSED)
+                remembered = operation is not None and self._remember_not_served(
+                    operation, name in _CLOSED)
                 if name in _CLOSED:
                     # librdkafka keeps the broken connection's broker "down" for a while
                     # (later requests fail with "no leaders found"): start afresh
@@ -311,13 +377,16 @@ class KafkaAdmin:
                     return UnsupportedError(
                         f"the broker at {self._where()} closed the connection on "
                         f"{self._apis(operation) or 'the request'} ({what}) and still answers "
-                        "ApiVersions: it does not handle that request; treating it as "
-                        "unsupported by this broker")
+                        "ApiVersions: it does not handle that request; " + (
+                            "treating it as unsupported by this broker"
+                            if remembered or self.confirmations == 1 else
+                            "asked again next time before it is taken for unsupported"))
                 return UnsupportedError(
                     f"the broker at {self._where()} answers ApiVersions but not "
                     f"{self._apis(operation) or 'this request'}, needed for {what} (no usable "
-                    f"answer within {self.timeout:g}s: {detail}); treating it as unsupported "
-                    "by this broker"
+                    f"answer within {self.timeout:g}s: {detail}); " + (
+                        "treating it as unsupported by this broker" if remembered else
+                        "a broker that ignores it, or one too slow to answer in time")
                 )
             return KafkaUnavailableError(
                 f"cannot reach Kafka at {self.conn.bootstrap} ({what}, timeout {self.timeout:g}s): {detail}"
@@ -348,14 +417,16 @@ class KafkaAdmin:
         apis = self._apis(operation)
         return f"to {apis} " if apis else ""
 
-    def _remember_not_served(self, operation: str, closed: bool) -> None:
-        """Record in :attr:`quirks` that the broker, still answering ApiVersions, closed
-        or ignored the request of ``operation`` (only APIs with another path)."""
+    def _remember_not_served(self, operation: str, closed: bool) -> bool:
+        """The broker, still answering ApiVersions, closed or ignored the request of
+        ``operation``: evidence when closed (:meth:`observe_not_served`); a timeout only
+        as :meth:`note_silent` allows. True when now remembered as not served."""
+        if closed:
+            return self.observe_not_served(
+                operation, "it closed the connection while still answering ApiVersions")
         api = caps_mod.OPERATION_APIS[operation][-1][0]
-        if api in _REMEMBERED_APIS:
-            self.quirks.note_dead_api(api, self._where(), (
-                "it closed the connection" if closed else
-                f"no answer within {self.timeout:g}s") + " while still answering ApiVersions")
+        return self.note_silent(api, self._where(), f"no answer within {self.timeout:g}s while "
+                                "still answering ApiVersions")
 
     def _broker_still_answers(self) -> bool:
         """After a failed request: does the broker answer a fresh ApiVersions (so it is
@@ -423,6 +494,7 @@ class KafkaAdmin:
             first = res.errors[0]
             exc = first if isinstance(first, BaseException) else ck.KafkaException(first)
             raise self.translate(exc, "listing consumer groups", "list_groups")
+        self.served("list_groups")
         return {g.group_id: _STATE_MAP.get(g.state.name, GroupState.UNKNOWN) for g in res.valid}
 
     def describe_groups(self, group_ids: Iterable[str]) -> dict[str, GroupDescription]:
@@ -440,6 +512,7 @@ class KafkaAdmin:
                     raise
                 self.unauthorised_groups.add(gid)
                 continue
+            self.served("describe_groups")
             members = tuple(
                 Member(
                     member_id=m.member_id,
@@ -479,6 +552,9 @@ class KafkaAdmin:
         if explicit is not None and not explicit:
             return {}
         chunks = self._offset_fetch_chunks(explicit)
+        for gid in ids:  # of this read only (an exporter's admin reads the groups every cycle)
+            self.invalid_commits[gid] = {}
+            self.unreadable_commits[gid] = {}
         # one group per request (confluent-kafka's limit); all in flight at once
         futs = [(gid, chunk, self._submit_offset_fetch(gid, chunk)) for gid in ids for chunk in chunks]
         out: dict[str, dict[TopicPartition, int]] = {}
@@ -504,7 +580,8 @@ class KafkaAdmin:
                 denied.add(gid)
                 continue
             _merge_committed(out.setdefault(gid, {}), gid, res,
-                             self.invalid_commits.setdefault(gid, {}))
+                             self.invalid_commits.setdefault(gid, {}),
+                             self.unreadable_commits.setdefault(gid, {}))
         if again:  # the same groups, one topic per request this time
             for gid, offs in self.committed_offsets(again, explicit).items():
                 out.setdefault(gid, {}).update(offs)

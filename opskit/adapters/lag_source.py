@@ -16,10 +16,11 @@ from typing import Any, Protocol
 
 from opskit.adapters import capabilities as caps_mod
 from opskit.adapters import cluster_wire, group_blind, offsets_wire
+from opskit.adapters import kafka_protocol as kp
 from opskit.adapters.group_wire import GroupWire
 from opskit.adapters.kafka_admin import ClusterMeta, KafkaAdmin, OffsetsResult
 from opskit.adapters.log_end_check import leaders_of, settle_log_ends, suspects, wire_client
-from opskit.adapters.wire import WireClient, WireUnsupported, usable
+from opskit.adapters.wire import API_METADATA, WireClient, WireUnsupported, usable
 from opskit.core.lag import compute_group_lag, partitions_of_interest, worst
 from opskit.core.log_end import LogEndSource, LogEndVerdict
 from opskit.core.models import (
@@ -33,6 +34,7 @@ from opskit.core.models import (
 )
 from opskit.errors import (
     KafkaUnavailableError,
+    NotAuthorisedError,
     NotFoundError,
     OpskitError,
     UnsupportedError,
@@ -58,6 +60,9 @@ class LagReport:
     log_end_checks: dict[TopicPartition, LogEndVerdict] = field(default_factory=dict)
     #: group -> why its state and members are unknown (a broker without DescribeGroups)
     group_notes: dict[str, str] = field(default_factory=dict)
+    #: group -> partition -> the error the broker answered instead of its committed offset
+    #: (those rows are flagged committed_unreadable: lag unknown, the group UNKNOWN)
+    commit_errors: dict[str, dict[TopicPartition, str]] = field(default_factory=dict)
 
     @property
     def severity(self) -> Severity:
@@ -71,7 +76,7 @@ class LagReport:
                 gd["state_note"] = note
                 if note is not None:
                     gd["members"] = None  # unknown, not zero
-        return {
+        out: dict[str, Any] = {
             "cluster": {"bootstrap": self.bootstrap, "cluster_id": self.cluster_id},
             "severity": self.severity.value,
             "groups": groups,
@@ -80,6 +85,10 @@ class LagReport:
                                          "detail": v.detail}
                                for tp, v in sorted(self.log_end_checks.items())},
         }
+        if self.commit_errors:
+            out["commit_errors"] = {gid: {str(tp): e for tp, e in sorted(errs.items())}
+                                    for gid, errs in sorted(self.commit_errors.items()) if errs}
+        return out
 
 
 def collect_lag(
@@ -116,6 +125,13 @@ def collect_lag(
     try:
         for t in topic_list or []:
             if t not in md.topics:
+                if _denied_by_name(admin, client, t):
+                    # Kafka leaves a topic the principal may not describe out of the
+                    # metadata: asked for by name, it says so (not "unknown")
+                    raise NotAuthorisedError(
+                        f"not authorised for describing topic {t!r} "
+                        f"({admin.conn.principal} needs the Describe ACL on it; Kafka "
+                        "answers the same for a topic that does not exist)")
                 raise NotFoundError(f"unknown topic {t!r}")
         if groups is None:
             ids = _all_group_ids(admin, md, client)
@@ -149,11 +165,14 @@ def collect_lag(
             committed = group_blind.committed_on(admin, ids,
                                                  group_blind.named_partitions(md, topic_list))
             notes = dict.fromkeys(ids, blind)
+        unreadable = {gid: dict(admin.unreadable_commits.get(gid, {})) for gid in ids}
+        if topic_list is None:
+            _read_hidden_topics(admin, ids, descs, committed, unreadable, md)
         if explicit:
             for gid in ids:
                 d = descs[gid]
                 if (d.state in (GroupState.DEAD, GroupState.UNKNOWN) and not d.members
-                        and not committed.get(gid)):
+                        and not committed.get(gid) and not unreadable[gid]):
                     raise NotFoundError(
                         f"consumer group {gid!r} does not exist" if blind is None else
                         f"consumer group {gid!r} has no committed offset on "
@@ -166,7 +185,7 @@ def collect_lag(
         of_interest: dict[str, list[TopicPartition]] = {}
         for gid in ids:
             of_interest[gid] = partitions_of_interest(descs[gid], committed.get(gid, {}), counts,
-                                                      topic_list)
+                                                      topic_list, unreadable[gid])
             wanted.update(of_interest[gid])
         existing = {tp for tp in wanted if tp.partition < counts.get(tp.topic, 0)}
         leaders = leaders_of(md, {tp.topic for tp in existing})
@@ -174,7 +193,7 @@ def collect_lag(
         th = thresholds or (lambda _g: LagThresholds())
         lags = [
             compute_group_lag(descs[gid], committed.get(gid, {}), offs.offsets, counts, th(gid),
-                              topic_list, of_interest[gid])
+                              topic_list, of_interest[gid], unreadable=unreadable[gid].keys())
             for gid in ids
         ]
         hws: Mapping[TopicPartition, int] = {}
@@ -194,7 +213,8 @@ def collect_lag(
                         for tp, v in checks.items() if v.source is not LogEndSource.LIST_OFFSETS}
             lags = [
                 compute_group_lag(descs[gid], committed.get(gid, {}), offs.offsets, counts,
-                                  th(gid), topic_list, of_interest[gid], disputed)
+                                  th(gid), topic_list, of_interest[gid], disputed,
+                                  unreadable[gid].keys())
                 for gid in ids
             ]
     finally:
@@ -203,8 +223,79 @@ def collect_lag(
             client.close()
     if topic_list is not None and explicit:
         lags = [g for g in lags if g.partitions] or lags
+    kept = {g.group_id for g in lags}
     return LagReport(admin.conn.bootstrap, md.cluster_id, lags, offs.errors, admin.round_trips + trips,
-                     leaders, {b.node_id: (b.host, b.port) for b in md.brokers}, checks, notes)
+                     leaders, {b.node_id: (b.host, b.port) for b in md.brokers}, checks, notes,
+                     {gid: errs for gid, errs in unreadable.items() if errs and gid in kept})
+
+
+def _read_hidden_topics(admin: KafkaAdmin, ids: Iterable[str],
+                        descs: Mapping[str, GroupDescription],
+                        committed: dict[str, dict[TopicPartition, int]],
+                        unreadable: dict[str, dict[TopicPartition, str]], md: ClusterMeta) -> None:
+    """Partitions assigned to a group's members on topics the metadata does not show.
+
+    Kafka 3.7 leaves a topic the principal may not describe out of an OffsetFetch for
+    all of a group's partitions (no error) and out of the metadata, while DescribeGroups
+    still names it in the members' assignments. Asked for by name, OffsetFetch answers
+    TOPIC_AUTHORIZATION_FAILED per partition: those become ``unreadable`` (a topic
+    deleted under a live member gives no commit instead: the row stays partition_missing).
+    One OffsetFetch per such group, all in flight at once; costs nothing otherwise."""
+    hidden: dict[str, set[TopicPartition]] = {}
+    for gid in ids:
+        d = descs.get(gid)
+        if d is None:
+            continue
+        tps = {tp for m in d.members for tp in m.assignment
+               if tp.topic not in md.topics and tp not in committed.get(gid, {})
+               and tp not in unreadable[gid]}
+        if tps:
+            hidden[gid] = tps
+    if not hidden:
+        return
+    wanted = sorted(set().union(*hidden.values()))
+    try:
+        got = admin.committed_offsets(sorted(hidden), wanted)
+    except OpskitError as e:  # the commits asked for were not read: not "none"
+        why = str(e).splitlines()[0] if str(e) else type(e).__name__
+        for gid, tps in hidden.items():
+            unreadable[gid].update(dict.fromkeys(tps, why))
+        return
+    for gid, tps in hidden.items():
+        committed.setdefault(gid, {}).update(
+            {tp: o for tp, o in got.get(gid, {}).items() if tp in tps})
+        unreadable[gid].update(
+            {tp: e for tp, e in admin.unreadable_commits.get(gid, {}).items() if tp in tps})
+        if gid in admin.unauthorised_groups:
+            unreadable[gid].update(dict.fromkeys(tps - committed[gid].keys(),
+                                                 "GROUP_AUTHORIZATION_FAILED"))
+
+
+#: Metadata's topic-level error for a topic the principal may not describe
+_TOPIC_AUTHORIZATION_FAILED = 29
+
+
+def _denied_by_name(admin: KafkaAdmin, client: WireClient | None, topic: str) -> bool:
+    """Whether Kafka, asked for ``topic`` by name, answers TOPIC_AUTHORIZATION_FAILED.
+    Asked at the protocol level only, where the request says never to create a topic
+    (a broker with auto.create.topics.enable must not create one for a read); False
+    when that client cannot be used or the answer is anything else."""
+    if not usable(admin.conn):
+        return False
+    own = client is None
+    c = _first_try_client(admin) if client is None else client
+    try:
+        deadline = time.monotonic() + c.timeout
+        v = c.version(API_METADATA, 1, 8, deadline)
+        (md,) = c.exchange([(c.first_node, kp.metadata(v, [topic], replicas=True))], deadline)
+        return any(t.name == topic and t.error_code == _TOPIC_AUTHORIZATION_FAILED
+                   for t in md.topics)
+    except (WireUnsupported, OpskitError, OSError) as e:
+        log.debug("metadata of %s by name not read (%s)", topic, e)
+        return False
+    finally:
+        if own:
+            c.close()
 
 
 class Prefetch(Protocol):
@@ -289,7 +380,12 @@ def read_groups(
     committed: dict[str, dict[TopicPartition, int]] = {}
     if client is not None and ids:
         try:
-            descs, committed, rest = GroupWire(admin.conn, (), admin.timeout, client).read_groups(ids)
+            wire = GroupWire(admin.conn, (), admin.timeout, client)
+            descs, committed, rest = wire.read_groups(ids)
+            # the partitions answered with an error, kept where the librdkafka path keeps them
+            admin.unreadable_commits.update({gid: wire.unreadable.get(gid, {}) for gid in descs})
+            if descs:
+                admin.served("describe_groups")
         except WireUnsupported as e:
             log.debug("batched group read not available (%s); using per-group requests", e)
             descs, committed, rest = {}, {}, ids
@@ -353,10 +449,11 @@ def _raise_if_api_silent(admin: KafkaAdmin, client: WireClient, api: str, what: 
         caps_mod.api_versions(node.host, node.port, min(admin.timeout, FIRST_TRY_S), admin.conn)
     except (OSError, ValueError, OpskitError):
         return  # the broker itself is gone (or refuses us): librdkafka tries and says why
-    admin.quirks.note_dead_api(api, f"{node.host}:{node.port}",
-                               f"no answer within {client.timeout:g}s while still answering "
-                               "ApiVersions")
+    remembered = admin.note_silent(
+        api, f"{node.host}:{node.port}",
+        f"no answer within {client.timeout:g}s while still answering ApiVersions")
     raise UnsupportedError(
         f"the broker at {node.host}:{node.port} answers ApiVersions but not {api}, needed for "
-        f"{what} (no usable answer within {client.timeout:g}s); treating it as unsupported "
-        "by this broker") from err
+        f"{what} (no usable answer within {client.timeout:g}s); " + (
+            "treating it as unsupported by this broker" if remembered else
+            "a broker that ignores it, or one too slow to answer in time")) from err

@@ -8,7 +8,7 @@ never negative: impossible answers are clamped and flagged as anomalies.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from functools import lru_cache
 
 from opskit.core.models import (
@@ -29,7 +29,7 @@ UNKNOWN_LOG_END = frozenset({Anomaly.LOG_END_INCONSISTENT, Anomaly.LOG_END_LOST}
 #: anomalies that leave a partition's lag unknown: its group is UNKNOWN unless CRITICAL
 #: (log offsets that could not be read count: lag 0 over them would be a false OK)
 UNKNOWN_LAG = UNKNOWN_LOG_END | {Anomaly.COMMITTED_BEYOND_LOG_END, Anomaly.OFFSETS_UNAVAILABLE,
-                                 Anomaly.COMMITTED_INVALID}
+                                 Anomaly.COMMITTED_INVALID, Anomaly.COMMITTED_UNREADABLE}
 
 
 def partition_lag(
@@ -38,13 +38,18 @@ def partition_lag(
     offsets: PartitionOffsets | None,
     member: Member | None = None,
     exists: bool = False,
+    unreadable: bool = False,
 ) -> PartitionLag:
     """Lag of one partition, with anomalies for impossible or lossy answers.
 
     ``offsets`` is None when they could not be read; ``exists`` then says
     whether the partition is in the cluster metadata (offline) or not (deleted).
+    ``unreadable``: the broker answered an error for the committed offset (a topic the
+    principal may not describe is also absent from the metadata: not called deleted).
     """
     m = member
+    if unreadable:
+        return _unreadable_commit(tp, offsets, m, exists)
     if committed is not None and committed < 0:  # not an offset: shown as none, flagged
         return _invalid_commit(tp, offsets, m, exists)
     if offsets is None:
@@ -87,6 +92,17 @@ def _invalid_commit(tp: TopicPartition, offsets: PartitionOffsets | None, m: Mem
     return PartitionLag(tp, None, offsets.log_start, offsets.log_end, None, m, tuple(anomalies))
 
 
+def _unreadable_commit(tp: TopicPartition, offsets: PartitionOffsets | None, m: Member | None,
+                       exists: bool) -> PartitionLag:
+    """A committed offset the broker would not give: no committed offset, no lag, the
+    log offsets when known (:attr:`Anomaly.COMMITTED_UNREADABLE`, an unknown lag)."""
+    if offsets is None:
+        extra = (Anomaly.OFFSETS_UNAVAILABLE,) if exists else ()
+        return PartitionLag(tp, None, None, None, None, m, (*extra, Anomaly.COMMITTED_UNREADABLE))
+    return PartitionLag(tp, None, offsets.log_start, offsets.log_end, None, m,
+                        (Anomaly.COMMITTED_UNREADABLE,))
+
+
 def oldest_unconsumed_offset(p: PartitionLag) -> int | None:
     """Offset of the oldest unconsumed record of a group partition: the committed
     offset, or the log start when retention deleted past it. None when the group is
@@ -113,16 +129,18 @@ def partitions_of_interest(
     committed: Mapping[TopicPartition, int],
     partition_counts: Mapping[str, int],
     topics: Iterable[str] | None = None,
+    unreadable: Iterable[TopicPartition] = (),
 ) -> list[TopicPartition]:
     """Partitions a lag report covers for a group.
 
-    Every committed or assigned partition, plus every other partition of the
-    topics those belong to: a partition the group never committed on is exactly
-    what on-call needs to see, and Kafka's own tool hides it when the group has
-    no active member.
+    Every committed, assigned or unreadable partition (its committed offset could not
+    be read), plus every other partition of the topics those belong to: a partition
+    the group never committed on is exactly what on-call needs to see, and Kafka's own
+    tool hides it when the group has no active member.
     """
     wanted = set(topics) if topics is not None else None
     tps: set[TopicPartition] = set(committed)
+    tps.update(unreadable)
     for m in group.members:
         tps.update(m.assignment)
     for topic in {tp.topic for tp in tps}:
@@ -148,6 +166,7 @@ def compute_group_lag(
     topics: Iterable[str] | None = None,
     partitions: Iterable[TopicPartition] | None = None,
     disputed: Mapping[TopicPartition, Anomaly] | None = None,
+    unreadable: Collection[TopicPartition] = (),
 ) -> GroupLag:
     """Lag of a whole group: per partition, per topic, total, and its severity.
 
@@ -157,7 +176,9 @@ def compute_group_lag(
     (:mod:`opskit.core.log_end`): LOG_END_FROM_FETCH is noted on the row (its log end
     in ``log_offsets`` is the Fetch's); LOG_END_INCONSISTENT and LOG_END_LOST make the
     row's log end and lag unknown. Those, COMMITTED_BEYOND_LOG_END and OFFSETS_UNAVAILABLE
-    make the group UNKNOWN (unless its known lag is already critical)."""
+    make the group UNKNOWN (unless its known lag is already critical).
+    ``unreadable``: partitions whose committed offset the broker answered with an error
+    (COMMITTED_UNREADABLE, an unknown lag: the group is UNKNOWN unless critical)."""
     th = thresholds or LagThresholds()
     owner: dict[TopicPartition, Member] = {}
     for m in group.members:  # the first member owning a partition, as member_for
@@ -167,9 +188,11 @@ def compute_group_lag(
         partition_lag(
             tp, committed.get(tp), offs, owner.get(tp),
             exists=offs is None and tp.partition < partition_counts.get(tp.topic, 0),
+            unreadable=tp in unreadable,
         )
         for tp in (partitions if partitions is not None
-                   else partitions_of_interest(group, committed, partition_counts, topics))
+                   else partitions_of_interest(group, committed, partition_counts, topics,
+                                               unreadable))
         for offs in (log_offsets.get(tp),)
     ]
     if disputed:
@@ -205,11 +228,15 @@ def compute_group_lag(
     )
 
 
+#: anomalies about the committed offset, kept on a row whose log end is disputed
+_NO_COMMIT = (Anomaly.NO_COMMITTED_OFFSET, Anomaly.COMMITTED_INVALID, Anomaly.COMMITTED_UNREADABLE)
+
+
 def _disputed_row(r: PartitionLag, anomaly: Anomaly) -> PartitionLag:
     if anomaly in UNKNOWN_LOG_END:
         return r._replace(log_end=None, lag=None, records_lost=0,
                           anomalies=(anomaly,) + tuple(
-                              a for a in r.anomalies if a is Anomaly.NO_COMMITTED_OFFSET))
+                              a for a in r.anomalies if a in _NO_COMMIT))
     return r._replace(anomalies=(*r.anomalies, anomaly))
 
 

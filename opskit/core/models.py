@@ -111,6 +111,10 @@ class Anomaly(str, Enum):
     #: the committed offset is negative (below Kafka's -1 for "none"): a client committed
     #: something that is not an offset; lag unknown (the group is UNKNOWN).
     COMMITTED_INVALID = "committed_invalid"
+    #: the committed offset could not be read: OffsetFetch answered an error for the
+    #: partition (TOPIC_AUTHORIZATION_FAILED: no Describe ACL on its topic); lag unknown
+    #: (the group is UNKNOWN).
+    COMMITTED_UNREADABLE = "committed_unreadable"
 
 
 ANOMALY_MEANING: dict[Anomaly, str] = {
@@ -130,6 +134,12 @@ ANOMALY_MEANING: dict[Anomaly, str] = {
         "the committed offset is negative, not an offset (a client committed it; Kafka keeps "
         "it and its own tool shows '-'): where the group would resume is not known, so its "
         "lag is not known: the group is UNKNOWN, not OK"
+    ),
+    Anomaly.COMMITTED_UNREADABLE: (
+        "the committed offset could not be read: the broker answered an error for this "
+        "partition (TOPIC_AUTHORIZATION_FAILED: the principal lacks the Describe ACL on the "
+        "topic, which also hides the topic itself); its lag is not known: the group is "
+        "UNKNOWN, not OK"
     ),
     Anomaly.PARTITION_MISSING: "the group has an offset for a partition that does not exist",
     Anomaly.OFFSETS_UNAVAILABLE: (

@@ -347,6 +347,10 @@ def group_snap(g: GroupLag, inp: CycleInputs, history: History, now_ms: int,
     prod: dict[str, float | None] = {}
     if with_status:
         status, cons, prod = _group_status(g, history, now_ms, samples)
+        if status == Status.OK.value and g.severity is Severity.UNKNOWN:
+            # as evaluate_group: a partition whose lag is unknown has no sample (no log
+            # end, an unreadable commit): the others' samples must not make the group OK
+            status = Status.UNKNOWN.value
     topics: list[GroupTopicSnap] = []
     for t in g.topics:
         ps = by_topic.get(t.topic, [])

@@ -117,6 +117,8 @@ class KafkaSource:
     def _make_admin(self) -> KafkaAdmin:
         if self._admin is None:
             self._admin = KafkaAdmin(self.conn, timeout=self.options.kafka_timeout_s)
+            # served: an API is taken for not served only when seen so in two cycles
+            self._admin.confirmations = 2 if self._background else 1
             # a group the principal may not describe (a HIP-30 monitor has Describe on the
             # registered groups only) is left out, not the whole collection (logged once)
             self._admin.skip_unauthorised_groups = True
@@ -185,6 +187,9 @@ class KafkaSource:
         if self._slow_thread is not None:
             return
         self._background = True
+        with self._lock:
+            if self._admin is not None:
+                self._admin.confirmations = 2
         self._slow_thread = threading.Thread(target=self._slow_loop, name="opskit-exporter-slow",
                                              daemon=True)
         self._slow_thread.start()
@@ -193,6 +198,7 @@ class KafkaSource:
         """Inputs of one cycle and the instant (epoch ms) they describe."""
         opts = self.options
         admin = self.admin()
+        admin.new_round()
         t0 = time.monotonic()
         try:
             md = admin.metadata()
@@ -276,7 +282,9 @@ class KafkaSource:
         wire_error: BaseException | None = None
         if client is not None:
             try:
-                return sorted(cluster_wire.list_groups(client, [b.node_id for b in md.brokers]))
+                listed = sorted(cluster_wire.list_groups(client, [b.node_id for b in md.brokers]))
+                admin.served("list_groups")
+                return listed
             except (WireUnsupported, KafkaUnavailableError) as e:
                 log.debug("ListGroups at the protocol level failed (%s); trying librdkafka", e)
                 wire_error = e
@@ -285,12 +293,18 @@ class KafkaSource:
         try:
             return sorted(admin.list_groups())
         except (KafkaOperationError, KafkaUnavailableError) as e:
-            if wire_error is None or isinstance(e, UnsupportedError) or not _not_served(wire_error):
+            if wire_error is None or not _not_served(wire_error):
                 # an error code is an answer (a starting group coordinator), a timeout or
                 # a broker down is no proof either: this cycle failed, the next one asks
+                # (librdkafka's own evidence, a connection closed, is counted by the admin)
                 raise
-            # both clients failed on it while Metadata was answered, and opskit's own
-            # client saw the connection closed or the answer garbled: the broker's ListGroups
+            # opskit's own client saw the connection closed or the answer garbled while
+            # Metadata was answered, and librdkafka failed too: evidence against the
+            # broker's ListGroups (remembered once seen in enough cycles: the admin)
+            admin.observe_not_served("list_groups", (
+                f"the broker answered Metadata but not ListGroups: {first_line(wire_error)}"))
+            if isinstance(e, UnsupportedError):
+                raise
             raise UnsupportedError(
                 f"the broker answered Metadata but not ListGroups (listing consumer groups): "
                 f"{first_line(wire_error)}; librdkafka: {first_line(e)}") from e
@@ -303,10 +317,11 @@ class KafkaSource:
         for attempt in range(2):
             try:
                 listed = self._list_groups(admin, md)
-            except UnsupportedError as e:
+            except UnsupportedError:
+                if not admin.unavailable("list_groups"):
+                    raise  # not (yet) evidence enough: this cycle failed, the next one asks
                 # advertised but not served (Heraclitus closes it): remembered by the admin,
                 # the groups named in --group-allow are read as on a broker without it
-                admin.quirks.note_dead_api("ListGroups", admin.conn.bootstrap, first_line(e))
                 return self._lag_unlisted(admin, md, topic_arg)
             ids = [g for g in listed if opts.groups.keep(g)]
             if not ids:

@@ -64,7 +64,9 @@ is critical -- total lag above the HIP-30 critical threshold
 (``GroupLag.severity``, or ``policy.thresholds`` on the window's latest lags)
 or some partition's lag in seconds above ``policy.lag_seconds_crit``.
 ``GroupStatus.status`` is then the worst partition status (ranked OK <
-UNKNOWN < WARN < REWIND < STOP < STALL < ERR); ``GroupStatus.severity`` is
+UNKNOWN < WARN < REWIND < STOP < STALL < ERR), UNKNOWN rather than OK when the
+lag severity is UNKNOWN (a partition whose lag is not known has no sample to judge);
+``GroupStatus.severity`` is
 the worst of the partition severities, the HIP-30 lag severity and the
 lag-seconds objective severity, ranked OK < UNKNOWN < WARNING < CRITICAL.
 """
@@ -273,7 +275,9 @@ def evaluate_group(
             secs_sev = Severity.WARNING
 
     reasons: list[tuple[Severity, str]] = []
-    if lag_sev is not Severity.OK:
+    if lag_sev is Severity.UNKNOWN:
+        reasons.append((lag_sev, "the lag of some partition is not known (see its anomalies)"))
+    elif lag_sev is not Severity.OK:
         limit = th.crit if lag_sev is Severity.CRITICAL else th.warn
         reasons.append(
             (lag_sev, f"total lag {total:,} > {lag_sev.value.lower()} {limit:,} messages")
@@ -307,6 +311,10 @@ def evaluate_group(
         reasons.append((Severity.UNKNOWN, f"no samples for group {window.group_id}"))
     else:
         status = worst_status(p.status for p in final)
+    if status is Status.OK and lag_sev is Severity.UNKNOWN:
+        # a partition whose lag is unknown has no sample (no log end, an unreadable
+        # commit): the samples of the others must not make the group OK
+        status = Status.UNKNOWN
     severity = worst_severity([lag_sev, secs_sev, *(p.severity for p in final)])
     if not final:
         severity = worst_severity([severity, Severity.UNKNOWN])
