@@ -304,7 +304,9 @@ def _renderables(timed: TimedLagReport, verdicts: list[GroupJudgement] | None = 
         state_note = report.group_notes.get(g.group_id)
         head = (
             f"[bold]{g.group_id}[/bold]  state={g.state.value}  "
-            f"members={'?' if state_note else g.members}  lag={fmt_int(g.total_lag)}"
+            f"members={'?' if state_note else g.members}  lag="
+            + (">=" if any(t.partitions_lag_unknown for t in g.topics) else "")
+            + fmt_int(g.total_lag)
         )
         if timed.time_read:
             head += f"  max-lag-time={fmt_seconds(max_s)}"
@@ -361,7 +363,12 @@ def _renderables(timed: TimedLagReport, verdicts: list[GroupJudgement] | None = 
             out.append(Text(f"  {state_note}"))
         for tl in g.topics:
             extra = f", {tl.partitions_without_commit} without commit" if tl.partitions_without_commit else ""
-            out.append(Text(f"  total {tl.topic}: lag {fmt_int(tl.lag)} over {tl.partitions} partitions{extra}"))
+            if tl.partitions_lag_unknown:  # the known part is a floor, never "lag 0"
+                extra += f", {tl.partitions_lag_unknown} unknown"
+                lag = f"at least {fmt_int(tl.lag)}"
+            else:
+                lag = fmt_int(tl.lag)
+            out.append(Text(f"  total {tl.topic}: lag {lag} over {tl.partitions} partitions{extra}"))
         if show_bytes:
             out.append(Text(f"  BYTES-HEADROOM: {BYTES_HEADROOM_MEANING}"))
         seen = {a for _tp, a in g.anomalies}

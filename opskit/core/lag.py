@@ -205,7 +205,9 @@ def compute_group_lag(
             topic=t,
             lag=sum(r.lag or 0 for r in rs),
             partitions=len(rs),
-            partitions_without_commit=sum(1 for r in rs if r.committed is None),
+            partitions_without_commit=sum(1 for r in rs if r.committed is None
+                                          and not _lag_unknown(r)),
+            partitions_lag_unknown=sum(1 for r in rs if _lag_unknown(r)),
         )
         for t, rs in sorted(per_topic.items())
     )
@@ -249,3 +251,7 @@ def worst(severities: Iterable[Severity]) -> Severity:
         if order.index(s) > order.index(result):
             result = s
     return result
+
+
+def _lag_unknown(r: PartitionLag) -> bool:
+    return any(a in UNKNOWN_LAG for a in r.anomalies)

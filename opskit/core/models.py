@@ -197,9 +197,12 @@ class PartitionLag(NamedTuple):
 @dataclass(frozen=True)
 class TopicLag:
     topic: str
+    #: the known lag: a floor when partitions_lag_unknown > 0
     lag: int
     partitions: int
     partitions_without_commit: int
+    #: partitions whose lag could not be known (an anomaly of ``core.lag.UNKNOWN_LAG``)
+    partitions_lag_unknown: int = 0
 
 
 class Severity(str, Enum):

@@ -117,3 +117,15 @@ def test_negative_commit_is_not_an_offset_and_makes_the_group_unknown():
         {"t": 2}, LagThresholds())
     assert g.total_lag == 10  # the known partition
     assert g.severity is Severity.UNKNOWN  # never OK with a partition whose lag is not known
+
+
+def test_a_topic_with_an_unknown_partition_lag_counts_it_apart():
+    """Its known lag is a floor (the table says "at least"); the -5 is not "no commit"."""
+    g = compute_group_lag(
+        GroupDescription("g", GroupState.EMPTY, (), "consumer"),
+        {TP: -5, TopicPartition("t", 1): 100, TopicPartition("t", 2): None},
+        {TP: po(0, 100), TopicPartition("t", 1): po(0, 100), TopicPartition("t", 2): po(0, 7)},
+        {"t": 3}, LagThresholds())
+    (tl,) = g.topics
+    assert (tl.lag, tl.partitions, tl.partitions_lag_unknown) == (0, 3, 1)
+    assert tl.partitions_without_commit == 1  # partition 2 only
