@@ -14,6 +14,10 @@ from opskit.core.connection import ConnectionConfig
 from opskit.core.models import TopicPartition
 from tests.helpers import commit_retrying, create_topic, produce
 
+#: the record reader's time budget: it covers a fresh librdkafka consumer's connect,
+#: metadata and first fetch, which took over 10 s on a loaded CI machine (2026-11-27)
+READ_TIMEOUT = 60
+
 
 def test_cluster_metadata_and_groups_equal_librdkafkas(kafka3, uniq) -> None:  # type: ignore[no-untyped-def]
     """On 3 brokers: every topic's leaders, replicas and ISR, and the groups of every
@@ -164,11 +168,11 @@ def test_lag_time_reads_are_prefetched(kafka, uniq) -> None:  # type: ignore[no-
     for f in deleter.delete_records([CkTP(t, 2, 30)]).values():
         f.result(30)
     admin = kafka.admin()
-    with RecordTimeReader(admin.conn, timeout=10) as reader:
+    with RecordTimeReader(admin.conn, timeout=READ_TIMEOUT) as reader:
         timed = collect_timed_lag(admin, reader, [g])
         assert reader._wire is not None  # the deleted record's partition needed a read
         assert reader._consumer is None
-    with RecordTimeReader(admin.conn, timeout=10) as plain:
+    with RecordTimeReader(admin.conn, timeout=READ_TIMEOUT) as plain:
         want = plain.read([(TopicPartition(t, 0), 5), (TopicPartition(t, 2), 30)])
     (gl,) = timed.groups
     p0, p1, p2 = (timed.partition_time(g, p.tp) for p in gl.partitions)
@@ -183,7 +187,7 @@ def test_lag_time_reads_are_prefetched(kafka, uniq) -> None:  # type: ignore[no-
     # nothing deleted: the reader opens no connection at all
     g2 = f"cw-ride2-{uniq}"
     commit_retrying(bs, g2, {(t, 0): 1, (t, 1): 6})
-    with RecordTimeReader(admin.conn, timeout=10) as reader:
+    with RecordTimeReader(admin.conn, timeout=READ_TIMEOUT) as reader:
         timed = collect_timed_lag(admin, reader, [g2])
         assert reader._wire is None and reader._consumer is None
         assert reader.reads == 1
@@ -217,7 +221,7 @@ def test_lag_time_when_the_prefetch_fails(kafka, uniq, monkeypatch) -> None:  # 
                 for node, req in calls], no_leader
 
     monkeypatch.setattr(lag_sampler.offsets_wire, "fetch_calls", broken)
-    with RecordTimeReader(admin.conn, timeout=10) as reader:
+    with RecordTimeReader(admin.conn, timeout=READ_TIMEOUT) as reader:
         timed = collect_timed_lag(admin, reader, [g])
         # sent (and broken) twice: the prefetch, then the reader's own fetch
         assert len(broken_sent) == 2 and broken_sent[0] >= 1
@@ -247,7 +251,7 @@ def test_lag_time_prefetch_on_three_brokers(kafka3, uniq) -> None:  # type: igno
     admin = kafka3.admin()
     leaders = {p.leader for p in admin.metadata().topics[t]}
     assert len(leaders) > 1  # the test means something only with several leaders
-    with RecordTimeReader(admin.conn, timeout=10) as reader:
+    with RecordTimeReader(admin.conn, timeout=READ_TIMEOUT) as reader:
         timed = collect_timed_lag(admin, reader, [g])
         assert reader._wire is None and reader._consumer is None
         assert reader.reads == 6
