@@ -31,6 +31,7 @@ from compat_fixtures import (  # noqa: F401 - fixtures
 )
 
 _SESSION_DIR: Path | None = None
+LIGHT_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -XX:CICompilerCount=1"
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -42,6 +43,9 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ["OPSKIT_CONFIG"] = str(_SESSION_DIR / "config.yaml")
     os.environ.pop("KAFKA_BOOTSTRAP_SERVERS", None)
     os.environ.pop("OPSKIT_CONTEXT", None)
+    # Kafka's JVMs (sandbox nodes, Kafka's own tools) with C1 only and the serial collector:
+    # about half the CPU to start a node on 2 cores, where the suite runs two pytest processes
+    os.environ.setdefault("OPSKIT_SANDBOX_JVM_OPTS", LIGHT_JVM)
 
 
 class Cluster:

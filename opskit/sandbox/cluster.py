@@ -31,7 +31,7 @@ from typing import Any
 from opskit.core.connection import ConnectionConfig
 from opskit.errors import InvalidInputError, NotFoundError, SandboxError, UsageError
 from opskit.paths import state_dir
-from opskit.sandbox.dist import KafkaDist, ensure_kafka_dist, resolve_version
+from opskit.sandbox.dist import KafkaDist, ensure_kafka_dist, jvm_options, resolve_version
 from opskit.sandbox.security import CLIENT_LISTENER, MECHANISMS, SandboxSecurity, validate_mode
 
 log = logging.getLogger(__name__)
@@ -493,7 +493,9 @@ class Sandbox:
         heap = os.environ.get("OPSKIT_SANDBOX_HEAP", "1g")
         cmd = dist.java_cmd("kafka.Kafka", str(node.config_path),
                             log4j=node.dir / "log4j.properties", heap=heap)
-        cmd[1:1] = ["-Xms128m", "-XX:+UseG1GC", "-Djava.awt.headless=true"]
+        chosen = any(o.startswith("-XX:+Use") and o.endswith("GC") for o in jvm_options())
+        gc = [] if chosen else ["-XX:+UseG1GC"]
+        cmd[1:1] = ["-Xms128m", *gc, "-Djava.awt.headless=true"]
         with open(node.dir / "stdout.log", "ab") as out:
             proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
                                     stdin=subprocess.DEVNULL, start_new_session=True,

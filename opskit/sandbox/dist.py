@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shlex
 import shutil
 import subprocess
 import tempfile
@@ -86,7 +87,7 @@ class KafkaDist:
 
     def java_cmd(self, main_class: str, *args: str, log4j: Path | None = None,
                  heap: str = "256m") -> list[str]:
-        cmd = [java_binary(), f"-Xmx{heap}", "-cp", self.classpath]
+        cmd = [java_binary(), f"-Xmx{heap}", *jvm_options(), "-cp", self.classpath]
         if log4j is not None:
             cmd.append(f"-Dlog4j.configuration=file:{log4j}")
         else:
@@ -99,6 +100,22 @@ class KafkaDist:
             self.java_cmd(main_class, *args), capture_output=True, text=True, timeout=timeout,
             check=False,
         )
+
+
+def jvm_options() -> list[str]:
+    """Extra JVM options for the sandbox's Kafka nodes and Kafka's own tools, from
+    ``OPSKIT_SANDBOX_JVM_OPTS`` (split like a shell would). The test suite sets a
+    light profile there (C1 only, the serial collector) to spend less CPU on a
+    small machine; unset, the JVM's defaults apply (the nodes use G1)."""
+    raw = os.environ.get("OPSKIT_SANDBOX_JVM_OPTS", "")
+    try:
+        opts = shlex.split(raw)
+    except ValueError as e:
+        raise UsageError(f"OPSKIT_SANDBOX_JVM_OPTS cannot be split into options: {e}") from None
+    bad = [o for o in opts if not o.startswith("-")]
+    if bad:
+        raise UsageError(f"OPSKIT_SANDBOX_JVM_OPTS holds {bad[0]!r}, not a JVM option (they start with '-')")
+    return opts
 
 
 def java_binary() -> str:
