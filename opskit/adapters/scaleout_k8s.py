@@ -316,8 +316,9 @@ class K8sSteps:
                 + ", ".join(f"{key}={v}" for key, v in still.items())
                 + f": its StatefulSet sets {values}; does the image read KAFKA_CFG_* variables?")
         updated = "" if template_ok else f"StatefulSet {sts['metadata']['name']} updated, "
+        back = k.lead_again()
         return (f"node {n}: {updated}pod {pod} restarted ({how}), runs with {values}; "
-                "every partition in ISR")
+                f"every partition in ISR{back}")
 
     def _first_id(self, plan: ScaleOutPlan) -> int:
         """Node id of pod 0: the live broker StatefulSet's (a later scale-out appends

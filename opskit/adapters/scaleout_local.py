@@ -192,7 +192,8 @@ class LocalSteps:
         if still:
             raise InconsistentStateError(f"node {n} was restarted but reports {still}: its "
                                          f"server.properties does not set {values}")
-        return f"{started}node {n} restarted, runs with {values}; every partition in ISR"
+        back = k.lead_again()
+        return f"{started}node {n} restarted, runs with {values}; every partition in ISR{back}"
 
     def _min_isr(self, plan: ScaleOutPlan) -> str:
         want = str(plan.min_insync_replicas)

@@ -64,6 +64,11 @@ class FakeKafka:
     def sole_in_sync(self, n: int) -> list[str]:
         return self.alone.get(n, [])
 
+    def lead_again(self) -> str:
+        assert self.sb is not None
+        self.sb.calls.append("elect")
+        return "; 2 partition(s) led by their preferred replica again"
+
     def __getattr__(self, name: str) -> Any:   # the other steps: never called here
         def other(*_a: object) -> str:
             raise AssertionError(f"step {name} called")
@@ -90,7 +95,9 @@ def test_restarts_a_node_running_the_old_defaults(tmp_path: Path) -> None:
     sb = FakeSandbox({0: True, 1: True, 2: True})
     detail = steps(tmp_path, sb, FakeKafka({1: OLD})).run(Step(StepKind.RESTART_NODE, 1),
                                                           plan())
-    assert sb.calls == ["stop 1", "start 1"] and "node 1 restarted" in detail
+    # the restarted node gets its leaders back by a preferred election once it is in sync
+    assert sb.calls == ["stop 1", "start 1", "elect"] and "node 1 restarted" in detail
+    assert detail.endswith("led by their preferred replica again")
 
 
 def test_a_node_with_the_new_defaults_is_not_restarted(tmp_path: Path) -> None:
