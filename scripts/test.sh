@@ -14,20 +14,31 @@ export PATH="$VENV/bin:$PATH"
 "$VENV/bin/python" -m mypy
 "$VENV/bin/ruff" check opskit tests benchmarks spark_jobs scripts
 # The whole-cluster scale-out tests (each starts, grows, restarts and kills its own 3-node
-# cluster for minutes while mostly waiting on Kafka) and the demo run in a second pytest
-# process beside the others: the run takes about the time of the longer half instead of
-# their sum (CI run of 2026-11-26: 47.8 and 42.7 minutes, 49.4 in all). Four processes were
-# tried (2026-11-27): about 40 minutes, but load 15-25 on 2 cores made whole scale-outs and
-# reassignment tests miss their deadlines. Each process has its own state directory and
-# picks free ports below the ephemeral range (tests/conftest.py). The second report is
-# printed after the first; the exit status is the first failure.
+# cluster for minutes while mostly waiting on Kafka), the demo, and the other long tests that
+# start their own clusters (reassignment under kill -9, Spark standalone, Kubernetes) run in
+# two more pytest processes beside the rest: the run takes about the time of the longest
+# third instead of their sum. History on 2 cores: two processes, 53 min here and 70.6 min on
+# CI's machine (2026-11-27, CI failed for a flaky test and was over the hour); four processes
+# tried the same day: about 40 minutes, but load 15-25 made whole scale-outs and reassignment
+# tests miss their deadlines (their final health check waited up to 300 s for Kafka's own
+# leader rebalance after the rolling restart; the playbook now elects preferred leaders after
+# each restart: one scale-out test went from 541 to 223 s). Three processes now, with Kafka's
+# JVMs on C1 and the serial collector (tests/conftest.py), which halves a node's start-up
+# CPU. Each process has its own
+# state directory and picks free ports below the ephemeral range (tests/conftest.py); the
+# session fixtures (clusters, Spark, kube-apiserver) start in each process that uses them.
+# The shard reports are printed after the first; the exit status is the first failure.
 # Each report ends with its slowest tests (--durations): what to look at when the run grows.
 # OPSKIT_TEST_SERIAL=1 runs everything in one process.
 I=tests/integration
 SHARDS=(
-  "$I/test_playbook_local.py $I/test_playbook_quorum.py $I/test_playbook_safety.py
-   $I/test_playbook_secured4.py $I/test_runbook_scaleout.py $I/test_demo_script.py
-   $I/test_racks_playbook_status.py $I/test_racks_set_rack.py"
+  "$I/test_playbook_local.py $I/test_runbook_scaleout.py $I/test_playbook_secured4.py
+   $I/test_racks_set_rack.py $I/test_secured_reassign_replay.py $I/test_alerting_e2e.py
+   $I/test_sandbox_scale.py $I/test_racks_reassign.py"
+  "$I/test_playbook_quorum.py $I/test_playbook_safety.py $I/test_demo_script.py
+   $I/test_racks_playbook_status.py $I/test_playbook_k8s.py $I/test_reassign_exec.py
+   $I/test_replay_standalone.py $I/test_replay_killed_standalone.py $I/test_replay_spark.py
+   $I/test_broker_faults.py"
 )
 if [ "${OPSKIT_TEST_SERIAL:-0}" = 1 ]; then
   exec "$VENV/bin/python" -m pytest tests "$@"
