@@ -329,8 +329,8 @@ PLAN_TOPIC_RFS = (1, 2, 3, 3)
 def bench_plan(partitions: int, seed: int = 7) -> dict[str, Any]:
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    from opskit.core.reassign_model import Goal, GoalKind, Policy
-    from opskit.core.reassign_plan import plan_reassignment
+    from opskit.core.reassign.model import Goal, GoalKind, Policy
+    from opskit.core.reassign.plan import plan_reassignment
     from opskit.sandbox.cluster import Sandbox, free_port_block
     from opskit.sandbox.dist import ensure_kafka_dist
     from opskit.sandbox.scale import add_brokers
@@ -594,8 +594,8 @@ def _compare_racks(label: str, bootstrap: str, topics: list[str], tmp: Path,
     tool_wall, tool_cpu = _median_wall(tool_cmd, runs=runs)
     from datetime import UTC, datetime
 
-    from opskit.core.reassign_model import Goal, GoalKind, Policy
-    from opskit.core.reassign_plan import plan_reassignment
+    from opskit.core.reassign.model import Goal, GoalKind, Policy
+    from opskit.core.reassign.plan import plan_reassignment
 
     pure, pure_cpu = _median_wall(None, lambda: plan_reassignment(
         topo, Goal(GoalKind.REBALANCE), Policy(), datetime.now(UTC)), runs=runs)

@@ -55,7 +55,7 @@ from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka import TopicPartition as CkTP
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from opskit.adapters.spark_submit import (
+from opskit.adapters.spark.submit import (
     JOB,
     SubmitOptions,
     build_command,

@@ -122,7 +122,7 @@ def _bytes_to_copy(sb: Any, target_rf: int) -> tuple[int, int]:
 
 
 def _journal_path(name: str) -> Path:
-    from opskit.adapters.safe_write import safe_file_name
+    from opskit.adapters.files.safe_write import safe_file_name
     from opskit.paths import state_dir
 
     return state_dir() / "playbooks" / safe_file_name(name) / "journal.json"

@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 if [ "${1:-}" = "--check" ]; then
   exec "$PY" -c 'import sys, pyspark, pyarrow
-from opskit.adapters.spark_submit import cached_jars, jars_dir
+from opskit.adapters.spark.submit import cached_jars, jars_dir
 sys.exit(0 if cached_jars(jars_dir(pyspark.__version__), pyspark.__version__) else 1)'
 fi
 if ! command -v mvn >/dev/null 2>&1 || ! command -v java >/dev/null 2>&1; then
@@ -24,5 +24,5 @@ fi
   || "$PY" -m pip install -q --disable-pip-version-check pyspark 2>&1 | grep -v "Running pip as the 'root'" || true
 "$PY" -c 'import pyarrow' 2>/dev/null \
   || "$PY" -m pip install -q --disable-pip-version-check pyarrow 2>&1 | grep -v "Running pip as the 'root'" || true
-"$PY" -m opskit.adapters.spark_submit resolve
+"$PY" -m opskit.adapters.spark.submit resolve
 echo "install-spark.sh: done" >&2

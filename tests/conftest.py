@@ -137,7 +137,7 @@ class Cluster:
     def down(self) -> None:
         self.sandbox.down()
         if self.secured:
-            from opskit.adapters.config_file import OpskitConfig
+            from opskit.adapters.files.config_file import OpskitConfig
 
             cfg = OpskitConfig.load()
             for ctx in (self.admin_context, self.monitor_context):

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from opskit import redact
-from opskit.adapters.safe_read import MAX_SECRET_BYTES, read_text
+from opskit.adapters.files.safe_read import MAX_SECRET_BYTES, read_text
 from opskit.core.client_properties import ClientSettings, client_settings, parse_properties
 from opskit.core.connection import ConnectionConfig
 from opskit.errors import InvalidInputError, UsageError

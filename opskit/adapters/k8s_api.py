@@ -101,7 +101,7 @@ def _first_line(e: BaseException) -> str:
 def _read_kubeconfig(path: str) -> Any:
     """The parsed YAML of a kubeconfig file: bounded, one-line errors (missing: exit 4;
     a directory, binary, too large, malformed: exit 2)."""
-    from opskit.adapters.safe_read import parse_yaml, read_text
+    from opskit.adapters.files.safe_read import parse_yaml, read_text
 
     return parse_yaml(read_text(path, "kubeconfig", MAX_KUBECONFIG_BYTES), f"kubeconfig {path}")
 
@@ -161,7 +161,7 @@ class KubeApi:
                 cfg = client.Configuration()
                 cfg.host = target.host
                 if target.token_file:
-                    from opskit.adapters.safe_read import read_secret
+                    from opskit.adapters.files.safe_read import read_secret
 
                     cfg.api_key = {"authorization": "Bearer "
                                    + read_secret(target.token_file, "Kubernetes token file")}

@@ -29,11 +29,11 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 
 from opskit.adapters import group_blind
 from opskit.adapters.broker_quirks import BrokerQuirks
+from opskit.adapters.files.safe_read import parse_json, read_text
+from opskit.adapters.files.safe_write import safe_file_name, write_file
 from opskit.adapters.kafka_admin import KafkaAdmin, error_text
 from opskit.adapters.log_end_check import checked_log_offsets
 from opskit.adapters.record_times import ISOLATION_LEVEL, RecordTimeReader
-from opskit.adapters.safe_read import parse_json, read_text
-from opskit.adapters.safe_write import safe_file_name, write_file
 from opskit.core.connection import ConnectionConfig
 from opskit.core.models import GroupDescription, GroupState, PartitionOffsets, TopicPartition
 from opskit.core.offset_reset.backup import OffsetsBackup

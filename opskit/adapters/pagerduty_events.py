@@ -20,8 +20,8 @@ from typing import Any, Self
 
 import pagerduty
 
+from opskit.adapters.files.safe_read import read_secret
 from opskit.adapters.http_deadline import DeadlinePassed, call_within
-from opskit.adapters.safe_read import read_secret
 from opskit.errors import ConfigError, InvalidInputError, ServiceUnavailableError
 
 log = logging.getLogger(__name__)

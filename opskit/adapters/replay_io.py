@@ -12,14 +12,14 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
+from opskit.adapters.files.safe_read import parse_json, read_text
+from opskit.adapters.files.safe_write import write_file
 from opskit.adapters.offsets_admin import (
     BackupStatus,
     OffsetsAdmin,
     mark_backup,
     save_backup,
 )
-from opskit.adapters.safe_read import parse_json, read_text
-from opskit.adapters.safe_write import write_file
 from opskit.core.models import TopicPartition
 from opskit.core.offset_reset.backup import OffsetsBackup
 from opskit.core.offset_reset.planner import check_unchanged

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from opskit.adapters.kafka_admin import KafkaAdmin
 from opskit.adapters.log_dirs import read_partition_sizes
 from opskit.core.models import TopicPartition
-from opskit.core.reassign_model import Broker, PartitionState, Topology
+from opskit.core.reassign.model import Broker, PartitionState, Topology
 from opskit.errors import OpskitError
 
 log = logging.getLogger(__name__)

@@ -17,7 +17,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from opskit.adapters.acls_admin import AclsAdmin, load_acl_backup, save_acl_backup
-from opskit.adapters.registry_file import DEFAULT_REGISTRY, load_registry
+from opskit.adapters.files.registry_file import DEFAULT_REGISTRY, load_registry
 from opskit.cli import exits
 from opskit.cli.common import (
     BootstrapOpt,

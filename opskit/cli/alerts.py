@@ -9,8 +9,8 @@ from typing import Annotated, Any
 import typer
 import yaml
 
-from opskit.adapters.safe_read import parse_yaml, read_text
-from opskit.adapters.safe_write import write_file
+from opskit.adapters.files.safe_read import parse_yaml, read_text
+from opskit.adapters.files.safe_write import write_file
 from opskit.core.alert_rules import (
     AlertPolicy,
     alertmanager_config,

@@ -19,7 +19,7 @@ from opskit.redact import RedactingFilter
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from opskit.adapters.config_file import OpskitConfig
+    from opskit.adapters.files.config_file import OpskitConfig
     from opskit.adapters.kafka_admin import KafkaAdmin
 
 
@@ -119,7 +119,7 @@ def connect_as(kind: type[AdminT], bootstrap: str | None, context: str | None, t
                *, kafka_python: bool = False) -> AdminT:
     """An admin of ``kind`` on the connection the options and contexts name. ``kafka_python``:
     it also talks through kafka-python, whose connection chatter only ``--debug`` shows."""
-    from opskit.adapters.config_file import resolve_connection
+    from opskit.adapters.files.config_file import resolve_connection
 
     if kafka_python:
         from opskit.adapters.kafka_python import quiet_kafka_python
@@ -129,7 +129,7 @@ def connect_as(kind: type[AdminT], bootstrap: str | None, context: str | None, t
 
 
 def load_config() -> OpskitConfig:
-    from opskit.adapters.config_file import OpskitConfig
+    from opskit.adapters.files.config_file import OpskitConfig
 
     return OpskitConfig.load()
 

@@ -186,7 +186,7 @@ def _cluster_names(ctx: click.Context, kind: str) -> list[str]:
     def ask() -> None:
         from confluent_kafka.admin import AdminClient
 
-        from opskit.adapters.config_file import resolve_connection
+        from opskit.adapters.files.config_file import resolve_connection
 
         conf = resolve_connection(bootstrap, context).to_librdkafka()
         conf["socket.connection.setup.timeout.ms"] = max(1000, int(timeout * 1000))
@@ -215,7 +215,7 @@ def _silent_logger() -> Any:
 
 
 def _context_names() -> list[str]:
-    from opskit.adapters.config_file import OpskitConfig
+    from opskit.adapters.files.config_file import OpskitConfig
 
     return sorted(OpskitConfig.load().contexts)
 

@@ -8,7 +8,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from opskit.adapters.config_file import OpskitConfig
+from opskit.adapters.files.config_file import OpskitConfig
 from opskit.cli.common import Output, OutputOpt, emit, stdout
 from opskit.errors import NotFoundError
 
@@ -130,7 +130,7 @@ def import_(
     import sys
 
     from opskit.adapters.command_config import load_command_config
-    from opskit.adapters.config_file import context_to_connection
+    from opskit.adapters.files.config_file import context_to_connection
 
     loaded = load_command_config(file)
     if loaded.settings.ignored:

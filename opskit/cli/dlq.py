@@ -15,14 +15,14 @@ from typing import Annotated
 
 import typer
 
-from opskit.adapters.config_file import resolve_connection
 from opskit.adapters.dlq_consumer import DeadLetterConsumer, load_state, save_state
+from opskit.adapters.files.config_file import resolve_connection
+from opskit.adapters.files.safe_write import safe_file_name
 from opskit.adapters.pagerduty_events import (
     DEFAULT_BASE_URL,
     PagerDutyEvents,
     build_event,
 )
-from opskit.adapters.safe_write import safe_file_name
 from opskit.cli.common import BootstrapOpt, ContextOpt, TimeoutOpt
 from opskit.cli.page import CaOpt, RetriesOpt, UrlOpt, settings
 from opskit.cli.validate import DAY, parse_duration_option

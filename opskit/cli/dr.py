@@ -20,9 +20,9 @@ from rich.console import Console
 from rich.markup import escape
 
 from opskit.adapters.acls_admin import DrAdmin, NoAuthorizerError, save_acl_backup
+from opskit.adapters.files.safe_read import parse_json, read_text
+from opskit.adapters.files.safe_write import check_writable_target, write_file
 from opskit.adapters.offsets_admin import save_backup
-from opskit.adapters.safe_read import parse_json, read_text
-from opskit.adapters.safe_write import check_writable_target, write_file
 from opskit.cli import exits
 from opskit.cli.common import (
     ApplyPlanOpt,

@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from opskit.adapters.config_file import resolve_connection
-from opskit.adapters.safe_read import read_secret, read_text
+from opskit.adapters.files.config_file import resolve_connection
+from opskit.adapters.files.safe_read import read_secret, read_text
 from opskit.adapters.streamnest import is_http_bootstrap
 from opskit.cli.common import STATE, BootstrapOpt, ContextOpt, load_config, setup_logging
 from opskit.cli.validate import DAY, HOUR, parse_duration_option

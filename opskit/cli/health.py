@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from opskit.adapters.cluster_health import gather_health_input
-from opskit.adapters.config_file import resolve_connection
+from opskit.adapters.files.config_file import resolve_connection
 from opskit.adapters.kafka_python import quiet_kafka_python
 from opskit.adapters.streamnest import is_http_bootstrap
 from opskit.cli import streamnest

@@ -34,6 +34,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from opskit.adapters.files.safe_read import read_text
 from opskit.adapters.offsets_admin import (
     BackupFile,
     BackupStatus,
@@ -44,7 +45,6 @@ from opskit.adapters.offsets_admin import (
     mark_backup,
     save_backup,
 )
-from opskit.adapters.safe_read import read_text
 from opskit.cli import exits
 from opskit.cli.common import (
     ApplyPlanOpt,

@@ -6,7 +6,7 @@ scaling path.
 - ``--platform kubernetes --namespace NS --statefulset NAME --context KAFKA_CONTEXT``
   drives HIP-30's bitnami-style combined StatefulSet (static quorum only): a broker-only
   StatefulSet beside it, the journal in a ConfigMap, one run at a time by a Lease, an
-  abort as a ConfigMap (cli/playbook_k8s.py, adapters/scaleout_k8s.py).
+  abort as a ConfigMap (cli/playbook_k8s.py, adapters/scaleout/k8s.py).
 - ``upgrade-quorum --sandbox N`` (Kafka 4.1+): the explicit, irreversible static ->
   dynamic controller quorum upgrade of a sandbox; never done by ``scale-out``.
 - ``cronjob`` prints or writes the CronJob (+ ServiceAccount/Role/RoleBinding) that runs
@@ -190,7 +190,7 @@ def scale_out(
     output: OutputOpt = Output.table,
 ) -> int:
     """Scale a cluster out (plan shown without --execute); rerunning resumes the journaled run."""
-    from opskit.core.reassign_exec_plan import parse_rate
+    from opskit.core.reassign.plan_input import parse_rate
     from opskit.core.scaleout.plan import ScaleOutRequest, plan_scale_out
     from opskit.core.scaleout.window import parse_window
 
@@ -214,7 +214,7 @@ def scale_out(
     rate = parse_rate(throttle)
     win = parse_window(window) if window else None
     run_dir = _run_dir(sandbox)
-    from opskit.adapters.scaleout_journal import FileJournal
+    from opskit.adapters.scaleout.journal import FileJournal
 
     store = FileJournal(run_dir / "journal.json")
     existing, version = store.load()
@@ -227,7 +227,7 @@ def scale_out(
                        routing_key_file, pagerduty_url, output, pagerduty_ca_file,
                        stall_timeout)
     from opskit.adapters.kafka_admin import KafkaAdmin
-    from opskit.adapters.scaleout_local import read_local_facts
+    from opskit.adapters.scaleout.local import read_local_facts
     from opskit.sandbox.cluster import Sandbox
 
     sb = Sandbox(sandbox)
@@ -251,9 +251,9 @@ def _resume(sandbox: str, state: Any, version: str | None, store: Any, throttle:
             win: Any, registry: Path | None, routing_key_file: Path | None,
             pagerduty_url: str | None, output: Output, pagerduty_ca_file: Path | None = None,
             wait_s: float = 300.0) -> int:
-    from opskit.adapters.run_lock import RunLock
-    from opskit.adapters.scaleout_local import LocalSteps
-    from opskit.adapters.scaleout_runner import drive
+    from opskit.adapters.files.run_lock import RunLock
+    from opskit.adapters.scaleout.local import LocalSteps
+    from opskit.adapters.scaleout.runner import drive
     from opskit.sandbox.cluster import Sandbox
 
     sb = Sandbox(sandbox)
@@ -307,7 +307,7 @@ def _process(sandbox: str, phase: str) -> dict[str, Any] | None:
     """For a run journaled as planned or running: whether a live process still runs it
     (it holds the run lock) or it was interrupted (killed, the machine restarted), with
     the command that resumes it. None for a run that stopped on its own."""
-    from opskit.adapters.run_lock import probe
+    from opskit.adapters.files.run_lock import probe
 
     if phase not in ("planned", "running"):
         return None
@@ -358,7 +358,7 @@ def status(sandbox: SandboxOpt = "default", platform: PlatformOpt = "local",
            kube_context: KubeContextOpt = None, output: OutputOpt = Output.table) -> int:
     """The journaled run: steps done, the one in flight, why it stopped; a run whose
     process is gone (kill -9, a reboot) is "interrupted", with the command that resumes it."""
-    from opskit.adapters.scaleout_journal import FileJournal
+    from opskit.adapters.scaleout.journal import FileJournal
 
     k8s = _platform(platform, namespace, statefulset, context, kubeconfig, kube_context)
     if k8s is not None:
@@ -401,7 +401,7 @@ def resume(
     output: OutputOpt = Output.table,
 ) -> int:
     """Continue the journaled run (steps done are never run again)."""
-    from opskit.adapters.scaleout_journal import FileJournal
+    from opskit.adapters.scaleout.journal import FileJournal
     from opskit.core.scaleout.window import parse_window
 
     k8s = _platform(platform, namespace, statefulset, context, kubeconfig, kube_context)
@@ -433,8 +433,8 @@ def abort(sandbox: SandboxOpt = "default",
           statefulset: StatefulSetOpt = None, context: KafkaContextOpt = None,
           kubeconfig: KubeconfigOpt = None, kube_context: KubeContextOpt = None) -> int:
     """Stop the run at its next safe point (a step under way finishes first)."""
-    from opskit.adapters.safe_write import write_file
-    from opskit.adapters.scaleout_journal import FileJournal
+    from opskit.adapters.files.safe_write import write_file
+    from opskit.adapters.scaleout.journal import FileJournal
 
     k8s = _platform(platform, namespace, statefulset, context, kubeconfig, kube_context)
     if k8s is not None:
@@ -464,9 +464,9 @@ def upgrade_quorum(
 ) -> int:
     """Kafka 4.1+: make a static controller quorum dynamic (kraft.version 0 -> 1), its own
     explicit, irreversible step; scale-out never does it. Dry run by default."""
-    from opskit.adapters.run_lock import RunLock
-    from opskit.adapters.scaleout_local import quorum_upgrade_plan
-    from opskit.adapters.scaleout_local import upgrade_quorum as do_upgrade
+    from opskit.adapters.files.run_lock import RunLock
+    from opskit.adapters.scaleout.local import quorum_upgrade_plan
+    from opskit.adapters.scaleout.local import upgrade_quorum as do_upgrade
     from opskit.sandbox.cluster import Sandbox
 
     sb = Sandbox(sandbox)
@@ -526,7 +526,7 @@ def cronjob(
 ) -> int:
     """The CronJob (+ ServiceAccount, Role, RoleBinding) running the Kubernetes scale-out."""
     from opskit.cli import playbook_k8s
-    from opskit.core.reassign_exec_plan import parse_rate
+    from opskit.core.reassign.plan_input import parse_rate
     from opskit.core.scaleout.cronjob import CronJobSpec
     from opskit.core.scaleout.window import parse_window
 

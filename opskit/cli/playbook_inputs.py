@@ -28,7 +28,7 @@ class RunInputs:
 def check_registry(path: Path) -> None:
     """The registry file a run rewrites after the RF raise: a regular file that reads as
     a topic registry (bounded read, well-formed YAML, the registry schema)."""
-    from opskit.adapters.registry_file import load_registry
+    from opskit.adapters.files.registry_file import load_registry
 
     load_registry(path)          # missing: exit 4; unreadable, malformed, wrong schema: 2
     if not path.is_file():
@@ -46,13 +46,13 @@ def check_pager(routing_key_file: Path | None, pagerduty_url: str | None,
             raise UsageError(f"{', '.join(given)} need(s) --routing-key-file (nothing would "
                              "be paged without it)")
         return
+    from opskit.adapters.files.safe_read import read_text
     from opskit.adapters.pagerduty_events import (
         DEFAULT_BASE_URL,
         PagerDutyEvents,
         PagerDutySettings,
         read_routing_key,
     )
-    from opskit.adapters.safe_read import read_text
 
     key = read_routing_key(routing_key_file)
     url = DEFAULT_BASE_URL if pagerduty_url is None else pagerduty_url
@@ -95,7 +95,7 @@ def check_run_inputs(*, throttle: str, window: str | None, registry: Path | None
                      routing_key_file: Path | None, pagerduty_url: str | None,
                      pagerduty_ca_file: Path | None) -> RunInputs:
     """All of a run's inputs, or the first bad one as an OpskitError (one line)."""
-    from opskit.core.reassign_exec_plan import parse_rate
+    from opskit.core.reassign.plan_input import parse_rate
     from opskit.core.scaleout.window import parse_window
 
     rate = parse_rate(throttle)

@@ -34,7 +34,7 @@ class K8sArgs:
 
         check_k8s_names(self.namespace, self.statefulset)
         if kafka:       # an unknown context: before the API server is asked anything
-            from opskit.adapters.config_file import resolve_connection
+            from opskit.adapters.files.config_file import resolve_connection
 
             resolve_connection(None, self.context)
         assert self.namespace and self.statefulset
@@ -57,14 +57,14 @@ def local_only(args: K8sArgs) -> None:
 
 
 def _run_dir(namespace: str, statefulset: str) -> Path:
-    from opskit.adapters.safe_write import safe_file_name
+    from opskit.adapters.files.safe_write import safe_file_name
     from opskit.paths import state_dir
 
     return state_dir() / "playbooks" / safe_file_name(f"k8s-{namespace}-{statefulset}")
 
 
 def _store(api: Any, namespace: str, statefulset: str) -> Any:
-    from opskit.adapters.scaleout_journal import ConfigMapJournal
+    from opskit.adapters.scaleout.journal import ConfigMapJournal
     from opskit.core.scaleout.k8s import journal_name
 
     return ConfigMapJournal(api, namespace, journal_name(statefulset))
@@ -75,10 +75,10 @@ def scale_out(args: K8sArgs, *, brokers: int, throttle: str, window: str | None,
               output: Output, show: Callable[[dict[str, Any], Output], None],
               finish: Callable[[Any, Callable[[], None]], int],
               idle: Callable[[Any, Any, int, Output], bool], wait_s: float = 300.0) -> int:
-    from opskit.adapters.config_file import resolve_connection
+    from opskit.adapters.files.config_file import resolve_connection
     from opskit.adapters.kafka_admin import KafkaAdmin
-    from opskit.adapters.scaleout_k8s import read_k8s_facts
-    from opskit.core.reassign_exec_plan import parse_rate
+    from opskit.adapters.scaleout.k8s import read_k8s_facts
+    from opskit.core.reassign.plan_input import parse_rate
     from opskit.core.scaleout.machine import RunState
     from opskit.core.scaleout.plan import ScaleOutRequest, plan_scale_out
     from opskit.core.scaleout.window import parse_window
@@ -102,7 +102,7 @@ def scale_out(args: K8sArgs, *, brokers: int, throttle: str, window: str | None,
     if idle(existing, facts, brokers, output):
         return 0
     # the rolling restart (restart_node:N, then verify_defaults) sets the KAFKA_CFG_*
-    # values in the StatefulSets and restarts one pod at a time (adapters.scaleout_k8s)
+    # values in the StatefulSets and restarts one pod at a time (adapters.scaleout.k8s)
     plan = plan_scale_out(facts, ScaleOutRequest(target_brokers=brokers,
                                                  throttle_bytes_per_s=rate, window=win))
     if not execute:
@@ -119,10 +119,10 @@ def drive(args: K8sArgs, state: Any, throttle: str, win: Any, registry: Path | N
           finish: Callable[[Any, Callable[[], None]], int], wait_s: float = 300.0) -> int:
     """Hold the run's Lease, then run (or resume) ``state`` to its end or a safe point
     (a new run replaces a finished journal)."""
-    from opskit.adapters.config_file import resolve_connection
-    from opskit.adapters.scaleout_k8s import ConfigMapAbort, ConfigMapPlans, K8sSteps, RunLease
-    from opskit.adapters.scaleout_kafka import KafkaSteps
-    from opskit.adapters.scaleout_runner import drive as run
+    from opskit.adapters.files.config_file import resolve_connection
+    from opskit.adapters.scaleout.k8s import ConfigMapAbort, ConfigMapPlans, K8sSteps, RunLease
+    from opskit.adapters.scaleout.kafka_steps import KafkaSteps
+    from opskit.adapters.scaleout.runner import drive as run
 
     ns, sts = args.require()
     assert args.context is not None
@@ -175,7 +175,7 @@ def unfinished(args: K8sArgs) -> Any:
 
 
 def abort(args: K8sArgs, execute: bool) -> int:
-    from opskit.adapters.scaleout_k8s import ConfigMapAbort
+    from opskit.adapters.scaleout.k8s import ConfigMapAbort
 
     ns, sts = args.require(kafka=False)
     state = unfinished(args)
@@ -198,7 +198,7 @@ def cronjob(spec: Any, write: Path | None) -> int:
     if write is None:
         stdout().out(text, end="", highlight=False)
         return 0
-    from opskit.adapters.safe_write import write_file
+    from opskit.adapters.files.safe_write import write_file
 
     write_file(write, text, what="CronJob manifest", mode=0o644)
     stderr().print(f"wrote {write} (ServiceAccount, Role, RoleBinding, CronJob); the Secret "

@@ -2,12 +2,12 @@
 
 ``execute`` is a dry run unless ``--execute``: it shows the batches, the throttles and
 the bytes each broker receives. With ``--execute`` it runs the plan through the
-journaled state machine (:mod:`opskit.core.reassign_exec`,
-:mod:`opskit.adapters.reassign_runner`); running the same plan again after a crash (or
+journaled state machine (:mod:`opskit.core.reassign.machine`,
+:mod:`opskit.adapters.reassign.runner`); running the same plan again after a crash (or
 with ``--resume``) continues where it stopped.
 
 A drain plan (``reassign plan --remove-brokers``) cordons the drained brokers first where
-the cluster can (KIP-1066, :mod:`opskit.core.reassign_cordon`) and leaves them cordoned
+the cluster can (KIP-1066, :mod:`opskit.core.reassign.cordon`) and leaves them cordoned
 when it ends; ``cancel --execute`` puts the cordon values back; ``uncordon`` lifts a
 finished drain's cordon. Where the cluster cannot cordon, one warning line says what is
 not protected and the drain runs as before.
@@ -22,10 +22,10 @@ from typing import Annotated, Any
 
 import typer
 
-from opskit.adapters.config_file import resolve_connection
-from opskit.adapters.reassign_admin import RATE_KEYS, REPLICA_KEYS, ReassignAdmin
-from opskit.adapters.reassign_journal import Journal
-from opskit.adapters.reassign_runner import Runner, Tick
+from opskit.adapters.files.config_file import resolve_connection
+from opskit.adapters.reassign.admin import RATE_KEYS, REPLICA_KEYS, ReassignAdmin
+from opskit.adapters.reassign.journal import Journal
+from opskit.adapters.reassign.runner import Runner, Tick
 from opskit.cli.common import (
     STATE,
     BootstrapOpt,
@@ -40,7 +40,15 @@ from opskit.cli.common import (
     stderr,
 )
 from opskit.core.models import TopicPartition
-from opskit.core.reassign_cordon import (
+from opskit.core.reassign.checks import (
+    batches,
+    build_moves,
+    check_write_rates,
+    copy_bytes,
+    duration_bound,
+    foreign_in_flight,
+)
+from opskit.core.reassign.cordon import (
     CORDON_KEY,
     Cordon,
     CordonStatus,
@@ -48,7 +56,7 @@ from opskit.core.reassign_cordon import (
     plan_cordon,
     unprotected_line,
 )
-from opskit.core.reassign_exec import (
+from opskit.core.reassign.machine import (
     ExecState,
     Move,
     MoveStatus,
@@ -57,15 +65,7 @@ from opskit.core.reassign_exec import (
     throttle_brokers,
     throttle_topics,
 )
-from opskit.core.reassign_exec_checks import (
-    batches,
-    build_moves,
-    check_write_rates,
-    copy_bytes,
-    duration_bound,
-    foreign_in_flight,
-)
-from opskit.core.reassign_exec_plan import ExecPlan, parse_plan, parse_rate, plan_id
+from opskit.core.reassign.plan_input import ExecPlan, parse_plan, parse_rate, plan_id
 from opskit.errors import (
     KafkaOperationError,
     NotFoundError,
@@ -89,7 +89,7 @@ def _admin(bootstrap: str | None, context: str | None, timeout: float) -> Reassi
 
 
 def _read_plan(path: str) -> ExecPlan:
-    from opskit.adapters.safe_read import read_text
+    from opskit.adapters.files.safe_read import read_text
 
     return parse_plan(read_text(path, "plan file"), source=str(path))
 
@@ -531,7 +531,7 @@ def verify(plan_file: PlanArg, output: OutputOpt = Output.table, bootstrap: Boot
     plan = _read_plan(plan_file)
     with _admin(bootstrap, context, timeout) as admin:
         admin.require()
-        flights = admin.in_flight()  # first: see opskit.adapters.reassign_runner._read
+        flights = admin.in_flight()  # first: see opskit.adapters.reassign.runner._read
         reps, _isr, brokers = admin.assignment()
         state = Journal(admin.admin.metadata().cluster_id).load(plan_id(plan))
         involved = {b for m in plan.moves for b in m.target} & brokers

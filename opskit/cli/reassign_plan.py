@@ -3,7 +3,7 @@
 Exactly one goal: ``--add-brokers IDS``, ``--remove-brokers IDS``, ``--replication-factor N``
 (with ``--topic T``... or ``--all-topics``, ``--include-internal``), ``--rebalance`` or
 ``--from-json FILE``. Reads the cluster (:mod:`opskit.adapters.topology`), plans
-(:func:`opskit.core.reassign_plan.plan_reassignment`), shows the plan (``-o table``: per
+(:func:`opskit.core.reassign.plan.plan_reassignment`), shows the plan (``-o table``: per
 broker before/after and the moves; ``-o json``: the plan file itself) and writes it with
 ``--write-plan FILE``. Changes nothing in the cluster.
 """
@@ -17,8 +17,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from opskit.adapters.safe_read import read_text
-from opskit.adapters.safe_write import check_writable_target, write_file
+from opskit.adapters.files.safe_read import read_text
+from opskit.adapters.files.safe_write import check_writable_target, write_file
 from opskit.adapters.topology import read_topology
 from opskit.cli.common import (
     BootstrapOpt,
@@ -32,8 +32,7 @@ from opskit.cli.common import (
     fmt_duration,
     stderr,
 )
-from opskit.core.reassign_exec_plan import parse_rate
-from opskit.core.reassign_model import (
+from opskit.core.reassign.model import (
     Goal,
     GoalKind,
     Plan,
@@ -42,7 +41,8 @@ from opskit.core.reassign_model import (
     assignments_from_json,
     refuse_log_dirs,
 )
-from opskit.core.reassign_plan import plan_reassignment
+from opskit.core.reassign.plan import plan_reassignment
+from opskit.core.reassign.plan_input import parse_rate
 from opskit.errors import UsageError
 
 #: moves listed in the table (all of them are in -o json and the plan file)
@@ -127,9 +127,9 @@ def _without_cordoned(topology: Topology, goal: Goal, bootstrap: str | None,
                       context: str | None, timeout: float) -> tuple[Topology, list[str]]:
     """Leave out the fully cordoned brokers that hold nothing (a finished drain's): no plan
     fills them again. A failed look changes nothing and is a note."""
-    from opskit.adapters.config_file import resolve_connection
-    from opskit.adapters.reassign_admin import ReassignAdmin
-    from opskit.core.reassign_cordon import leave_out_cordoned
+    from opskit.adapters.files.config_file import resolve_connection
+    from opskit.adapters.reassign.admin import ReassignAdmin
+    from opskit.core.reassign.cordon import leave_out_cordoned
     from opskit.errors import OpskitError
 
     keep = goal.brokers  # (named by --add-brokers / --remove-brokers: the goal decides)
@@ -153,9 +153,9 @@ def _without_cordoned(topology: Topology, goal: Goal, bootstrap: str | None,
 def _cordon_note(drained: tuple[int, ...], registered: set[int], bootstrap: str | None,
                  context: str | None, timeout: float) -> str:
     """What ``reassign execute`` will do about the drained brokers' cordon (KIP-1066)."""
-    from opskit.adapters.config_file import resolve_connection
-    from opskit.adapters.reassign_admin import ReassignAdmin
-    from opskit.core.reassign_cordon import (
+    from opskit.adapters.files.config_file import resolve_connection
+    from opskit.adapters.reassign.admin import ReassignAdmin
+    from opskit.core.reassign.cordon import (
         CordonStatus,
         CordonSupport,
         plan_cordon,

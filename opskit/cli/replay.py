@@ -31,7 +31,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from opskit.adapters.config_file import resolve_connection
+from opskit.adapters.files.config_file import resolve_connection
+from opskit.adapters.files.safe_read import parse_json, read_text
 from opskit.adapters.offsets_admin import OffsetsAdmin
 from opskit.adapters.replay_io import (
     default_replay_dir,
@@ -42,9 +43,8 @@ from opskit.adapters.replay_io import (
     read_result_dir,
     save_manifest,
 )
-from opskit.adapters.safe_read import parse_json, read_text
 from opskit.adapters.secret_pipe import served_secret
-from opskit.adapters.spark_submit import (
+from opskit.adapters.spark.submit import (
     SubmitOptions,
     build_command,
     check_submittable,
@@ -210,7 +210,7 @@ def _submit_job(m: ReplayManifest, output_dir: Path, opts: SubmitOptions,
         args += ["--kafka-option", item]
     args += login_args
     if k8s is not None:
-        from opskit.adapters.spark_k8s import k8s_submit_conf
+        from opskit.adapters.spark.k8s import k8s_submit_conf
         from opskit.core.replay_k8s import PASSWORD_ENV
 
         ours = k8s_submit_conf(k8s.target, output_dir / m.replay_id / "k8s")

@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from opskit.adapters.config_file import OpskitConfig
+from opskit.adapters.files.config_file import OpskitConfig
 from opskit.cli.common import Output, OutputOpt, TimeoutOpt, emit, stdout
 from opskit.core.connection import MECHANISMS, ConnectionConfig
 from opskit.errors import KafkaUnavailableError, UsageError

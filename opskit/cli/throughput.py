@@ -16,7 +16,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from opskit.adapters.config_file import resolve_connection
+from opskit.adapters.files.config_file import resolve_connection
 from opskit.adapters.kafka_admin import ClusterMeta, KafkaAdmin
 from opskit.adapters.kafka_python import quiet_kafka_python
 from opskit.adapters.log_dirs import PartitionSizes, read_partition_sizes

@@ -6,8 +6,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from opskit.adapters.files.registry_file import load_registry
 from opskit.adapters.kafka_admin import KafkaAdmin
-from opskit.adapters.registry_file import load_registry
 from opskit.cli import exits
 from opskit.cli.common import (
     BootstrapOpt,

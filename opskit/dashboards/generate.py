@@ -13,8 +13,8 @@ from typing import Any
 
 from grafanalib._gen import DashboardEncoder
 
-from opskit.adapters.safe_read import read_text
-from opskit.adapters.safe_write import write_file
+from opskit.adapters.files.safe_read import read_text
+from opskit.adapters.files.safe_write import write_file
 from opskit.errors import InvalidInputError, NotFoundError
 
 SUFFIX = ".dashboard.py"

@@ -595,7 +595,7 @@ class Sandbox:
         runs with that rack (a run killed between the rewrite and the restart is finished
         by the next call). One node at a time: wait for its partitions to be back in ISR
         (``opskit health``) before the next."""
-        from opskit.adapters.safe_write import write_file
+        from opskit.adapters.files.safe_write import write_file
 
         rack = parse_rack(rack)
         st = self.require()
@@ -666,7 +666,7 @@ class Sandbox:
     @property
     def playbook_dir(self) -> Path:
         """Where ``opskit playbook`` keeps this sandbox's run (journal, plans, lock)."""
-        from opskit.adapters.safe_write import safe_file_name
+        from opskit.adapters.files.safe_write import safe_file_name
 
         return state_dir() / "playbooks" / safe_file_name(self.name)
 

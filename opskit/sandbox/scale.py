@@ -108,7 +108,7 @@ def use_dynamic_quorum_config(sb: Sandbox) -> list[str]:
     replace ``controller.quorum.voters`` by ``controller.quorum.bootstrap.servers`` in
     every node's server.properties (Kafka's documented configuration for a dynamic
     quorum), applied at each node's next restart. Idempotent. Returns the files changed."""
-    from opskit.adapters.safe_write import write_file
+    from opskit.adapters.files.safe_write import write_file
 
     st = sb.require()
     st.quorum = "dynamic"

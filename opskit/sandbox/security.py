@@ -262,7 +262,7 @@ def write_contexts(name: str, bootstrap: str, sec: SandboxSecurity, mechanism: s
     ``sandbox-NAME-admin`` and ``sandbox-NAME-monitor`` (secured; the password by
     ``password_file``, never in the config). The first becomes the current context
     when there is none. Returns the names written."""
-    from opskit.adapters.config_file import OpskitConfig
+    from opskit.adapters.files.config_file import OpskitConfig
 
     cfg = OpskitConfig.load(config_path)
     if sec.enabled:

@@ -38,7 +38,7 @@ from k8s_apiserver import ApiServer
 
 from opskit.adapters.k8s_api import KubeApi, KubeTarget
 from opskit.adapters.kafka_admin import KafkaAdmin
-from opskit.adapters.scaleout_runner import KILL_AT_ENV
+from opskit.adapters.scaleout.runner import KILL_AT_ENV
 from opskit.core.scaleout.k8s import env_changes, with_env
 from opskit.sandbox.cluster import Sandbox
 
@@ -432,9 +432,9 @@ def test_scale_out_on_kubernetes_killed_resumed_idempotent(
     assert r.returncode == 0 and json.loads(r.stdout)["phase"] == "done", r.stderr
 
     # idempotent: the add-node steps run again change nothing (same resourceVersions)
-    from opskit.adapters.config_file import resolve_connection
-    from opskit.adapters.scaleout_k8s import K8sSteps
-    from opskit.adapters.scaleout_kafka import KafkaSteps
+    from opskit.adapters.files.config_file import resolve_connection
+    from opskit.adapters.scaleout.k8s import K8sSteps
+    from opskit.adapters.scaleout.kafka_steps import KafkaSteps
     from opskit.core.scaleout.plan import ScaleOutPlan, Step, StepKind
 
     rvs = _rv(admin_api)
@@ -496,9 +496,9 @@ def test_abort_on_kubernetes_is_a_configmap_the_run_obeys_at_a_safe_point(
     runner's and the ConfigMaps' business)."""
     from kubernetes import client
 
-    from opskit.adapters.scaleout_journal import ConfigMapJournal
-    from opskit.adapters.scaleout_k8s import ConfigMapAbort
-    from opskit.adapters.scaleout_runner import drive
+    from opskit.adapters.scaleout.journal import ConfigMapJournal
+    from opskit.adapters.scaleout.k8s import ConfigMapAbort
+    from opskit.adapters.scaleout.runner import drive
     from opskit.core.scaleout.machine import RunState, Tick, transition
     from opskit.core.scaleout.plan import (
         ClusterFacts,

@@ -29,8 +29,8 @@ from confluent_kafka import Consumer, KafkaError, Producer
 from helpers import cli_sandbox, run_cli
 
 from opskit.adapters.kafka_admin import KafkaAdmin
-from opskit.adapters.reassign_journal import Journal
-from opskit.adapters.scaleout_runner import KILL_AT_ENV
+from opskit.adapters.reassign.journal import Journal
+from opskit.adapters.scaleout.runner import KILL_AT_ENV
 from opskit.sandbox.cluster import Sandbox
 from opskit.sandbox.scale import voters
 

@@ -16,7 +16,7 @@ import pytest
 from helpers import cli_sandbox
 
 from opskit.adapters.kafka_admin import KafkaAdmin
-from opskit.adapters.scaleout_local import LocalSteps
+from opskit.adapters.scaleout.local import LocalSteps
 from opskit.cli.main import main
 from opskit.errors import OpskitError
 from opskit.sandbox.security import admin_context_name

@@ -21,7 +21,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from helpers import cli_sandbox, run_cli
 
-from opskit.adapters.scaleout_runner import KILL_AT_ENV
+from opskit.adapters.scaleout.runner import KILL_AT_ENV
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -33,8 +33,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from helpers import produce, run_cli
 from test_reassign_exec import _Cluster
 
-from opskit.adapters.reassign_journal import Journal
-from opskit.core.reassign_exec_plan import parse_plan, plan_id
+from opskit.adapters.reassign.journal import Journal
+from opskit.core.reassign.plan_input import parse_plan, plan_id
 
 KEY = "cordoned.log.dirs"
 
@@ -176,7 +176,7 @@ def test_drain_cordons_first_cancel_uncordons_finished_drain_keeps_it(
 def test_drain_on_37_warns_in_one_line_and_drains(kafka3, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     """Kafka 3.7 cannot cordon: one warning line, then the drain as before. The plan covers
     this test's topic only (the shared cluster's RF 3 topics cannot leave a broker)."""
-    from opskit.core.reassign_model import (
+    from opskit.core.reassign.model import (
         Broker,
         Goal,
         GoalKind,
@@ -184,7 +184,7 @@ def test_drain_on_37_warns_in_one_line_and_drains(kafka3, tmp_path: Path) -> Non
         Policy,
         Topology,
     )
-    from opskit.core.reassign_plan import plan_reassignment
+    from opskit.core.reassign.plan import plan_reassignment
 
     boot = kafka3.bootstrap
     admin = AdminClient({"bootstrap.servers": boot})

@@ -42,9 +42,9 @@ from confluent_kafka.admin import (
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from helpers import commit, create_topic, produce, run_cli
 
-from opskit.adapters.reassign_journal import Journal
+from opskit.adapters.reassign.journal import Journal
 from opskit.core.models import TopicPartition
-from opskit.core.reassign_exec_plan import parse_plan, plan_id
+from opskit.core.reassign.plan_input import parse_plan, plan_id
 
 ROOT = Path(__file__).resolve().parents[2]
 THROTTLE_KEYS = ("leader.replication.throttled.rate", "follower.replication.throttled.rate",

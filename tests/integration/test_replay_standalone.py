@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from opskit.adapters.spark_submit import (
+from opskit.adapters.spark.submit import (
     STANDALONE_PYTHON_CLUSTER_REFUSAL,
     SubmitOptions,
     build_command,

@@ -126,7 +126,7 @@ def _error_lines(stderr: str) -> list[str]:
 def _cluster_state(s: Scenario, topics: list[str]) -> tuple[dict[str, Any], dict[str, Any]]:
     """(replicas of every partition of ``topics``, throttle configs set on brokers and
     topics): what a refused command must leave as it was."""
-    from opskit.adapters.reassign_admin import ReassignAdmin
+    from opskit.adapters.reassign.admin import ReassignAdmin
 
     with ReassignAdmin(s.cluster.conn("admin", MECHANISM), timeout=15) as a:
         reps, _isr, brokers = a.assignment()

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from k8s_apiserver import ApiServer
 
-from opskit.adapters.spark_k8s import k8s_submit_conf, write_pod_templates
+from opskit.adapters.spark.k8s import k8s_submit_conf, write_pod_templates
 from opskit.core.replay_k8s import PASSWORD_ENV, K8sReplayTarget, rbac_manifests
 from opskit.errors import UsageError
 
@@ -112,7 +112,7 @@ def test_spark_submit_creates_the_driver_pod(apiserver: ApiServer, namespace: st
     from the Secret, the service account) and was admitted by the restricted namespace."""
     from kubernetes import client
 
-    from opskit.adapters.spark_submit import spark_submit_binary
+    from opskit.adapters.spark.submit import spark_submit_binary
 
     token_file = tmp_path / "token"
     token_file.write_text(apiserver.token)

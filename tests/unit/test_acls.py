@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from opskit.adapters.registry_file import default_registry_path, load_registry
+from opskit.adapters.files.registry_file import default_registry_path, load_registry
 from opskit.core.acls import (
     AclEntry,
     blanket_grants,

@@ -2,7 +2,7 @@
 
 import pytest
 
-from opskit.adapters.config_file import OpskitConfig, resolve_connection
+from opskit.adapters.files.config_file import OpskitConfig, resolve_connection
 from opskit.cli import exits
 from opskit.core.connection import ConnectionConfig
 from opskit.errors import ConfigError, NotFoundError, UsageError

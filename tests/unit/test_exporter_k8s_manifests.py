@@ -19,7 +19,7 @@ import typer
 import yaml
 from kubernetes import client
 
-from opskit.adapters.config_file import OpskitConfig
+from opskit.adapters.files.config_file import OpskitConfig
 from opskit.cli import main as cli_main
 
 K8S = Path(__file__).resolve().parents[2] / "deploy" / "kubernetes"

@@ -20,8 +20,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from helpers import run_cli
 
-from opskit.adapters.run_lock import RunLock, probe
-from opskit.adapters.scaleout_journal import FileJournal
+from opskit.adapters.files.run_lock import RunLock, probe
+from opskit.adapters.scaleout.journal import FileJournal
 from opskit.core.scaleout.machine import Phase, RunState
 from opskit.core.scaleout.plan import ClusterFacts, ScaleOutRequest, plan_scale_out
 from opskit.sandbox.cluster import Sandbox
@@ -42,7 +42,7 @@ def _journal(phase: Phase) -> Path:
 def _hold_lock(lock: Path) -> subprocess.Popen[str]:
     """A child process holding the run lock as a scale-out does, until killed."""
     code = ("import sys, time; sys.path.insert(0, sys.argv[2]);"
-            "from pathlib import Path; from opskit.adapters.run_lock import RunLock;"
+            "from pathlib import Path; from opskit.adapters.files.run_lock import RunLock;"
             "l = RunLock(Path(sys.argv[1]), 'playbook scale-out so-abcd1234', resume=sys.argv[3]);"
             "l.__enter__(); print('held', flush=True); time.sleep(120)")
     child = subprocess.Popen([sys.executable, "-c", code, str(lock), str(ROOT), RESUME],

@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from opskit.core.models import TopicPartition
-from opskit.core.reassign_cordon import (
+from opskit.core.reassign.cordon import (
     MIN_METADATA_LEVEL,
     Cordon,
     CordonStatus,
@@ -26,7 +26,7 @@ from opskit.core.reassign_cordon import (
     plan_cordon,
     unprotected_line,
 )
-from opskit.core.reassign_exec import (
+from opskit.core.reassign.machine import (
     Action,
     Begin,
     CordonRead,
@@ -251,7 +251,7 @@ def test_a_drain_cancelled_anywhere_submits_nothing_more_and_gets_its_values_bac
 def test_a_cancelled_move_back_on_its_replicas_in_another_order_is_reverted() -> None:
     """Kafka 4.3.1 reverted a cancelled [2, 0] -> [1, 0] to [0, 2]: the run must see it as
     reverted, not wait for it until its stall limit."""
-    from opskit.core.reassign_exec import Observation
+    from opskit.core.reassign.machine import Observation
 
     tp = TopicPartition("t", 0)
     s = initial_state("p", (Move(tp, (2, 0), (1, 0)),), 100, None)
@@ -269,8 +269,8 @@ def test_a_cancelled_move_back_on_its_replicas_in_another_order_is_reverted() ->
 
 
 def test_new_plans_leave_out_cordoned_brokers_that_hold_nothing() -> None:
-    from opskit.core.reassign_cordon import leave_out_cordoned
-    from opskit.core.reassign_model import Broker, PartitionState, Topology
+    from opskit.core.reassign.cordon import leave_out_cordoned
+    from opskit.core.reassign.model import Broker, PartitionState, Topology
 
     topo = Topology(tuple(Broker(b) for b in (0, 1, 2, 3)),
                     (PartitionState("t", 0, (0, 1)), PartitionState("t", 1, (1, 3))))

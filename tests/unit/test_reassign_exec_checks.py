@@ -7,8 +7,7 @@ import json
 import pytest
 
 from opskit.core.models import TopicPartition
-from opskit.core.reassign_exec import InFlight, Move
-from opskit.core.reassign_exec_checks import (
+from opskit.core.reassign.checks import (
     ClusterView,
     build_moves,
     bytes_remaining,
@@ -16,7 +15,8 @@ from opskit.core.reassign_exec_checks import (
     copy_bytes,
     duration_bound,
 )
-from opskit.core.reassign_exec_plan import parse_plan, parse_rate, plan_id
+from opskit.core.reassign.machine import InFlight, Move
+from opskit.core.reassign.plan_input import parse_plan, parse_rate, plan_id
 from opskit.errors import InvalidInputError, NotFoundError, RefusedError, UsageError
 
 T0 = TopicPartition("t", 0)

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from opskit.adapters.reassign_journal import Journal
+from opskit.adapters.reassign.journal import Journal
 from opskit.core.models import TopicPartition
-from opskit.core.reassign_exec import ExecState, Move, Phase, initial_state
+from opskit.core.reassign.machine import ExecState, Move, Phase, initial_state
 from opskit.errors import InvalidInputError, RefusedError
 
 

@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from opskit.core.models import TopicPartition
-from opskit.core.reassign_exec import (
+from opskit.core.reassign.machine import (
     Action,
     BaselineRead,
     Begin,
@@ -277,7 +277,7 @@ def test_stopped_broker_pauses_then_stops_after_the_stall_limit() -> None:
 
 @pytest.mark.parametrize("limit", [1, 2])
 def test_batches_respect_the_per_broker_limit(limit: int) -> None:
-    from opskit.core.reassign_exec_checks import batches
+    from opskit.core.reassign.checks import batches
 
     moves = tuple(Move(TopicPartition("t", i), (0,), (0, 1 + i % 2)) for i in range(6))
     for batch in batches(moves, limit):

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 import pytest
 
 from opskit.cli.exits import exit_code_for
-from opskit.core.reassign_model import (
+from opskit.core.reassign.model import (
     Assignment,
     Broker,
     Goal,
@@ -18,7 +18,7 @@ from opskit.core.reassign_model import (
     Topology,
     plan_from_json,
 )
-from opskit.core.reassign_plan import plan_reassignment
+from opskit.core.reassign.plan import plan_reassignment
 from opskit.errors import NotFoundError, OpskitError, RefusedError
 
 NOW = datetime(2026, 11, 24, 8, 0, tzinfo=UTC)

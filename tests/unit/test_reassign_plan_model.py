@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from opskit.cli.exits import exit_code_for
-from opskit.core.reassign_model import (
+from opskit.core.reassign.model import (
     Assignment,
     Estimates,
     Goal,

@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from opskit.core.reassign_model import (
+from opskit.core.reassign.model import (
     Broker,
     Goal,
     GoalKind,
@@ -22,7 +22,7 @@ from opskit.core.reassign_model import (
     Policy,
     Topology,
 )
-from opskit.core.reassign_plan import plan_reassignment
+from opskit.core.reassign.plan import plan_reassignment
 
 NOW = datetime(2026, 11, 24, 8, 0, tzinfo=UTC)
 FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])

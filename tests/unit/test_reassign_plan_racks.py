@@ -17,8 +17,8 @@ from itertools import combinations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from opskit.core.reassign_balance import RackRule
-from opskit.core.reassign_model import (
+from opskit.core.reassign.balance import RackRule
+from opskit.core.reassign.model import (
     Broker,
     Goal,
     GoalKind,
@@ -27,8 +27,8 @@ from opskit.core.reassign_model import (
     Policy,
     Topology,
 )
-from opskit.core.reassign_plan import plan_reassignment
-from opskit.core.reassign_racks import spread_over_racks
+from opskit.core.reassign.plan import plan_reassignment
+from opskit.core.reassign.racks import spread_over_racks
 
 NOW = datetime(2026, 11, 27, 4, 0, tzinfo=UTC)
 EXACT = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -18,7 +18,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_reassign_plan_racks import exact_minimum
 
-from opskit.core.reassign_model import (
+from opskit.core.reassign.model import (
     Broker,
     Goal,
     GoalKind,
@@ -26,7 +26,7 @@ from opskit.core.reassign_model import (
     Policy,
     Topology,
 )
-from opskit.core.reassign_plan import plan_reassignment
+from opskit.core.reassign.plan import plan_reassignment
 
 NOW = datetime(2026, 11, 27, 7, 0, tzinfo=UTC)
 PAIRS = [(0, 3), (3, 0), (0, 3), (3, 0)]

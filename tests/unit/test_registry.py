@@ -1,7 +1,7 @@
 import pytest
 import yaml
 
-from opskit.adapters.registry_file import default_registry_path, load_registry
+from opskit.adapters.files.registry_file import default_registry_path, load_registry
 from opskit.core.registry import (
     ActualTopic,
     ChangeKind,

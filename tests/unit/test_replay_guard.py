@@ -1,4 +1,4 @@
-"""The guard that ties ``spark-submit`` to opskit (opskit/adapters/spark_guard.py),
+"""The guard that ties ``spark-submit`` to opskit (opskit/adapters/spark/guard.py),
 with a stand-in command (``sleep``) instead of Spark: no broker, no JVM.
 
 - opskit's end (the guard's stdin closed): the command is stopped, the guard exits 143;
@@ -42,7 +42,7 @@ def _children(pid: int) -> list[int]:
 
 
 def _start_guard(marker: str) -> tuple[subprocess.Popen[bytes], int]:
-    guard = subprocess.Popen([sys.executable, "-m", "opskit.adapters.spark_guard", "--",
+    guard = subprocess.Popen([sys.executable, "-m", "opskit.adapters.spark.guard", "--",
                               "sleep", marker], cwd=ROOT, stdin=subprocess.PIPE,
                              start_new_session=True)
     deadline = time.monotonic() + 30

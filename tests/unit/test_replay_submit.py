@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from opskit.adapters import spark_submit as ss
+from opskit.adapters.spark import submit as ss
 from opskit.errors import UsageError
 
 

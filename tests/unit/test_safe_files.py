@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from opskit.adapters.safe_read import (
+from opskit.adapters.files.safe_read import (
     MAX_SECRET_BYTES,
     parse_json,
     parse_yaml,
@@ -24,7 +24,7 @@ from opskit.adapters.safe_read import (
     read_secret,
     read_text,
 )
-from opskit.adapters.safe_write import check_writable_target, write_file
+from opskit.adapters.files.safe_write import check_writable_target, write_file
 from opskit.cli import exits
 from opskit.errors import InvalidInputError, NotFoundError, WriteFailedError
 
@@ -98,7 +98,7 @@ def test_a_failed_write_fails_and_leaves_the_old_file(tmp_path: Path) -> None:
         "import resource, signal, sys\n"
         "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
         "resource.setrlimit(resource.RLIMIT_FSIZE, (1000, 1000))\n"
-        "from opskit.adapters.safe_write import write_file\n"
+        "from opskit.adapters.files.safe_write import write_file\n"
         "from opskit.errors import WriteFailedError\n"
         "try:\n"
         f"    write_file({str(target)!r}, 'x' * 100000)\n"

@@ -15,8 +15,8 @@ from hip30_k8s import hip30_statefulset
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from opskit.adapters.run_lock import RunLock
-from opskit.adapters.scaleout_journal import FileJournal
+from opskit.adapters.files.run_lock import RunLock
+from opskit.adapters.scaleout.journal import FileJournal
 from opskit.core.scaleout.k8s import broker_headless_service, broker_statefulset, combined_facts
 from opskit.core.scaleout.machine import (
     AbortRequested,
@@ -338,7 +338,7 @@ def test_failure_halts_with_the_step_kept_in_flight_and_pages() -> None:
 ])
 def test_the_runner_fails_for_good_on_a_file_it_cannot_write(
         tmp_path: Path, error: Exception, phase: Phase, severity: str) -> None:
-    from opskit.adapters.scaleout_runner import drive as run
+    from opskit.adapters.scaleout.runner import drive as run
 
     class Steps:
         def run(self, step: Step, plan: ScaleOutPlan) -> str:
@@ -460,7 +460,7 @@ def test_run_lock_refuses_a_second_run_and_names_the_holder(tmp_path: Path) -> N
 def test_a_lock_left_by_a_killed_run_does_not_block(tmp_path: Path) -> None:
     lock = tmp_path / "run.lock"
     code = ("import sys, time; sys.path.insert(0, sys.argv[2]);"
-            "from pathlib import Path; from opskit.adapters.run_lock import RunLock;"
+            "from pathlib import Path; from opskit.adapters.files.run_lock import RunLock;"
             "l = RunLock(Path(sys.argv[1]), 'killed run'); l.__enter__();"
             "print('held', flush=True); time.sleep(60)")
     child = subprocess.Popen([sys.executable, "-c", code, str(lock),

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from opskit.adapters.scaleout_kafka import KafkaSteps
+from opskit.adapters.scaleout.kafka_steps import KafkaSteps
 from opskit.core.connection import ConnectionConfig
 from opskit.core.scaleout.plan import ClusterFacts, ScaleOutPlan, ScaleOutRequest, plan_scale_out
 
@@ -116,7 +116,7 @@ def test_probe_commit_waits_for_a_moving_coordinator(tmp_path: Path, monkeypatch
     retried; an error that is not about the coordinator fails at once."""
     from confluent_kafka import KafkaError
 
-    import opskit.adapters.scaleout_kafka as sk
+    import opskit.adapters.scaleout.kafka_steps as sk
 
     monkeypatch.setattr(sk.time, "sleep", lambda _s: None)
     steps = KafkaSteps(ConnectionConfig("127.0.0.1:1"), "ctx", tmp_path, "1MiB", wait_s=60.0,

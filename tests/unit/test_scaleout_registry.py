@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from opskit.adapters.scaleout_registry import raise_registry, rewrite_registry_text
+from opskit.adapters.scaleout.registry import raise_registry, rewrite_registry_text
 from opskit.core.registry import parse_registry
 from opskit.errors import InvalidInputError, RefusedError
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from opskit.adapters.scaleout_local import LocalSteps
+from opskit.adapters.scaleout.local import LocalSteps
 from opskit.core.connection import ConnectionConfig
 from opskit.core.scaleout.plan import (
     ClusterFacts,

@@ -40,8 +40,8 @@ from typing import Any
 
 from opskit import redact
 from opskit.adapters import streamnest
-from opskit.adapters.safe_read import parse_yaml, read_secret, read_text
-from opskit.adapters.safe_write import write_file
+from opskit.adapters.files.safe_read import parse_yaml, read_secret, read_text
+from opskit.adapters.files.safe_write import write_file
 from opskit.core.connection import ConnectionConfig
 from opskit.core.models import LagThresholds
 from opskit.errors import ConfigError, InvalidInputError, NotFoundError, UsageError

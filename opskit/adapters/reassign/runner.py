@@ -1,6 +1,6 @@
 """The runner of a reassignment execution: performs the state machine's actions.
 
-Loop: the state returned by :func:`opskit.core.reassign_exec.transition` is saved to
+Loop: the state returned by :func:`opskit.core.reassign.machine.transition` is saved to
 the journal *before* its actions are performed; each action's outcome becomes the
 next event. A submission is also appended to the journal's event log before the
 request leaves. So a ``kill -9`` anywhere leaves a state from which
@@ -19,9 +19,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from opskit.adapters.reassign_admin import ReassignAdmin
-from opskit.adapters.reassign_journal import Journal
-from opskit.core.reassign_exec import (
+from opskit.adapters.reassign.admin import ReassignAdmin
+from opskit.adapters.reassign.journal import Journal
+from opskit.core.reassign.checks import bytes_remaining_by_broker
+from opskit.core.reassign.machine import (
     Action,
     BaselineRead,
     Begin,
@@ -49,7 +50,6 @@ from opskit.core.reassign_exec import (
     ThrottlesSet,
     transition,
 )
-from opskit.core.reassign_exec_checks import bytes_remaining_by_broker
 from opskit.errors import KafkaUnavailableError, ServiceUnavailableError
 
 log = logging.getLogger(__name__)

@@ -2,7 +2,7 @@
 
 Frozen dataclasses and enums; the state has ``to_dict`` / ``from_dict`` (it is the
 journal's content). The rules that move from one state to the next are in
-:mod:`opskit.core.reassign_exec`.
+:mod:`opskit.core.reassign.machine`.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from enum import Enum
 from typing import Any
 
 from opskit.core.models import TopicPartition
-from opskit.core.reassign_cordon import Cordon, CordonStatus
+from opskit.core.reassign.cordon import Cordon, CordonStatus
 
 __all__ = [
     "Action", "BaselineRead", "Begin", "ConfigBaseline", "CordonRead", "CordonRestored",

@@ -25,9 +25,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from opskit.adapters.safe_write import write_file
+from opskit.adapters.files.safe_write import write_file
 from opskit.core.models import TopicPartition
-from opskit.core.reassign_exec import ExecState, Phase
+from opskit.core.reassign.machine import ExecState, Phase
 from opskit.errors import InvalidInputError, RefusedError
 from opskit.paths import state_dir
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import yaml
 
-from opskit.adapters.safe_write import write_file
+from opskit.adapters.files.safe_write import write_file
 from opskit.core.replay_k8s import (
     K8sReplayTarget,
     driver_pod_template,

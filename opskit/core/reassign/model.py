@@ -232,7 +232,7 @@ class Estimates:
     ``replicas_moved``: replicas created on a broker that did not have one of that
     partition; ``bytes_moved``: the sizes of those partitions, once per new replica.
     ``*_lower_bound``: no plan reaching the same goal can move less (see
-    ``opskit.core.reassign_plan``). ``leaders_changed``: partitions whose first replica (the
+    ``opskit.core.reassign.plan``). ``leaders_changed``: partitions whose first replica (the
     preferred leader) changes. ``broker_bytes_in``/``out``: per broker, bytes it receives as
     a new replica / sends as the current leader of a partition that gains replicas.
     ``duration_s``: the busiest broker's bytes / the throttle (Kafka's own model: the

@@ -5,7 +5,7 @@ HIP-30's objects: a bitnami-style combined StatefulSet with a static quorum.
   enough replicas for node N (never fewer than it has: a rerun changes nothing), and
   its headless Service, then waits for pod N Ready and broker N registered in Kafka.
   The combined StatefulSet is never scaled (its new pods could not vote).
-- The Kafka steps are shared with the local runner (:mod:`.scaleout_kafka`); the
+- The Kafka steps are shared with the local runner (:mod:`.kafka_steps`); the
   reassignment plans are also kept in a ConfigMap so a new CronJob pod executes the
   same plan.
 - The read-only broker defaults (``default.replication.factor`` and the internal
@@ -38,7 +38,7 @@ from typing import Any
 
 from opskit.adapters.k8s_api import KubeApi
 from opskit.adapters.kafka_admin import KafkaAdmin
-from opskit.adapters.scaleout_kafka import STATIC_DEFAULTS, KafkaSteps, read_kafka_facts
+from opskit.adapters.scaleout.kafka_steps import STATIC_DEFAULTS, KafkaSteps, read_kafka_facts
 from opskit.core.scaleout import k8s as objs
 from opskit.core.scaleout.plan import ClusterFacts, ScaleOutPlan, Step, StepKind
 from opskit.errors import InconsistentStateError, NotFoundError, RefusedError, UnsupportedError
@@ -100,7 +100,7 @@ class ConfigMapPlans:
         self.name = f"{objs.journal_name(statefulset)}-plans"
 
     def restore(self, path: Path) -> None:
-        from opskit.adapters.safe_write import write_file
+        from opskit.adapters.files.safe_write import write_file
 
         got = self.api.read_configmap(self.namespace, self.name)
         if got is not None and path.name in got[0]:
@@ -265,7 +265,7 @@ class K8sSteps:
         """Restart the pod of node N with the read-only settings in its StatefulSet (see
         the module docstring). Idempotent: a broker that reports the settings already is
         not restarted; a killed run's half-done restart is finished."""
-        from opskit.adapters.scaleout_runner import failpoint
+        from opskit.adapters.scaleout.runner import failpoint
 
         assert step.node_id is not None
         n, k = step.node_id, self.kafka

@@ -3,7 +3,7 @@
 The local-only steps live here (start a node, promote it to a voter, the sandbox's
 preflight facts, the read-only defaults in the nodes' server.properties, the cluster
 default through Kafka's own kafka-configs); the steps that only talk to Kafka are
-shared with the Kubernetes runner (:mod:`opskit.adapters.scaleout_kafka`).
+shared with the Kubernetes runner (:mod:`opskit.adapters.scaleout.kafka_steps`).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from opskit.adapters.kafka_admin import KafkaAdmin
-from opskit.adapters.scaleout_kafka import (
+from opskit.adapters.scaleout.kafka_steps import (
     BLOCKING_CHECKS,
     STATIC_DEFAULTS,
     KafkaSteps,
@@ -65,9 +65,9 @@ def upgrade_quorum(sb: Sandbox, plan: QuorumUpgradePlan, record: Path) -> dict[s
     import json
     from datetime import UTC, datetime
 
+    from opskit.adapters.files.safe_read import parse_json, read_text
+    from opskit.adapters.files.safe_write import write_file
     from opskit.adapters.kraft_features import read_kraft_version, upgrade_kraft_version
-    from opskit.adapters.safe_read import parse_json, read_text
-    from opskit.adapters.safe_write import write_file
     from opskit.sandbox.scale import use_dynamic_quorum_config, voters
 
     conn = sb.connection()
@@ -157,7 +157,7 @@ class LocalSteps:
         node that reports the new defaults already is not restarted; a node a killed
         run had stopped is started first. Never restarts a node that holds the only
         in-sync replica of a partition (refused)."""
-        from opskit.adapters.scaleout_runner import failpoint
+        from opskit.adapters.scaleout.runner import failpoint
 
         assert step.node_id is not None
         n, k = step.node_id, self.kafka
@@ -200,7 +200,7 @@ class LocalSteps:
         topics = self.kafka.set_topic_min_isr(plan)
         where = self._cluster_default("min.insync.replicas", want)
         # read-only broker settings: in the nodes' files for their next start
-        from opskit.adapters.safe_write import write_file
+        from opskit.adapters.files.safe_write import write_file
 
         for node in self.sb.require().nodes:
             path = node.config_path

@@ -27,7 +27,7 @@ from dataclasses import dataclass, replace
 from enum import Enum
 from typing import Any
 
-from opskit.core.reassign_model import Topology
+from opskit.core.reassign.model import Topology
 
 __all__ = [
     "CORDON_ALL", "CORDON_KEY", "MIN_METADATA_LEVEL", "Cordon", "CordonStatus", "CordonSupport",

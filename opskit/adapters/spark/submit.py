@@ -32,13 +32,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from opskit.adapters.spark_guard import GRACE_SECONDS
+from opskit.adapters.spark.guard import GRACE_SECONDS
 from opskit.errors import SandboxError, UnsupportedError, UsageError
 from opskit.paths import cache_dir
 
 log = logging.getLogger(__name__)
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 POM = ROOT / "spark_jobs" / "spark-kafka-jars.xml"
 JOB = ROOT / "spark_jobs" / "lag_replay.py"
 #: artifacts passed to --jars (everything else the connector needs ships with PySpark)
@@ -377,11 +377,11 @@ def run_spark_submit(cmd: Sequence[str], on_progress: Callable[[str], None],
     env = dict(os.environ)
     env.setdefault("PYSPARK_PYTHON", sys.executable)
     env.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    # through the guard (opskit.adapters.spark_guard): its stdin is a pipe only this process
+    # through the guard (opskit.adapters.spark.guard): its stdin is a pipe only this process
     # holds, so however opskit ends (Ctrl-C, SIGTERM, SIGKILL) the guard sees the pipe close
     # and stops spark-submit with everything it started; a session of its own keeps a
     # terminal's Ctrl-C for opskit to handle
-    guarded = [sys.executable, "-m", "opskit.adapters.spark_guard", "--", *cmd]
+    guarded = [sys.executable, "-m", "opskit.adapters.spark.guard", "--", *cmd]
     try:
         proc = subprocess.Popen(guarded, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True, env=env,
@@ -433,9 +433,9 @@ def parse_conf(items: Sequence[str]) -> tuple[tuple[str, str], ...]:
 
 
 def _main(argv: list[str]) -> int:
-    """``python -m opskit.adapters.spark_submit resolve [VERSION]``: fetch and cache the jars."""
+    """``python -m opskit.adapters.spark.submit resolve [VERSION]``: fetch and cache the jars."""
     if not argv or argv[0] != "resolve":
-        sys.stderr.write("usage: python -m opskit.adapters.spark_submit resolve [PYSPARK_VERSION]\n")
+        sys.stderr.write("usage: python -m opskit.adapters.spark.submit resolve [PYSPARK_VERSION]\n")
         return 2
     try:
         jars = ensure_spark_jars(argv[1] if len(argv) > 1 else None)

@@ -6,7 +6,7 @@ The file is kafka-reassign-partitions' JSON format::
                                    "log_dirs": ["any", "any"]}]}
 
 plus an optional top-level ``"opskit"`` object written by ``opskit reassign plan``
-(:mod:`opskit.core.reassign_model`) whose ``"base"`` lists the replicas each partition
+(:mod:`opskit.core.reassign.model`) whose ``"base"`` lists the replicas each partition
 had when the plan was made, for compare-and-set. A plan
 written by Kafka's own tool has no such key: the execution then compares against
 the assignment it reads when it starts (and says so).
@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from opskit.core.models import TopicPartition
-from opskit.core.reassign_model import GoalKind, Plan, load_json, parse_assignments, refuse_log_dirs
+from opskit.core.reassign.model import GoalKind, Plan, load_json, parse_assignments, refuse_log_dirs
 from opskit.errors import InvalidInputError, UsageError
 
 __all__ = ["ExecPlan", "PlannedMove", "parse_plan", "parse_rate", "plan_id"]
@@ -52,7 +52,7 @@ class ExecPlan:
 
 def parse_plan(text: str, source: str = "plan") -> ExecPlan:
     """Parse a plan file's text with the plan model's strict reader
-    (:mod:`opskit.core.reassign_model`). Raises InvalidInputError, or UsageError for
+    (:mod:`opskit.core.reassign.model`). Raises InvalidInputError, or UsageError for
     log directories other than ``any``."""
     try:
         data = load_json(text)

@@ -2,15 +2,15 @@
 
 Pure: no I/O, no clock (``now`` is a parameter), the topology and goal are never mutated.
 
-Goals (``opskit.core.reassign_model.GoalKind``):
+Goals (``opskit.core.reassign.model.GoalKind``):
 
 - add-brokers IDS / remove-brokers IDS / rebalance: replica counts balanced over the
   registered brokers (minus the drained ones) with the fewest moves
-  (``opskit.core.reassign_balance``), then preferred leaders balanced by reordering:
+  (``opskit.core.reassign.balance``), then preferred leaders balanced by reordering:
   over the cluster, then within each topic as far as that keeps the cluster's balance.
   add-brokers and rebalance run the same balancing (on a cluster whose old brokers are
   balanced, every move goes onto the new brokers); add-brokers checks the new ids are
-  registered. With racks the rack spread comes first (``opskit.core.reassign_racks``):
+  registered. With racks the rack spread comes first (``opskit.core.reassign.racks``):
   no partition keeps more than ceil(RF / racks) replicas in one rack (RF <= racks: one
   per rack), moving only each partition's surplus, then the counts are balanced over all
   brokers with moves that keep the spread, so a broker in a new rack receives its share. Replicas on brokers that are not registered (a dead broker) stay and are
@@ -37,7 +37,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 
 from opskit.core.models import TopicPartition
-from opskit.core.reassign_balance import (
+from opskit.core.reassign.balance import (
     RackRule,
     balance_all_leaders,
     balance_leaders,
@@ -46,7 +46,7 @@ from opskit.core.reassign_balance import (
     repair_leaders,
     replica_lower_bound,
 )
-from opskit.core.reassign_model import (
+from opskit.core.reassign.model import (
     INTERNAL_TOPICS,
     Assignment,
     Estimates,
@@ -58,7 +58,7 @@ from opskit.core.reassign_model import (
     Policy,
     Topology,
 )
-from opskit.core.reassign_racks import (
+from opskit.core.reassign.racks import (
     RackBounds,
     even_out,
     rack_bounds,
@@ -257,7 +257,7 @@ def _balance(topology: Topology, reps: list[list[int]], stay: list[int], drained
     """Balance replica counts (in ``reps``) over the staying brokers; returns the rack
     bounds (None without racks) and the lower bounds (replicas, bytes).
 
-    With racks (``opskit.core.reassign_racks``): first every partition's surplus replicas
+    With racks (``opskit.core.reassign.racks``): first every partition's surplus replicas
     leave the racks holding more than the limit (the fewest moves the rack goal allows),
     then the counts are balanced over all staying brokers with moves that keep every
     partition spread (a broker in a new rack receives its share)."""

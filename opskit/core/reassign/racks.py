@@ -1,5 +1,5 @@
 """Rack-aware placement for the reassignment planner (pure; used by
-``opskit.core.reassign_plan``).
+``opskit.core.reassign.plan``).
 
 The rack goal: no rack holds more than ``RackRule.limit(RF)`` replicas of a partition
 (RF <= racks: every replica in a distinct rack; RF > racks: at most ceil(RF / racks) in
@@ -18,7 +18,7 @@ exists: the limit is chosen so the racks can hold RF), and moves nothing else.
 
 Combined with balance (every staying broker at floor or ceil of replicas / brokers): a
 replica leaving a rack's brokers is one move, so the moves out of a rack are at least
-the larger of its brokers' excess over ceil (``reassign_balance``) and its partitions'
+the larger of its brokers' excess over ceil (``reassign.balance``) and its partitions'
 surplus; the bound is max(sum over racks of that, sum of deficits under floor). That
 holds for every plan reaching both goals. When the racks make balance impossible (a rack
 of one broker must hold a replica of every partition), the bound is the rack bound alone.
@@ -31,7 +31,7 @@ from collections import defaultdict, deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from opskit.core.reassign_balance import RackRule, count_targets
+from opskit.core.reassign.balance import RackRule, count_targets
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Protocol
 
-from opskit.adapters.scaleout_journal import JournalStore
+from opskit.adapters.scaleout.journal import JournalStore
 from opskit.core.scaleout.machine import (
     AbortRequested,
     Finish,

@@ -2,7 +2,7 @@
 
 ``opskit replay`` runs ``spark-submit`` through this guard::
 
-    python -m opskit.adapters.spark_guard -- spark-submit ...
+    python -m opskit.adapters.spark.guard -- spark-submit ...
 
 The guard leads a session of its own (the caller starts it with
 ``start_new_session=True``), so a Ctrl-C typed at the terminal reaches opskit only,
@@ -136,7 +136,7 @@ def _reap() -> None:
 
 def main(argv: list[str]) -> int:
     if not argv or argv[0] != "--" or len(argv) < 2:
-        sys.stderr.write("usage: python -m opskit.adapters.spark_guard -- COMMAND [ARG ...]\n")
+        sys.stderr.write("usage: python -m opskit.adapters.spark.guard -- COMMAND [ARG ...]\n")
         return 2
     cmd = argv[1:]
     pgid = os.getpgrp()

@@ -18,8 +18,8 @@ from typing import Any
 
 import yaml
 
-from opskit.adapters.safe_read import parse_yaml, read_text
-from opskit.adapters.safe_write import write_file
+from opskit.adapters.files.safe_read import parse_yaml, read_text
+from opskit.adapters.files.safe_write import write_file
 from opskit.core.registry import parse_registry
 from opskit.errors import InvalidInputError, RefusedError
 

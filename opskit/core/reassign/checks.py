@@ -14,8 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from opskit.core.models import TopicPartition
-from opskit.core.reassign_exec import InFlight, Move, MoveStatus
-from opskit.core.reassign_exec_plan import ExecPlan
+from opskit.core.reassign.machine import InFlight, Move, MoveStatus
+from opskit.core.reassign.plan_input import ExecPlan
 from opskit.errors import NotFoundError, RefusedError
 
 __all__ = ["ClusterView", "batches", "build_moves", "bytes_remaining",

@@ -13,7 +13,7 @@ dynamic cluster default; cleanup sets back the per-broker value that existed bef
 or deletes ours, so static and default values are never written and reappear exactly.
 Every wait is bounded by the timeout: removal never waits for a value to "disappear".
 
-Cordons (KIP-1066, :mod:`opskit.core.reassign_cordon`). ``cordoned.log.dirs`` is set as a
+Cordons (KIP-1066, :mod:`opskit.core.reassign.cordon`). ``cordoned.log.dirs`` is set as a
 dynamic per-broker value (``*``) with IncrementalAlterConfigs, like the throttle rates;
 confirmed from the broker's own report (DescribeLogDirs v5 ``is_cordoned`` on every log
 directory); restored to the per-broker value found before (deleted where there was none).
@@ -39,15 +39,15 @@ from opskit.adapters.kafka_admin import KafkaAdmin
 from opskit.adapters.kafka_python import kafka_python_config, quiet_kafka_python
 from opskit.core.connection import ConnectionConfig
 from opskit.core.models import TopicPartition
-from opskit.core.reassign_cordon import (
+from opskit.core.reassign.checks import ClusterView
+from opskit.core.reassign.cordon import (
     CORDON_ALL,
     CORDON_KEY,
     MIN_METADATA_LEVEL,
     CordonSupport,
     cordon_support,
 )
-from opskit.core.reassign_exec import ConfigBaseline, InFlight, Move, Submitted
-from opskit.core.reassign_exec_checks import ClusterView
+from opskit.core.reassign.machine import ConfigBaseline, InFlight, Move, Submitted
 from opskit.errors import (
     AuthenticationError,
     KafkaOperationError,

@@ -229,8 +229,8 @@ class KafkaSteps:
         same) and restored once the raise is done."""
         import json
 
-        from opskit.adapters.safe_read import parse_json, read_text
-        from opskit.adapters.safe_write import write_file
+        from opskit.adapters.files.safe_read import parse_json, read_text
+        from opskit.adapters.files.safe_write import write_file
 
         path = self.run_dir / "min-isr-held.json"
         if path.exists():
@@ -265,7 +265,7 @@ class KafkaSteps:
     def _restore_min_isr(self, held: dict[str, dict[str, str]]) -> str:
         import json
 
-        from opskit.adapters.safe_write import write_file
+        from opskit.adapters.files.safe_write import write_file
 
         if held:
             with self.admin() as admin:
@@ -331,7 +331,7 @@ class KafkaSteps:
     def update_registry(self, plan: ScaleOutPlan) -> str:
         if self.registry is None:
             return "no registry file given: skipped (topics diff compares with the packaged one)"
-        from opskit.adapters.scaleout_registry import raise_registry
+        from opskit.adapters.scaleout.registry import raise_registry
 
         changed = raise_registry(self.registry, plan.target_rf, plan.min_insync_replicas)
         return f"registry {self.registry}: {'updated' if changed else 'already up to date'}"
@@ -342,7 +342,7 @@ class KafkaSteps:
         after any rolling restart, instead of at Kafka's next automatic rebalance (up to
         ``leader.imbalance.check.interval.seconds``, 300 s by default, later). The detail
         says how many moved back; "" when none had to."""
-        from opskit.adapters.reassign_admin import ReassignAdmin
+        from opskit.adapters.reassign.admin import ReassignAdmin
         from opskit.core.models import TopicPartition
 
         with self.admin() as admin:

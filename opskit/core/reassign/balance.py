@@ -1,5 +1,5 @@
 """Minimal-movement balancing of replica and leader counts (pure; used by
-``opskit.core.reassign_plan``).
+``opskit.core.reassign.plan``).
 
 Replica counts. With T replicas on n brokers a balanced cluster has every broker at
 f = floor(T/n) or c = ceil(T/n) (exactly T - n*f of them at c). Any balanced result needs

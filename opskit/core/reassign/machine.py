@@ -1,9 +1,9 @@
 """Executing a reassignment plan: a pure state machine.
 
 ``transition(state, event) -> (state, actions)``. A runner (``opskit.cli.reassign_exec``
-with ``opskit.adapters.reassign_admin``) performs the actions, turns their outcome
+with ``opskit.adapters.reassign.admin``) performs the actions, turns their outcome
 into the next event, and persists the state *before* performing the actions it
-returned (``opskit.adapters.reassign_journal``). So after a ``kill -9`` at any point
+returned (``opskit.adapters.reassign.journal``). So after a ``kill -9`` at any point
 the saved state tells what may have happened, and the first observation after a
 restart settles it:
 
@@ -18,7 +18,7 @@ restart settles it:
 * the throttle values that existed before are read and saved before the first
   throttle is set; cleanup restores exactly those (idempotent, so it is redone
   after a crash during cleanup).
-* a drain (:mod:`opskit.core.reassign_cordon`) first reads the drained brokers'
+* a drain (:mod:`opskit.core.reassign.cordon`) first reads the drained brokers'
   ``cordoned.log.dirs`` values and saves them, then cordons them; only then does
   anything move. A finished drain keeps the cordon; a cancelled one (``reassign cancel
   --execute``, journaled: ``Begin.cancelled`` / ``Observation.cancelled``) submits
@@ -36,8 +36,8 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import replace
 
-from opskit.core.reassign_cordon import CordonStatus
-from opskit.core.reassign_exec_model import (
+from opskit.core.reassign.cordon import CordonStatus
+from opskit.core.reassign.machine_model import (
     Action,
     BaselineRead,
     Begin,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from importlib import resources
 from pathlib import Path
 
-from opskit.adapters.safe_read import parse_yaml, read_text
+from opskit.adapters.files.safe_read import parse_yaml, read_text
 from opskit.core.registry import Registry, parse_registry
 
 DEFAULT_REGISTRY = "hip30.yaml"
