@@ -13,11 +13,11 @@ from opskit.adapters.files.safe_read import parse_yaml, read_text
 from opskit.adapters.files.safe_write import write_file
 from opskit.core.alert_rules import (
     AlertPolicy,
-    alertmanager_config,
     policy_from_dict,
     prometheus_rule_manifest,
     rule_groups,
 )
+from opskit.core.alertmanager_config import alertmanager_config
 from opskit.errors import InvalidInputError
 
 app = typer.Typer(help="Prometheus alerting rules and Alertmanager routing for Kafka.",

@@ -14,13 +14,13 @@ from opskit.core.alert_rules import (
     AlertPolicy,
     alert_specs,
     alerting_rules,
-    alertmanager_config,
     parse_duration,
     policy_from_dict,
     prometheus_rule_manifest,
-    promql_metric_names,
     rule_groups,
 )
+from opskit.core.alertmanager_config import alertmanager_config
+from opskit.core.promql import promql_metric_names
 from opskit.errors import InvalidInputError
 from opskit.exporter.names import exported_names
 

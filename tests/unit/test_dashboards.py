@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from opskit.core.alert_rules import RECORDED_NAMES, promql_metric_names
+from opskit.core.alert_rules import RECORDED_NAMES
+from opskit.core.promql import promql_metric_names
 from opskit.dashboards.common import SCHEMA_VERSION
 from opskit.dashboards.generate import build, generate, output_path, panels, sources
 from opskit.errors import InvalidInputError, NotFoundError
