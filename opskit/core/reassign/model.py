@@ -32,7 +32,21 @@ from enum import Enum
 from typing import Any
 
 from opskit.core.models import TopicPartition
-from opskit.core.strict_read import PLAN_FILE, describe_value
+from opskit.core.reassign.plan_fields import (
+    _INT32_MAX,
+    _bool,
+    _broker_bytes,
+    _field,
+    _id_list,
+    _int,
+    _list,
+    _no_constant,
+    _no_duplicates,
+    _obj,
+    _optional_count,
+    _str_item,
+)
+from opskit.core.strict_read import PLAN_FILE
 from opskit.errors import InvalidInputError, UsageError
 
 PLAN_FORMAT = "opskit/reassign-plan"
@@ -40,7 +54,6 @@ FORMAT_VERSION = 1
 KAFKA_JSON_VERSION = 1
 ANY_LOG_DIR = "any"
 INTERNAL_TOPICS = ("__consumer_offsets", "__transaction_state")
-_INT32_MAX = 2**31 - 1
 
 
 # --------------------------------------------------------------------------- topology
@@ -433,56 +446,6 @@ def refuse_log_dirs(assignments: Sequence[Assignment], source: str) -> None:
 # --------------------------------------------------------------------------- validation
 
 
-def _no_duplicates(pairs: Sequence[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for k, v in pairs:
-        if k in out:
-            raise InvalidInputError(f"not valid JSON: key {k!r} appears twice in one object")
-        out[k] = v
-    return out
-
-
-def _no_constant(name: str) -> Any:
-    raise InvalidInputError(f"not valid JSON: {name} is not a number")
-
-
-_obj = PLAN_FILE.as_dict
-_list = PLAN_FILE.as_list
-_field = PLAN_FILE.need
-
-
-def _int(d: Mapping[str, Any], key: str, where: str, lo: int = 0, hi: int | None = None) -> int:
-    return PLAN_FILE.int_field(d, key, where, lo, hi)
-
-
-def _optional_count(d: Mapping[str, Any], key: str, where: str) -> int | None:
-    return None if d.get(key) is None else _int(d, key, where, lo=0)
-
-
-def _int_item(v: Any, where: str, lo: int = 0, hi: int | None = None) -> int:
-    return PLAN_FILE.as_int(v, where, lo, hi)
-
-
-_str_item = PLAN_FILE.as_str
-
-
-def _bool(d: Mapping[str, Any], key: str, where: str) -> bool:
-    v = _field(d, key, where)
-    if not isinstance(v, bool):
-        raise InvalidInputError(f"{where}.{key}: expected true or false, got {describe_value(v)}")
-    return v
-
-
-def _id_list(v: Any, where: str, allow_empty: bool) -> tuple[int, ...]:
-    ids = tuple(_int_item(x, f"{where}[{i}]", 0, _INT32_MAX) for i, x in enumerate(_list(v, where)))
-    if not ids and not allow_empty:
-        raise InvalidInputError(f"{where}: is empty")
-    if len(set(ids)) != len(ids):
-        dup = next(x for x in ids if ids.count(x) > 1)
-        raise InvalidInputError(f"{where}: broker {dup} is listed twice")
-    return ids
-
-
 def _replicas(d: Mapping[str, Any], where: str) -> tuple[int, ...]:
     return _id_list(_field(d, "replicas", where), f"{where}.replicas", allow_empty=False)
 
@@ -507,13 +470,3 @@ def _base(item: Any, where: str) -> PartitionBase:
     size = _int(d, "size_bytes", where, lo=0) if "size_bytes" in d else 0
     return PartitionBase(PLAN_FILE.str_field(d, "topic", where), _int(d, "partition", where, 0, _INT32_MAX),
                          _replicas(d, where), size)
-
-
-def _broker_bytes(v: Any, where: str) -> dict[int, int]:
-    d = _obj(v, where)
-    out: dict[int, int] = {}
-    for k, x in d.items():
-        if not (k.isascii() and k.isdigit()):
-            raise InvalidInputError(f"{where}: key {k!r} is not a broker id")
-        out[int(k)] = _int_item(x, f"{where}.{k}", 0)
-    return out
