@@ -15,11 +15,15 @@ OffsetFetch returns empty for, before opskit calls the group missing.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from opskit.adapters import capabilities as caps_mod
 from opskit.adapters.kafka_admin import ClusterMeta, KafkaAdmin
 from opskit.core.models import GroupDescription, GroupState, TopicPartition
+
+if TYPE_CHECKING:
+    from opskit.adapters.reader.port import CommitsRead
 
 log = logging.getLogger(__name__)
 
@@ -65,17 +69,22 @@ def committed_on(admin: KafkaAdmin, ids: Sequence[str], partitions: Sequence[Top
     return admin.committed_offsets(ids, partitions)
 
 
-def rescue_empty(admin: KafkaAdmin, descs: Mapping[str, GroupDescription],
-                 committed: dict[str, dict[TopicPartition, int]], ids: Sequence[str],
+def rescue_empty(read: Callable[[Sequence[str], Sequence[TopicPartition]], CommitsRead],
+                 descs: Mapping[str, GroupDescription],
+                 committed: dict[str, dict[TopicPartition, int]],
+                 unreadable: dict[str, dict[TopicPartition, str]], ids: Sequence[str],
                  md: ClusterMeta, topics: Iterable[str] | None) -> None:
     """Groups with no members whose whole-group OffsetFetch came back empty: ask again
-    naming the partitions (updates ``committed``). Costs a request only for such groups,
-    which on Apache Kafka are groups that do not exist."""
+    naming the partitions with ``read`` (updates ``committed``, and ``unreadable`` with
+    that read's outcome). Costs a request only for such groups, which on Apache Kafka
+    are groups that do not exist."""
     empty = [gid for gid in ids if not committed.get(gid) and not descs[gid].members]
     if not empty:
         return
-    found = committed_on(admin, empty, named_partitions(md, topics))
-    for gid, offs in found.items():
+    got = read(empty, named_partitions(md, topics))
+    for gid in empty:
+        unreadable[gid] = dict(got.unreadable.get(gid, {}))
+    for gid, offs in got.committed.items():
         if offs:
             log.warning("group %s: the broker returned no offsets for the whole group but %d "
                         "for its partitions named one by one", gid, len(offs))

@@ -25,10 +25,10 @@ from typing import Any, NamedTuple
 
 from opskit.adapters import cluster_wire, offsets_wire
 from opskit.adapters.kafka_admin import KafkaAdmin
-from opskit.adapters.lag_source import PREFETCH_LANE, LagReport, collect_lag, read_topic_configs
-from opskit.adapters.log_dirs import read_partition_sizes
+from opskit.adapters.lag_source import LagReport, collect_lag
+from opskit.adapters.reader import PREFETCH_LANE, ClusterReader, open_reader
 from opskit.adapters.record_times import Position, RecordTime, RecordTimeReader
-from opskit.adapters.wire import API_FETCH, Call, InFlight, WireClient, WireUnsupported, usable
+from opskit.adapters.wire import API_FETCH, Call, InFlight, WireClient, WireUnsupported
 from opskit.core.lag import oldest_unconsumed_offset
 from opskit.core.log_end import LogEndSource
 from opskit.core.models import (
@@ -351,6 +351,7 @@ def collect_timed_lag(
     thresholds: Callable[[str], LagThresholds] | None = None,
     clock: Clock = time.time,
     retention_cache: dict[str, RetentionConfig] | None = None,
+    cluster: ClusterReader | None = None,
 ) -> TimedLagReport:
     """Lag report, then (with a reader) the record timestamps and topic retention.
 
@@ -360,12 +361,34 @@ def collect_timed_lag(
     ``now_ms`` is taken after the records are read, so a lag in seconds is
     never younger than the truth by the time the reads took.
     ``retention_cache`` (topic -> config) saves the DescribeConfigs call in
-    repeated collections.
+    repeated collections. Kafka is read through ``cluster`` (else a session opened
+    on ``admin`` and closed here); ``reader`` reads the records.
     """
+    owned = cluster is None
+    if cluster is None:
+        cluster = open_reader(admin)
+    try:
+        return _collect_timed(cluster, reader, groups, topics, thresholds, clock,
+                              retention_cache)
+    finally:
+        if owned:
+            cluster.close()
+
+
+def _collect_timed(
+    cluster: ClusterReader,
+    reader: RecordTimeReader | None,
+    groups: Iterable[str] | None,
+    topics: Iterable[str] | None,
+    thresholds: Callable[[str], LagThresholds] | None,
+    clock: Clock,
+    retention_cache: dict[str, RetentionConfig] | None,
+) -> TimedLagReport:
     cache = retention_cache if retention_cache is not None else {}
-    prefetch = _TimePrefetch(reader, cache) if reader is not None and usable(admin.conn) else None
-    report = collect_lag(admin, groups, topics, thresholds, prefetch=prefetch,
-                         recheck=reader.log_end_suspects if reader is not None else ())
+    prefetch = _TimePrefetch(reader, cache) if reader is not None else None
+    report = collect_lag(None, groups, topics, thresholds, prefetch=prefetch,
+                         recheck=reader.log_end_suspects if reader is not None else (),
+                         reader=cluster)
     if reader is None:
         return TimedLagReport(report, int(clock() * 1000))
     reader.log_end_suspects.update(tp for tp, v in report.log_end_checks.items()
@@ -394,13 +417,13 @@ def collect_timed_lag(
     wanted = (read_topics | covered) - set(cache)
     if wanted and prefetch is not None and prefetch.configs_unanswered:
         log.warning("topic retention configs unknown: the broker did not answer DescribeConfigs "
-                    "within %gs", admin.timeout)
+                    "within %gs", cluster.timeout)
     elif wanted:
         try:
-            for t, cfg in read_topic_configs(admin, wanted, list(RETENTION_KEYS)).items():
+            for t, cfg in cluster.topic_configs(wanted, list(RETENTION_KEYS)).items():
                 cache[t] = RetentionConfig.from_topic_config(cfg)
         except NotAuthorisedError:
-            notes.append(f"retention headroom omitted: {admin.conn.principal} has no "
+            notes.append(f"retention headroom omitted: {cluster.principal} has no "
                          f"DescribeConfigs ACL on {_names(wanted)}")
         except Exception as e:  # noqa: BLE001 - retention is extra information
             log.warning("could not read topic retention configs: %s", e)
@@ -410,7 +433,7 @@ def collect_timed_lag(
     sizes: dict[TopicPartition, int] = {}
     unavailable: str | None = None
     if by_bytes:
-        ps = read_partition_sizes(admin.conn, by_bytes, timeout=min(admin.timeout, 5.0))
+        ps = cluster.partition_sizes(by_bytes)
         sizes, unavailable = ps.sizes, ps.unavailable
         if unavailable:
             log.warning("retention.bytes headroom unknown: %s", unavailable)
@@ -419,7 +442,7 @@ def collect_timed_lag(
     denied = frozenset(reader.denied_topics & read_topics)
     if denied:
         timed.read_denied = denied
-        notes.insert(0, f"lag in time omitted for {_names(denied)}: {admin.conn.principal} has "
+        notes.insert(0, f"lag in time omitted for {_names(denied)}: {cluster.principal} has "
                         "no Read ACL on it (a monitor does not read events); lag in messages "
                         "is exact")
     timed.notes = notes

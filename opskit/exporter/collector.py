@@ -28,31 +28,27 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from opskit.adapters import cluster_wire
 from opskit.adapters.cluster_health import (
     describe_quorum,
     list_reassignments,
     min_isr_value,
 )
 from opskit.adapters.kafka_admin import ClusterMeta, KafkaAdmin
-from opskit.adapters.kafka_protocol import WireErrorCode
 from opskit.adapters.kafka_python import kafka_python_config
 from opskit.adapters.lag_sampler import RetentionConfig
-from opskit.adapters.lag_source import LagReport, collect_lag, read_log_offsets
-from opskit.adapters.log_dirs import read_partition_sizes
-from opskit.adapters.log_end_check import leaders_of, wire_client
+from opskit.adapters.lag_source import LagReport, collect_lag
+from opskit.adapters.reader import ClusterReader, open_reader
 from opskit.adapters.record_times import RecordTimeReader
-from opskit.adapters.wire import WireUnsupported
 from opskit.core.connection import ConnectionConfig
 from opskit.core.models import GroupLag, LagThresholds, PartitionOffsets, TopicPartition
 from opskit.errors import (
     AuthenticationError,
     KafkaOperationError,
-    KafkaUnavailableError,
     NotFoundError,
     UnsupportedError,
 )
@@ -82,10 +78,13 @@ class KafkaSource:
     """Reads one cycle's inputs. Long-lived: clients and caches survive between cycles."""
 
     def __init__(self, conn: ConnectionConfig, options: ExporterOptions,
-                 thresholds: Callable[[str], LagThresholds] | None = None) -> None:
+                 thresholds: Callable[[str], LagThresholds] | None = None,
+                 open_reader: Callable[[KafkaAdmin], ClusterReader] = open_reader) -> None:
         self.conn = conn.with_client_id("opskit-exporter")
         self.options = options
         self.thresholds = thresholds
+        #: every Kafka read goes through a session of the reader port on the admin
+        self._open_reader = open_reader
         self._admin: KafkaAdmin | None = None
         self._reader: RecordTimeReader | None = None
         self._kp_client: Any = None
@@ -201,7 +200,8 @@ class KafkaSource:
         admin.new_round()
         t0 = time.monotonic()
         try:
-            md = admin.metadata()
+            with _session(self._open_reader(admin)) as r:
+                md = r.metadata(protocol_first=False)
         except BaseException as e:
             self._ran("metadata", t0, e, keep_data=False)
             raise
@@ -278,48 +278,23 @@ class KafkaSource:
     def _list_groups(self, admin: KafkaAdmin, md: ClusterMeta) -> list[str]:
         """Every group of the cluster, asking every broker; a broker that fails or closes
         the connection fails the listing (it is not "no groups")."""
-        client = wire_client(admin, md)
-        wire_error: BaseException | None = None
-        if client is not None:
-            try:
-                listed = sorted(cluster_wire.list_groups(client, [b.node_id for b in md.brokers]))
-                admin.served("list_groups")
-                return listed
-            except (WireUnsupported, KafkaUnavailableError) as e:
-                log.debug("ListGroups at the protocol level failed (%s); trying librdkafka", e)
-                wire_error = e
-            finally:
-                client.close()
-        try:
-            return sorted(admin.list_groups())
-        except (KafkaOperationError, KafkaUnavailableError) as e:
-            if wire_error is None or not _not_served(wire_error):
-                # an error code is an answer (a starting group coordinator), a timeout or
-                # a broker down is no proof either: this cycle failed, the next one asks
-                # (librdkafka's own evidence, a connection closed, is counted by the admin)
-                raise
-            # opskit's own client saw the connection closed or the answer garbled while
-            # Metadata was answered, and librdkafka failed too: evidence against the
-            # broker's ListGroups (remembered once seen in enough cycles: the admin)
-            admin.observe_not_served("list_groups", (
-                f"the broker answered Metadata but not ListGroups: {first_line(wire_error)}"))
-            if isinstance(e, UnsupportedError):
-                raise
-            raise UnsupportedError(
-                f"the broker answered Metadata but not ListGroups (listing consumer groups): "
-                f"{first_line(wire_error)}; librdkafka: {first_line(e)}") from e
+        with _session(self._open_reader(admin)) as r:
+            return r.group_ids_everywhere(md)
 
     def _lag(self, admin: KafkaAdmin, md: ClusterMeta, topics: list[str]) -> LagReport:
         opts = self.options
         topic_arg = topics if opts.topics.active else None
-        if admin.unavailable("list_groups"):  # not advertised, or seen not served
+        with _session(self._open_reader(admin)) as r:
+            unlisted = bool(r.unavailable("list_groups"))  # not advertised, or seen not served
+        if unlisted:
             return self._lag_unlisted(admin, md, topic_arg)
         for attempt in range(2):
             try:
                 listed = self._list_groups(admin, md)
             except UnsupportedError:
-                if not admin.unavailable("list_groups"):
-                    raise  # not (yet) evidence enough: this cycle failed, the next one asks
+                with _session(self._open_reader(admin)) as r:
+                    if not r.unavailable("list_groups"):
+                        raise  # not (yet) evidence enough: this cycle failed, the next one asks
                 # advertised but not served (Heraclitus closes it): remembered by the admin,
                 # the groups named in --group-allow are read as on a broker without it
                 return self._lag_unlisted(admin, md, topic_arg)
@@ -327,7 +302,7 @@ class KafkaSource:
             if not ids:
                 return LagReport(admin.conn.bootstrap, md.cluster_id, [])
             try:
-                return collect_lag(admin, ids, topic_arg, self.thresholds, meta=md)
+                return self._collect_lag(admin, ids, topic_arg, md)
             except NotFoundError:
                 if attempt:  # a group vanished between listing and describing, twice
                     raise
@@ -348,13 +323,13 @@ class KafkaSource:
             raise UnsupportedError("the broker cannot list consumer groups (no ListGroups): "
                                    "name them with --group-allow NAME to export their lag")
         try:
-            return collect_lag(admin, ids, topic_arg, self.thresholds, meta=md)
+            return self._collect_lag(admin, ids, topic_arg, md)
         except NotFoundError:
             pass
         reports: list[LagReport] = []
         for gid in ids:
             try:
-                reports.append(collect_lag(admin, [gid], topic_arg, self.thresholds, meta=md))
+                reports.append(self._collect_lag(admin, [gid], topic_arg, md))
             except NotFoundError as e:
                 log.warning("%s", e)
         out = LagReport(admin.conn.bootstrap, md.cluster_id,
@@ -363,6 +338,11 @@ class KafkaSource:
             out.group_notes.update(r.group_notes)
             out.offset_errors.update(r.offset_errors)
         return out
+
+    def _collect_lag(self, admin: KafkaAdmin, ids: list[str], topic_arg: list[str] | None,
+                     md: ClusterMeta) -> LagReport:
+        with _session(self._open_reader(admin)) as r:
+            return collect_lag(admin, ids, topic_arg, self.thresholds, meta=md, reader=r)
 
     def _offsets(self, admin: KafkaAdmin, md: ClusterMeta, topics: list[str],
                  groups: list[GroupLag], errors: Mapping[TopicPartition, str]
@@ -380,19 +360,15 @@ class KafkaSource:
         error: BaseException | None = None
         if missing:
             # batched ListOffsets per leader at the protocol level (librdkafka for the rest)
-            client = wire_client(admin, md)
             try:
-                res = read_log_offsets(admin, missing, client,
-                                       leaders_of(md, {tp.topic for tp in missing}))
+                with _session(self._open_reader(admin)) as r:
+                    res = r.log_offsets(missing, md)
                 out.update(res.offsets)
                 failed.update(res.errors)
             except AuthenticationError:
                 raise
             except Exception as e:  # noqa: BLE001 - recorded as the family's error
                 error = e
-            finally:
-                if client is not None:
-                    client.close()
         if error is None:
             failed.update({tp: e for tp, e in errors.items() if tp not in out})
             lost = sorted(tp for tp in led if tp not in out)
@@ -461,8 +437,8 @@ class KafkaSource:
             leaders = {TopicPartition(t, p.partition): p.leader
                        for t in topics for p in inp.md.topics[t]}
             try:
-                ps = read_partition_sizes(self.conn, topics, leaders,
-                                          timeout=min(opts.kafka_timeout_s, 5.0))
+                with _session(self._open_reader(admin)) as r:
+                    ps = r.partition_sizes(topics, leaders)
                 if ps.unavailable is not None:
                     raise UnsupportedError(ps.unavailable)
                 with self._lock:
@@ -494,7 +470,9 @@ class KafkaSource:
         keep = set(topics)
         if wanted:
             got: dict[str, tuple[tuple[int, int], int | None, dict[str, str]]] = {}
-            for t, cfg in admin.topic_configs(wanted).items():
+            with _session(self._open_reader(admin)) as r:
+                got_cfgs = r.all_topic_configs(wanted)
+            for t, cfg in got_cfgs.items():
                 rc = RetentionConfig.from_topic_config(cfg)
                 got[t] = ((rc.retention_ms, rc.retention_bytes), min_isr_value(t, cfg),
                           topic_replica_lists(cfg))
@@ -512,7 +490,8 @@ class KafkaSource:
         make the family's read an error."""
         self._throttle_brokers = frozenset(brokers)
         try:
-            got = describe_broker_configs(admin, brokers)
+            with _session(self._open_reader(admin)) as r:
+                got = r.broker_configs(brokers)
         except AuthenticationError:
             raise
         except Exception as e:  # noqa: BLE001 - throttles are extra information
@@ -581,17 +560,13 @@ class KafkaSource:
         return ClusterExtras(quorum, q_err, reassign, r_err)
 
 
-def _not_served(wire_error: BaseException) -> bool:
-    """Whether opskit's own client's failure is evidence that the broker does not serve
-    the request: the connection closed on it or the answer did not parse. An error code
-    is an answer; a timeout or an unreachable broker says nothing about the API."""
-    return isinstance(wire_error, WireUnsupported) and not isinstance(wire_error, WireErrorCode)
-
-
-def describe_broker_configs(admin: KafkaAdmin, brokers: list[int]
-                            ) -> dict[int, dict[str, tuple[str | None, bool]]]:
-    """broker id -> {config: (value, is_default)}; see :meth:`KafkaAdmin.broker_configs`."""
-    return admin.broker_configs(brokers)
+@contextmanager
+def _session(reader: ClusterReader) -> Iterator[ClusterReader]:
+    """One read session of the reader port, closed when the read is done."""
+    try:
+        yield reader
+    finally:
+        reader.close()
 
 
 def offsets_of(groups: list[GroupLag]) -> Mapping[TopicPartition, PartitionOffsets]:

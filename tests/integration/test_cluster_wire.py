@@ -8,7 +8,8 @@ import pytest
 
 from opskit.adapters import cluster_wire, offsets_wire
 from opskit.adapters.lag_sampler import RETENTION_KEYS
-from opskit.adapters.lag_source import collect_lag, read_topic_configs
+from opskit.adapters.lag_source import collect_lag
+from opskit.adapters.reader import open_reader
 from opskit.adapters.wire import WireUnsupported
 from opskit.core.connection import ConnectionConfig
 from opskit.core.models import TopicPartition
@@ -55,7 +56,11 @@ def test_topic_configs_equal_librdkafkas(any_kafka, uniq) -> None:  # type: igno
     create_topic(bs, t2, 1, config={"cleanup.policy": "compact"})
     admin = any_kafka.admin()
     want = admin.topic_configs([t1, t2])
-    got = read_topic_configs(admin, [t1, t2], list(RETENTION_KEYS))
+    reader = open_reader(admin)
+    try:
+        got = reader.topic_configs([t1, t2], list(RETENTION_KEYS))
+    finally:
+        reader.close()
     for t in (t1, t2):
         assert got[t] == {k: want[t][k] for k in RETENTION_KEYS}
     assert got[t1]["retention.ms"] == ("3600000", False)

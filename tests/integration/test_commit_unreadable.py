@@ -74,8 +74,7 @@ def test_a_topic_hidden_by_acls_is_unreadable_never_ok(scene: Hidden, path: str,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     s = scene
     if path == "librdkafka":  # the same broker read through librdkafka (no protocol client)
-        monkeypatch.setattr("opskit.adapters.lag_source.wire_client", lambda *_a: None)
-        monkeypatch.setattr("opskit.adapters.lag_source.usable", lambda _c: False)
+        monkeypatch.setattr("opskit.adapters.reader.usable", lambda _c: False)
     r = run_cli("lag", "-g", s.live, "-o", "json", *s.cluster.cli_args("monitor"))
     assert r.code == 3, (r.code, r.out, r.err)
     d = r.json()

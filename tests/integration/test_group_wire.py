@@ -7,7 +7,7 @@ import socket
 import pytest
 
 from opskit.adapters.group_wire import GroupWire, Node, WireUnsupported
-from opskit.adapters.lag_source import read_groups, wire_client
+from opskit.adapters.reader.wire_reader import WireReader
 from opskit.core.connection import ConnectionConfig
 from opskit.core.models import GroupState
 from opskit.errors import KafkaUnavailableError
@@ -62,10 +62,13 @@ def test_lag_source_uses_batched_path_and_counts_requests(kafka, uniq) -> None: 
         commit_retrying(bs, g, {(t, 0): 0})
     admin = kafka.admin()
     md = admin.metadata()
-    client = wire_client(admin, md)
-    assert client is not None
-    _descs, committed = read_groups(admin, groups, client)
-    assert client.round_trips == 3 and admin.round_trips == 1  # only metadata went through librdkafka
+    reader = WireReader(admin)
+    try:
+        committed = reader.read_groups(groups, md).committed
+        # 3 protocol-level round trips; only metadata went through librdkafka
+        assert reader.round_trips - admin.round_trips == 3 and admin.round_trips == 1
+    finally:
+        reader.close()
     assert {g: list(c.values()) for g, c in committed.items()} == {g: [0] for g in groups}
 
 

@@ -1,0 +1,29 @@
+"""The reader port (:class:`ClusterReader`) and the one place that picks its implementation."""
+
+from __future__ import annotations
+
+from opskit.adapters.kafka_admin import KafkaAdmin
+from opskit.adapters.reader.librdkafka_reader import LibrdkafkaReader
+from opskit.adapters.reader.port import (
+    PREFETCH_LANE,
+    ClusterReader,
+    CommitsRead,
+    GroupsRead,
+    Prefetch,
+    TopicConfigs,
+)
+from opskit.adapters.reader.wire_reader import WireReader
+from opskit.adapters.wire import usable
+
+__all__ = ["PREFETCH_LANE", "ClusterReader", "CommitsRead", "GroupsRead", "Prefetch",
+           "TopicConfigs", "open_reader"]
+
+
+def open_reader(admin: KafkaAdmin) -> ClusterReader:
+    """A read session on ``admin``'s connection: at the protocol level when opskit's own
+    client can speak the connection's security settings (falling back to librdkafka
+    read by read, by :class:`WireReader`'s rules), else through librdkafka. The choice
+    depends on the connection only, so every session of a connection makes the same."""
+    if usable(admin.conn):
+        return WireReader(admin)
+    return LibrdkafkaReader(admin)
