@@ -12,7 +12,7 @@ credentials) and refuses an operation whose API is not advertised with
 :class:`~opskit.errors.UnsupportedError` naming the API and the broker (exit 3).
 
 The probe sets the connection up as the config says (TLS, SASL login, see
-:mod:`opskit.adapters.broker_connect`), so it is also the check of the
+:mod:`opskit.adapters.protocol.connect`), so it is also the check of the
 credentials every command makes first: a definite authentication or TLS
 mistake raises :class:`~opskit.errors.AuthenticationError` at once (one failed
 login, a one-line cause, exit 9), and a server that answers something that is no
@@ -43,8 +43,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from opskit.adapters import kafka_protocol as kp
-from opskit.adapters.broker_connect import (
+from opskit.adapters.protocol import codec as kp
+from opskit.adapters.protocol.connect import (
     open_connection,
     plain_request_refused,
     plaintext_mismatch,
@@ -332,7 +332,7 @@ def api_versions(host: str, port: int, timeout: float,
 
     The connection is set up as ``conn`` says (TLS for SSL / SASL_SSL, a SASL login
     for SASL_*), so the probe also checks the credentials: a definite authentication
-    or TLS mistake raises AuthenticationError (see :mod:`opskit.adapters.broker_connect`).
+    or TLS mistake raises AuthenticationError (see :mod:`opskit.adapters.protocol.connect`).
     Raises OSError / ValueError on any other failure.
     """
     deadline = time.monotonic() + timeout

@@ -23,12 +23,13 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
-from opskit.adapters import cluster_wire, offsets_wire
 from opskit.adapters.kafka_admin import KafkaAdmin
 from opskit.adapters.lag_source import LagReport, collect_lag
+from opskit.adapters.protocol import cluster as cluster_wire
+from opskit.adapters.protocol import offsets as offsets_wire
+from opskit.adapters.protocol.client import API_FETCH, Call, InFlight, WireClient, WireUnsupported
 from opskit.adapters.reader import PREFETCH_LANE, ClusterReader, open_reader
 from opskit.adapters.record_times import Position, RecordTime, RecordTimeReader
-from opskit.adapters.wire import API_FETCH, Call, InFlight, WireClient, WireUnsupported
 from opskit.core.lag import oldest_unconsumed_offset
 from opskit.core.log_end import LogEndSource
 from opskit.core.models import (

@@ -1,7 +1,7 @@
 """Partition sizes on disk, from DescribeLogDirs.
 
 confluent-kafka has no DescribeLogDirs call. This asks every broker at the
-protocol level (opskit's own codec, :mod:`opskit.adapters.kafka_protocol`: one
+protocol level (opskit's own codec, :mod:`opskit.adapters.protocol.codec`: one
 Metadata request for the partitions and brokers, then one DescribeLogDirs per
 broker, all in flight together); with SASL, or when that fails, kafka-python's
 ``KafkaAdminClient.describe_log_dirs`` (its import alone costs about 0.15 s).
@@ -26,9 +26,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from opskit.adapters import capabilities, offsets_wire
-from opskit.adapters import kafka_protocol as kp
-from opskit.adapters.wire import WireUnsupported, usable
+from opskit.adapters import capabilities
+from opskit.adapters.protocol import codec as kp
+from opskit.adapters.protocol import offsets as offsets_wire
+from opskit.adapters.protocol.client import WireUnsupported, usable
 from opskit.core.connection import ConnectionConfig
 from opskit.core.models import TopicPartition
 from opskit.errors import KafkaUnavailableError

@@ -13,9 +13,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Mapping
 
-from opskit.adapters import offsets_wire
 from opskit.adapters.kafka_admin import ClusterMeta, KafkaAdmin, OffsetsResult
-from opskit.adapters.wire import Node, WireClient, WireUnsupported, usable
+from opskit.adapters.protocol import offsets as offsets_wire
+from opskit.adapters.protocol.client import Node, WireClient, WireUnsupported, usable
 from opskit.core.log_end import LogEndVerdict, judge_log_end
 from opskit.core.models import Anomaly, GroupLag, PartitionOffsets, TopicPartition
 from opskit.errors import KafkaUnavailableError

@@ -2,7 +2,7 @@
 
 First at the protocol level: one Fetch per leader for every partition asked
 for, at its offset, answered at once (``max_wait_ms`` 0); see
-:mod:`opskit.adapters.offsets_wire`. What that cannot answer (SASL, a codec we
+:mod:`opskit.adapters.protocol.offsets`. What that cannot answer (SASL, a codec we
 lack, an offset below log start, a leader change) is read as before:
 
 One assign-only consumer (never joins a group, never commits) is assigned to
@@ -39,8 +39,8 @@ from dataclasses import dataclass
 from typing import Any, Self
 
 from opskit.adapters import confluent as ck
-from opskit.adapters import offsets_wire
-from opskit.adapters.wire import WireClient, WireUnsupported, usable
+from opskit.adapters.protocol import offsets as offsets_wire
+from opskit.adapters.protocol.client import WireClient, WireUnsupported, usable
 from opskit.core.connection import ConnectionConfig
 from opskit.core.models import TopicPartition
 from opskit.errors import KafkaOperationError, OpskitError

@@ -6,11 +6,12 @@ import time
 
 import pytest
 
-from opskit.adapters import cluster_wire, offsets_wire
 from opskit.adapters.lag_sampler import RETENTION_KEYS
 from opskit.adapters.lag_source import collect_lag
+from opskit.adapters.protocol import cluster as cluster_wire
+from opskit.adapters.protocol import offsets as offsets_wire
+from opskit.adapters.protocol.client import WireUnsupported
 from opskit.adapters.reader import open_reader
-from opskit.adapters.wire import WireUnsupported
 from opskit.core.connection import ConnectionConfig
 from opskit.core.models import TopicPartition
 from tests.helpers import commit_retrying, create_topic, produce
@@ -204,9 +205,9 @@ def test_lag_time_when_the_prefetch_fails(kafka, uniq, monkeypatch) -> None:  # 
     """A prefetch the broker cannot decode (it drops those connections) costs nothing
     but time: the lag is read as usual, the record times are read the slow way, and the
     report is the same."""
-    from opskit.adapters import kafka_protocol as kp
     from opskit.adapters import lag_sampler
     from opskit.adapters.lag_sampler import collect_timed_lag
+    from opskit.adapters.protocol import codec as kp
     from opskit.adapters.record_times import RecordTimeReader
 
     bs = kafka.bootstrap

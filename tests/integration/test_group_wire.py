@@ -6,7 +6,7 @@ import socket
 
 import pytest
 
-from opskit.adapters.group_wire import GroupWire, Node, WireUnsupported
+from opskit.adapters.protocol.groups import GroupWire, Node, WireUnsupported
 from opskit.adapters.reader.wire_reader import WireReader
 from opskit.core.connection import ConnectionConfig
 from opskit.core.models import GroupState

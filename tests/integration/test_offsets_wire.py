@@ -10,7 +10,7 @@ import time
 
 from confluent_kafka import Producer
 
-from opskit.adapters import offsets_wire
+from opskit.adapters.protocol import offsets as offsets_wire
 from opskit.adapters.record_times import RecordTimeReader
 from opskit.core.connection import ConnectionConfig
 from opskit.core.models import TopicPartition

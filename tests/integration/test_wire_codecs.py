@@ -17,8 +17,8 @@ import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as CkTP
 
-from opskit.adapters import offsets_wire
-from opskit.adapters.group_wire import GroupWire, Node
+from opskit.adapters.protocol import offsets as offsets_wire
+from opskit.adapters.protocol.groups import GroupWire, Node
 from opskit.adapters.record_times import RecordTimeReader
 from opskit.core.connection import ConnectionConfig
 from opskit.core.models import TopicPartition

@@ -8,10 +8,10 @@ from __future__ import annotations
 import pytest
 
 from opskit.adapters import confluent as ck
-from opskit.adapters import offsets_wire
-from opskit.adapters.broker_connect import open_connection
-from opskit.adapters.cluster_wire import read_cluster
-from opskit.adapters.sasl import MECHANISMS
+from opskit.adapters.protocol import offsets as offsets_wire
+from opskit.adapters.protocol.cluster import read_cluster
+from opskit.adapters.protocol.connect import open_connection
+from opskit.adapters.protocol.sasl import MECHANISMS
 from opskit.cli import exits
 from tests.helpers import commit, create_topic, produce, run_cli
 

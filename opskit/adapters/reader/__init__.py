@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from opskit.adapters.kafka_admin import KafkaAdmin
+from opskit.adapters.protocol.client import usable
 from opskit.adapters.reader.librdkafka_reader import LibrdkafkaReader
 from opskit.adapters.reader.port import (
     PREFETCH_LANE,
@@ -13,7 +14,6 @@ from opskit.adapters.reader.port import (
     TopicConfigs,
 )
 from opskit.adapters.reader.wire_reader import WireReader
-from opskit.adapters.wire import usable
 
 __all__ = ["PREFETCH_LANE", "ClusterReader", "CommitsRead", "GroupsRead", "Prefetch",
            "TopicConfigs", "open_reader"]

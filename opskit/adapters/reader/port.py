@@ -21,7 +21,7 @@ from opskit.core.models import GroupDescription, PartitionOffsets, TopicPartitio
 if TYPE_CHECKING:
     from opskit.adapters.kafka_admin import ClusterMeta, OffsetsResult
     from opskit.adapters.log_dirs import PartitionSizes
-    from opskit.adapters.wire import WireClient
+    from opskit.adapters.protocol.client import WireClient
 
 #: topic -> {config: (value, is_default)}
 TopicConfigs = dict[str, dict[str, tuple[str | None, bool]]]

@@ -1,7 +1,7 @@
 """The reader port through opskit's own protocol client, librdkafka where it falls short.
 
 Chosen when opskit's client can speak the connection's security settings
-(:func:`opskit.adapters.wire.usable`). Metadata, the group list, the groups'
+(:func:`opskit.adapters.protocol.client.usable`). Metadata, the group list, the groups'
 descriptions and commits, log offsets and topic configs are read in batched
 rounds; each read falls back to librdkafka (:class:`LibrdkafkaReader`) by the
 rules below, so callers never do:
@@ -21,15 +21,16 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 
 from opskit.adapters import capabilities as caps_mod
-from opskit.adapters import cluster_wire, offsets_wire
-from opskit.adapters import kafka_protocol as kp
-from opskit.adapters.group_wire import GroupWire
 from opskit.adapters.kafka_admin import ClusterMeta, KafkaAdmin, OffsetsResult
-from opskit.adapters.kafka_protocol import WireErrorCode
 from opskit.adapters.log_end_check import leaders_of, settle_log_ends, wire_client
+from opskit.adapters.protocol import cluster as cluster_wire
+from opskit.adapters.protocol import codec as kp
+from opskit.adapters.protocol import offsets as offsets_wire
+from opskit.adapters.protocol.client import API_METADATA, WireClient, WireUnsupported, usable
+from opskit.adapters.protocol.codec import WireErrorCode
+from opskit.adapters.protocol.groups import GroupWire
 from opskit.adapters.reader.librdkafka_reader import LibrdkafkaReader, read_groups_per_group
 from opskit.adapters.reader.port import GroupsRead, Prefetch, TopicConfigs
-from opskit.adapters.wire import API_METADATA, WireClient, WireUnsupported, usable
 from opskit.core.log_end import LogEndVerdict
 from opskit.core.models import PartitionOffsets, TopicPartition
 from opskit.errors import (

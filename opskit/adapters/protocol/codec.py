@@ -1,7 +1,7 @@
 """A small Kafka wire codec: the requests opskit's batched reads send, and their answers.
 
-Only what :mod:`opskit.adapters.wire`, :mod:`~opskit.adapters.group_wire` and
-:mod:`~opskit.adapters.offsets_wire` need, in the versions they negotiate:
+Only what :mod:`opskit.adapters.protocol.client`, :mod:`~opskit.adapters.protocol.groups` and
+:mod:`~opskit.adapters.protocol.offsets` need, in the versions they negotiate:
 
 ==================  ========  =====================  ==========================
 API                 key       versions               flexible (compact, tags)

@@ -11,7 +11,7 @@
 Both return what they could not answer instead of guessing; the caller reads
 those the slower way (librdkafka), so a missing codec, a leader change or an
 offset below log start never gives a wrong number. Record batches are decoded
-by :mod:`opskit.adapters.kafka_protocol`: uncompressed and gzip here;
+by :mod:`opskit.adapters.protocol.codec`: uncompressed and gzip here;
 snappy, lz4, zstd and the old message formats (magic 0/1) go to librdkafka.
 """
 
@@ -22,8 +22,15 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from opskit.adapters import kafka_protocol as kp
-from opskit.adapters.wire import API_FETCH, API_LIST_OFFSETS, API_METADATA, Call, Node, WireClient
+from opskit.adapters.protocol import codec as kp
+from opskit.adapters.protocol.client import (
+    API_FETCH,
+    API_LIST_OFFSETS,
+    API_METADATA,
+    Call,
+    Node,
+    WireClient,
+)
 from opskit.core.log_end import LogEndEvidence
 from opskit.core.models import PartitionOffsets, TopicPartition
 
@@ -114,7 +121,7 @@ def first_record_at_or_after(records: Any, offsets: list[int]) -> dict[int, tupl
     the first data record at or after it. Control records (transaction markers) are
     skipped; a wanted offset past the last complete batch is left out.
 
-    Raises :class:`~opskit.adapters.wire.WireUnsupported` for record formats and
+    Raises :class:`~opskit.adapters.protocol.client.WireUnsupported` for record formats and
     codecs the codec lacks (magic 0/1; snappy, lz4, zstd)."""
     found: dict[int, tuple[int, int, str]] = {}
     todo = sorted(offsets)

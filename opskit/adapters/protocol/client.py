@@ -10,12 +10,12 @@ of a round is sent before any answer is read, so a round costs one network
 round trip whatever the number of brokers.
 
 Requests are encoded and answers decoded by opskit's own small codec
-(:mod:`opskit.adapters.kafka_protocol`), which reads the answers straight
+(:mod:`opskit.adapters.protocol.codec`), which reads the answers straight
 into tuples; the transport is ours too, so every wait is bounded by the
 caller's deadline.
 
 Every security protocol: each connection is opened by
-:func:`~opskit.adapters.broker_connect.open_connection` (TLS for SSL and
+:func:`~opskit.adapters.protocol.connect.open_connection` (TLS for SSL and
 SASL_SSL; a SaslHandshake + SaslAuthenticate login with PLAIN, SCRAM-SHA-256 or
 SCRAM-SHA-512 for SASL_*), so a secured cluster gets the same batched reads
 as a PLAINTEXT one, at the cost of the login's requests per connection. A
@@ -36,10 +36,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Self
 
-from opskit.adapters import kafka_protocol as kp
-from opskit.adapters.broker_connect import open_connection
 from opskit.adapters.capabilities import probe
-from opskit.adapters.kafka_protocol import (
+from opskit.adapters.protocol import codec as kp
+from opskit.adapters.protocol.codec import (
     API_DESCRIBE_GROUPS,
     API_FETCH,
     API_FIND_COORDINATOR,
@@ -49,7 +48,8 @@ from opskit.adapters.kafka_protocol import (
     Request,
     WireUnsupported,
 )
-from opskit.adapters.sasl import MECHANISMS
+from opskit.adapters.protocol.connect import open_connection
+from opskit.adapters.protocol.sasl import MECHANISMS
 from opskit.core.connection import ConnectionConfig
 from opskit.errors import KafkaUnavailableError
 

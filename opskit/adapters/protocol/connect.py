@@ -7,7 +7,7 @@ raises :class:`~opskit.errors.AuthenticationError` with the cause in one line,
 at the first failed attempt (no retries, so at most one failed login):
 
 * wrong password or unknown user, a SASL mechanism the listener does not enable,
-  SASL spoken to a listener without SASL (see :mod:`opskit.adapters.sasl`);
+  SASL spoken to a listener without SASL (see :mod:`opskit.adapters.protocol.sasl`);
 * a broker certificate that does not verify, and why (unknown CA, wrong host);
 * TLS spoken to a plaintext port (checked: the port answers a plain ApiVersions)
   and plaintext spoken to a TLS port (checked: the port completes a TLS handshake).
@@ -24,8 +24,8 @@ import struct
 import time
 from typing import TYPE_CHECKING, Any
 
-from opskit.adapters import kafka_protocol as kp
-from opskit.adapters import sasl
+from opskit.adapters.protocol import codec as kp
+from opskit.adapters.protocol import sasl
 from opskit.core.connection import ConnectionConfig
 from opskit.errors import AuthenticationError
 

@@ -1,7 +1,7 @@
 """Cluster metadata and the list of groups at the protocol level.
 
 What librdkafka's ``list_topics`` and ``list_consumer_groups`` give, read with
-opskit's own codec over a :class:`~opskit.adapters.wire.WireClient`: one
+opskit's own codec over a :class:`~opskit.adapters.protocol.client.WireClient`: one
 Metadata request, then one ListGroups request per broker (each broker lists
 only the groups it coordinates), all in flight together. It saves the lag
 path librdkafka's start-up requests and decoding of 2,000-partition metadata
@@ -19,10 +19,10 @@ import time
 from typing import Any
 
 from opskit.adapters import confluent as ck
-from opskit.adapters import kafka_protocol as kp
 from opskit.adapters.kafka_admin import BrokerMeta, ClusterMeta, PartitionMeta
-from opskit.adapters.kafka_protocol import WireErrorCode
-from opskit.adapters.wire import API_METADATA, Call, WireClient, WireUnsupported
+from opskit.adapters.protocol import codec as kp
+from opskit.adapters.protocol.client import API_METADATA, Call, WireClient, WireUnsupported
+from opskit.adapters.protocol.codec import WireErrorCode
 from opskit.core.models import GroupState
 
 _UNKNOWN_TOPIC_OR_PARTITION = 3

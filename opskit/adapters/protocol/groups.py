@@ -10,7 +10,7 @@ groups in each of those requests:
 
 So reading the descriptions and committed offsets of N groups takes
 1 + 2 x (number of coordinators) requests, in flight together. Requests and
-answers go through opskit's own codec (:mod:`opskit.adapters.kafka_protocol`);
+answers go through opskit's own codec (:mod:`opskit.adapters.protocol.codec`);
 the transport is a plain blocking socket per broker with one deadline, so
 nothing waits longer than the caller's timeout.
 
@@ -28,8 +28,8 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import Self
 
-from opskit.adapters import kafka_protocol as kp
-from opskit.adapters.wire import (
+from opskit.adapters.protocol import codec as kp
+from opskit.adapters.protocol.client import (
     API_DESCRIBE_GROUPS,
     API_FIND_COORDINATOR,
     API_OFFSET_FETCH,

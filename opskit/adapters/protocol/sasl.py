@@ -30,7 +30,7 @@ import secrets
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from opskit.adapters import kafka_protocol as kp
+from opskit.adapters.protocol import codec as kp
 from opskit.core.connection import ConnectionConfig
 from opskit.errors import AuthenticationError
 
