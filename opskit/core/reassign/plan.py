@@ -39,13 +39,11 @@ from datetime import UTC, datetime
 from opskit.core.models import TopicPartition
 from opskit.core.reassign.balance import (
     RackRule,
-    balance_all_leaders,
-    balance_leaders,
     balance_replicas,
     bytes_lower_bound,
-    repair_leaders,
     replica_lower_bound,
 )
+from opskit.core.reassign.leaders import balance_all_leaders, balance_leaders, repair_leaders
 from opskit.core.reassign.model import (
     INTERNAL_TOPICS,
     Assignment,
