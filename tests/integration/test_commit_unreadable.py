@@ -66,7 +66,9 @@ def _tool(s: Hidden, tmp: Path, group: str) -> Any:
     dist = s.cluster.dist()
     cfg = s.cluster.command_config(tmp / "monitor.properties", "monitor")
     return dist.run_tool(dist.consumer_groups_class, "--bootstrap-server", s.cluster.bootstrap,
-                         "--command-config", str(cfg), "--describe", "--group", group)
+                         "--command-config", str(cfg), "--describe", "--group", group,
+                         # its default 5 s ran out on TLS + SCRAM logins on a loaded machine
+                         "--timeout", "120000")
 
 
 @pytest.mark.parametrize("path", ["protocol", "librdkafka"])
