@@ -21,7 +21,6 @@ KNOWN_LARGE = {
     "opskit/exporter/collector.py": 579,
     "opskit/cli/playbook.py": 537,
     "opskit/adapters/reassign/admin.py": 529,
-    "opskit/adapters/scaleout/kafka_steps.py": 507,
 }
 
 

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Self
+
+import pytest
 
 from opskit.adapters.scaleout.kafka_steps import KafkaSteps
 from opskit.core.connection import ConnectionConfig
@@ -116,15 +119,44 @@ def test_probe_commit_waits_for_a_moving_coordinator(tmp_path: Path, monkeypatch
     retried; an error that is not about the coordinator fails at once."""
     from confluent_kafka import KafkaError
 
-    import opskit.adapters.scaleout.kafka_steps as sk
+    import opskit.adapters.scaleout.probe as sk
 
     monkeypatch.setattr(sk.time, "sleep", lambda _s: None)
     steps = KafkaSteps(ConnectionConfig("127.0.0.1:1"), "ctx", tmp_path, "1MiB", wait_s=60.0,
                        cli=_no_cli)
     moving = _Consumer([KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS])
-    assert steps._first_commit(moving, object()) == "ok" and moving.tries == 3
+    assert sk.first_commit(steps, moving, object()) == "ok" and moving.tries == 3
     denied = _Consumer([KafkaError.GROUP_AUTHORIZATION_FAILED])
-    assert steps._first_commit(denied, object()).startswith("failed: ") and denied.tries == 1
+    assert sk.first_commit(steps, denied, object()).startswith("failed: ") and denied.tries == 1
     steps.wait_s = 0.0  # the wait is over: a coordinator still moving fails the step
     late = _Consumer([KafkaError.NOT_COORDINATOR] * 5)
-    assert "NOT_COORDINATOR" in steps._first_commit(late, object()) and late.tries == 1
+    assert "NOT_COORDINATOR" in sk.first_commit(steps, late, object()) and late.tries == 1
+
+
+def test_the_probe_topic_s_rf_comes_from_the_answer_that_listed_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Right after the probe topic is created, brokers answer metadata with and without it
+    in turn (each learns it from the controller on its own). The RF is taken from the
+    first answer that lists it; a later answer without it once failed the run with an
+    internal KeyError (exit 70)."""
+    from types import SimpleNamespace
+
+    answers = iter([{}, {"probe": [SimpleNamespace(replicas=[0, 1, 2])]}, {}, {}])
+
+    class Admin:
+        def __enter__(self) -> Self:
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            pass
+
+        def metadata(self) -> SimpleNamespace:
+            return SimpleNamespace(topics=next(answers))
+
+    steps = _steps(tmp_path, [], write=False)
+    monkeypatch.setattr(steps, "admin", Admin)
+    monkeypatch.setattr("opskit.adapters.scaleout.kafka_steps.time.sleep", lambda _s: None)
+    from opskit.adapters.scaleout.probe import probe_rf
+
+    assert probe_rf(steps, "probe") == 3
+    assert next(answers) == {}  # the next answer (without the topic) was never needed

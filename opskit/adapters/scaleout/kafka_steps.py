@@ -19,7 +19,7 @@ from collections.abc import Callable
 from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, TextIO
+from typing import Protocol, TextIO
 
 from opskit.adapters.kafka_admin import KafkaAdmin
 from opskit.core.connection import ConnectionConfig
@@ -40,8 +40,6 @@ BLOCKING_CHECKS = ("brokers", "controller", "offline_partitions", "under_min_isr
 #: registered, a controller and a quorum without lagging voters, every partition's
 #: replicas all in its ISR
 SETTLED_CHECKS = (*BLOCKING_CHECKS, "quorum")
-#: the probe topic verify_defaults creates without an RF (and deletes again)
-PROBE_PREFIX = "opskit_scaleout_probe_"
 
 
 def read_kafka_facts(admin: KafkaAdmin, *, kafka_version: str, kraft_version: int,
@@ -411,97 +409,9 @@ class KafkaSteps:
         return [f"{t}-{p.partition}" for t, parts in sorted(meta.topics.items()) for p in parts
                 if node_id in p.isr and not set(p.isr) - {node_id}]
 
-    def _first_commit(self, consumer: Any, tp: Any) -> str:
-        """'ok' once the group's first commit is accepted, else 'failed: ...'. Right after a
-        rolling restart the group coordinators move between brokers: NOT_COORDINATOR and
-        the coordinator loading or unavailable are retried (up to the step's wait), as
-        every Kafka client does; any other error fails at once."""
-        from confluent_kafka import KafkaError, KafkaException
-
-        moving = {KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
-                  KafkaError.COORDINATOR_NOT_AVAILABLE, KafkaError.REQUEST_TIMED_OUT}
-        deadline = time.monotonic() + self.wait_s
-        while True:
-            try:
-                consumer.commit(offsets=[tp], asynchronous=False)
-                return "ok"
-            except KafkaException as e:
-                err = e.args[0] if e.args and isinstance(e.args[0], KafkaError) else None
-                if err is not None and err.code() in moving and time.monotonic() < deadline:
-                    log.info("probe commit: %s; retrying", err.str())
-                    time.sleep(1.0)
-                    continue
-                return f"failed: {e}"
-            except Exception as e:  # noqa: BLE001 - reported as the step's failure
-                return f"failed: {e}"
-
     def verify_defaults(self, plan: ScaleOutPlan) -> str:
-        """A topic created without an RF gets the target RF (deleted again), a new
-        group's first offset commit works, and the internal topics have the target RF."""
-        import secrets
+        """A topic created without an RF gets the target RF, a new group's first commit
+        works, the internal topics have the target RF (:mod:`.probe`)."""
+        from opskit.adapters.scaleout.probe import verify_defaults
 
-        from confluent_kafka import Consumer
-        from confluent_kafka import TopicPartition as CkTp
-        from confluent_kafka.admin import AdminClient
-
-        want = plan.target_rf
-        with self.admin() as admin:
-            meta = admin.metadata()
-            admin.delete_topics(t for t in meta.topics if t.startswith(PROBE_PREFIX))
-            probe = PROBE_PREFIX + secrets.token_hex(4)
-            admin.create_topics([(probe, 1, -1, {})])     # -1: the brokers' default RF
-
-        def listed() -> str | None:
-            with self.admin() as a:
-                parts = a.metadata().topics.get(probe)
-            return None if parts else f"topic {probe} not listed yet"
-
-        self.wait("waiting for the probe topic", listed)
-        with self.admin() as admin:
-            rf = len(admin.metadata().topics[probe][0].replicas)
-        group = f"opskit-scaleout-probe-{secrets.token_hex(4)}"
-        conf = self.conn.to_librdkafka()
-        committed = "not tried"
-        try:
-            if rf == want:
-                c = Consumer({**conf, "group.id": group, "enable.auto.commit": False,
-                              "log_level": 0})
-                try:
-                    committed = self._first_commit(c, CkTp(probe, 0, 0))
-                finally:
-                    c.close()
-        finally:
-            with self.admin() as admin:
-                admin.delete_topics([probe])
-            try:
-                ac = AdminClient({**conf, "log_level": 0})
-                for fut in ac.delete_consumer_groups([group], request_timeout=10).values():
-                    fut.result()
-            except Exception as e:  # noqa: BLE001 - an empty group left behind is harmless
-                log.info("probe group %s not deleted: %s", group, e)
-        if rf != want:
-            raise RefusedError(
-                f"a topic created without a replication factor got RF {rf}, not {want}: a "
-                "broker still runs an old default.replication.factor (restart it with its "
-                "rewritten server.properties); the scale-out is not finished")
-        if committed != "ok":
-            raise InconsistentStateError(f"a new group's first offset commit {committed}")
-
-        def gone() -> str | None:
-            with self.admin() as a:
-                return f"probe topic {probe} still listed" if probe in a.metadata().topics \
-                    else None
-
-        self.wait("waiting for the probe topic's deletion", gone)
-        with self.admin() as admin:
-            meta = admin.metadata()
-        short = {t: min(len(p.replicas) for p in parts) for t, parts in meta.topics.items()
-                 if t in INTERNAL_TOPICS and parts}
-        low = {t: r for t, r in short.items() if r < want}
-        if low:
-            raise RefusedError(f"internal topic(s) below RF {want}: {low}: reassign them "
-                               "(opskit reassign plan --replication-factor "
-                               f"{want} --include-internal); the scale-out is not finished")
-        return (f"a topic created without an RF got RF {rf} (deleted again); a new group's "
-                f"first offset commit worked; " + ", ".join(
-                    f"{t} RF {r}" for t, r in sorted(short.items())))
+        return verify_defaults(self, plan)
