@@ -9,6 +9,8 @@ scaling path.
   abort as a ConfigMap (cli/playbook_k8s.py, adapters/scaleout/k8s.py).
 - ``upgrade-quorum --sandbox N`` (Kafka 4.1+): the explicit, irreversible static ->
   dynamic controller quorum upgrade of a sandbox; never done by ``scale-out``.
+- ``multi-rack --sandbox N --racks 0=a,1=b,2=c`` (cli/playbook_multirack.py): every broker
+  in its rack, every partition spread over the racks; local platform only.
 - ``cronjob`` prints or writes the CronJob (+ ServiceAccount/Role/RoleBinding) that runs
   the Kubernetes scale-out on a schedule inside a window.
 """
@@ -16,17 +18,23 @@ scaling path.
 from __future__ import annotations
 
 import secrets
-from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
 from opskit.cli.common import Output, OutputOpt, emit, stderr, stdout
-from opskit.errors import InconsistentStateError, NotFoundError, RefusedError, UsageError
+from opskit.cli.playbook_run import context as _context
+from opskit.cli.playbook_run import finish as _finish
+from opskit.cli.playbook_run import pager as _pager
+from opskit.cli.playbook_run import phase_text as _phase_text
+from opskit.cli.playbook_run import process as _process
+from opskit.cli.playbook_run import resume_command as _resume_command
+from opskit.cli.playbook_run import run_dir as _run_dir
+from opskit.errors import NotFoundError, RefusedError, UsageError
 
-app = typer.Typer(help="Scheduled, resumable cluster playbooks (scale-out from 1 to 3 brokers).",
-                  no_args_is_help=True)
+app = typer.Typer(help="Scheduled, resumable cluster playbooks (scale-out from 1 to 3 "
+                  "brokers, multi-rack).", no_args_is_help=True)
 
 PagerDutyUrlOpt = Annotated[str | None, typer.Option(
     "--pagerduty-url", help="Events API base URL (tests)", show_default=False)]
@@ -81,45 +89,6 @@ def _check_inputs(throttle: str, window: str | None, registry: Path | None,
     check_run_inputs(throttle=throttle, window=window, registry=registry,
                      routing_key_file=routing_key_file, pagerduty_url=pagerduty_url,
                      pagerduty_ca_file=pagerduty_ca_file)
-
-
-def _run_dir(sandbox: str) -> Path:
-    from opskit.sandbox.cluster import Sandbox
-
-    return Sandbox(sandbox).playbook_dir
-
-
-def _context(sandbox: str) -> str:
-    from opskit.sandbox.cluster import Sandbox
-    from opskit.sandbox.security import admin_context_name
-
-    sb = Sandbox(sandbox)
-    return admin_context_name(sandbox, sb.security(sb.require()))
-
-
-def _pager(routing_key_file: Path | None, base_url: str | None, run_id: str,
-           ca_file: Path | None = None) -> Any:
-    if routing_key_file is None:
-        return None
-    from opskit.adapters.pagerduty_events import (
-        DEFAULT_BASE_URL,
-        PagerDutyEvents,
-        PagerDutySettings,
-        build_event,
-        read_routing_key,
-    )
-
-    settings = PagerDutySettings(read_routing_key(routing_key_file), base_url or DEFAULT_BASE_URL,
-                                 str(ca_file) if ca_file else None)
-
-    def page(p: Any) -> None:
-        sev = p.severity if p.severity in ("critical", "error", "warning", "info") else "error"
-        with PagerDutyEvents(settings) as pd:
-            pd.send(build_event("trigger", dedup_key=f"opskit-scaleout/{run_id}",
-                                summary=p.summary, source="opskit playbook scale-out",
-                                severity=sev))
-
-    return page
 
 
 def _nothing_to_do(existing: Any, facts: Any, brokers: int, output: Output) -> bool:
@@ -228,8 +197,10 @@ def scale_out(
                        stall_timeout)
     from opskit.adapters.kafka_admin import KafkaAdmin
     from opskit.adapters.scaleout.local import read_local_facts
+    from opskit.cli.playbook_run import refuse_other_unfinished
     from opskit.sandbox.cluster import Sandbox
 
+    refuse_other_unfinished(sandbox, "scale-out")
     sb = Sandbox(sandbox)
     with KafkaAdmin(sb.connection(), timeout=10.0) as admin:
         facts = read_local_facts(sb, admin)
@@ -254,6 +225,7 @@ def _resume(sandbox: str, state: Any, version: str | None, store: Any, throttle:
     from opskit.adapters.files.run_lock import RunLock
     from opskit.adapters.scaleout.local import LocalSteps
     from opskit.adapters.scaleout.runner import drive
+    from opskit.cli.playbook_run import refuse_other_unfinished
     from opskit.sandbox.cluster import Sandbox
 
     sb = Sandbox(sandbox)
@@ -272,6 +244,7 @@ def _resume(sandbox: str, state: Any, version: str | None, store: Any, throttle:
         if now_version != version:
             raise RefusedError(f"scale-out journal {store.path} changed while this run was "
                                "starting (another run?); rerun to see its state")
+        refuse_other_unfinished(sandbox, state.plan.playbook)
         end = drive(state, version, store, steps, window=win, abort_marker=run_dir / "abort",
                     pager=_pager(routing_key_file, pagerduty_url, state.run_id,
                                  pagerduty_ca_file),
@@ -280,85 +253,15 @@ def _resume(sandbox: str, state: Any, version: str | None, store: Any, throttle:
     return _finish(end, lambda: (run_dir / "abort").unlink(missing_ok=True))
 
 
-def _resume_command(sandbox: str, throttle: str, win: Any, registry: Path | None,
-                    routing_key_file: Path | None, pagerduty_url: str | None,
-                    pagerduty_ca_file: Path | None, wait_s: float) -> str:
-    """The ``opskit playbook resume`` command that continues a run with the options it was
-    started with (files as absolute paths; the routing key's file, never the key)."""
-    import shlex
-
-    args = ["opskit", "playbook", "resume", "--sandbox", sandbox]
-    if throttle != "50MiB":
-        args += ["--throttle", throttle]
-    if win is not None:
-        args += ["--window", str(win)]
-    for flag, path in (("--registry", registry), ("--routing-key-file", routing_key_file),
-                       ("--pagerduty-ca-file", pagerduty_ca_file)):
-        if path is not None:
-            args += [flag, str(Path(path).absolute())]
-    if pagerduty_url is not None:
-        args += ["--pagerduty-url", pagerduty_url]
-    if wait_s != 300.0:
-        args += ["--stall-timeout", f"{wait_s:g}"]
-    return shlex.join(args)
-
-
-def _process(sandbox: str, phase: str) -> dict[str, Any] | None:
-    """For a run journaled as planned or running: whether a live process still runs it
-    (it holds the run lock) or it was interrupted (killed, the machine restarted), with
-    the command that resumes it. None for a run that stopped on its own."""
-    from opskit.adapters.files.run_lock import probe
-
-    if phase not in ("planned", "running"):
-        return None
-    lock = probe(_run_dir(sandbox) / "run.lock")
-    if lock.held:
-        return {"state": "running", "pid": lock.pid, "holder": lock.holder}
-    return {"state": "interrupted", "pid": lock.pid, "pid_gone": lock.pid_gone,
-            "resume_command": lock.resume or f"opskit playbook resume --sandbox {sandbox}"}
-
-
-def _phase_text(data: dict[str, Any]) -> str:
-    proc = data.get("process") or {}
-    if proc.get("state") != "interrupted":
-        return str(data.get("phase", "planned"))
-    pid = proc.get("pid")
-    who = ("no process holds its run lock" if pid is None else
-           f"pid {pid} gone" if proc.get("pid_gone") else
-           f"pid {pid} no longer holds its run lock")
-    return f"interrupted ({who}): resume with {proc['resume_command']}"
-
-
-def _finish(end: Any, clear_abort: Callable[[], object]) -> int:
-    """The exit of a run that stopped: 0 done; 5 aborted, outside the window or failed
-    (an operator or the next window must act); 3 halted on a retryable error."""
-    if end.phase.value == "done":
-        clear_abort()
-        return 0
-    from opskit.core.scaleout.machine import unfinished_note
-
-    note = unfinished_note(end)
-    if end.phase.value == "aborted":
-        clear_abort()
-        raise RefusedError(f"scale-out {end.run_id} aborted at a safe point: {end.reason}{note}")
-    if end.reason == "outside the maintenance window":
-        raise RefusedError(f"scale-out {end.run_id} halted at a safe point: outside the "
-                           f"maintenance window; the next run inside it resumes{note}")
-    if end.phase.value == "failed":
-        raise RefusedError(f"scale-out {end.run_id} failed: {end.reason}; fix the cause, then "
-                           f"'opskit playbook resume'{note}")
-    raise InconsistentStateError(f"scale-out {end.run_id} halted: {end.reason}; 'opskit "
-                                 f"playbook resume' (or the next scheduled run) continues{note}")
-
-
 @app.command("status")
 def status(sandbox: SandboxOpt = "default", platform: PlatformOpt = "local",
            namespace: NamespaceOpt = None, statefulset: StatefulSetOpt = None,
            context: KafkaContextOpt = None, kubeconfig: KubeconfigOpt = None,
            kube_context: KubeContextOpt = None, output: OutputOpt = Output.table) -> int:
-    """The journaled run: steps done, the one in flight, why it stopped; a run whose
-    process is gone (kill -9, a reboot) is "interrupted", with the command that resumes it."""
-    from opskit.adapters.scaleout.journal import FileJournal
+    """The journaled run (scale-out or multi-rack): steps done, the one in flight, why it
+    stopped; a run whose process is gone (kill -9, a reboot) is "interrupted", with the
+    command that resumes it."""
+    from opskit.cli.playbook_run import latest
 
     k8s = _platform(platform, namespace, statefulset, context, kubeconfig, kube_context)
     if k8s is not None:
@@ -367,14 +270,17 @@ def status(sandbox: SandboxOpt = "default", platform: PlatformOpt = "local",
         _show(playbook_k8s.load(k8s).to_dict(), output)
         return 0
 
-    state, _ = FileJournal(_run_dir(sandbox) / "journal.json").load()
-    if state is None:
-        raise NotFoundError(f"no scale-out run is journaled for sandbox {sandbox!r}")
+    state, _ = latest(sandbox)
     data = state.to_dict()
     process = _process(sandbox, state.phase.value)
     if process is not None:
         data["process"] = process
-    _show(data, output)
+    if state.plan.playbook == "multi-rack":
+        from opskit.cli.playbook_multirack import show
+
+        show(data, output)
+    else:
+        _show(data, output)
     return 0
 
 
@@ -400,8 +306,8 @@ def resume(
     stall_timeout: StallOpt = 300.0,
     output: OutputOpt = Output.table,
 ) -> int:
-    """Continue the journaled run (steps done are never run again)."""
-    from opskit.adapters.scaleout.journal import FileJournal
+    """Continue the journaled run, scale-out or multi-rack (steps done are never run again)."""
+    from opskit.cli.playbook_run import unfinished
     from opskit.core.scaleout.window import parse_window
 
     k8s = _platform(platform, namespace, statefulset, context, kubeconfig, kube_context)
@@ -417,10 +323,18 @@ def resume(
                                                      pagerduty_ca_file),
                                   output, _show, _finish, wait_s=stall_timeout)
 
-    store = FileJournal(_run_dir(sandbox) / "journal.json")
-    state, version = store.load()
-    if state is None or state.phase.value in ("done", "aborted"):
-        raise NotFoundError(f"no unfinished scale-out run for sandbox {sandbox!r}")
+    got = unfinished(sandbox)
+    if got is None:
+        raise NotFoundError(f"no unfinished playbook run for sandbox {sandbox!r}")
+    state, version, store, _ = got
+    if state.plan.playbook == "multi-rack":
+        from opskit.cli.playbook_multirack import run
+
+        if registry is not None:
+            raise UsageError("--registry is for a scale-out run; this is a multi-rack run")
+        return run(sandbox, state, version, store, throttle,
+                   parse_window(window) if window else None, routing_key_file,
+                   pagerduty_url, pagerduty_ca_file, stall_timeout, output)
     return _resume(sandbox, state, version, store, throttle,
                    parse_window(window) if window else None, registry, routing_key_file,
                    pagerduty_url, output, pagerduty_ca_file, stall_timeout)
@@ -434,7 +348,7 @@ def abort(sandbox: SandboxOpt = "default",
           kubeconfig: KubeconfigOpt = None, kube_context: KubeContextOpt = None) -> int:
     """Stop the run at its next safe point (a step under way finishes first)."""
     from opskit.adapters.files.safe_write import write_file
-    from opskit.adapters.scaleout.journal import FileJournal
+    from opskit.cli.playbook_run import unfinished
 
     k8s = _platform(platform, namespace, statefulset, context, kubeconfig, kube_context)
     if k8s is not None:
@@ -442,17 +356,17 @@ def abort(sandbox: SandboxOpt = "default",
 
         return playbook_k8s.abort(k8s, do_execute)
 
-    run_dir = _run_dir(sandbox)
-    state, _ = FileJournal(run_dir / "journal.json").load()
-    if state is None or state.phase.value in ("done", "aborted"):
-        raise NotFoundError(f"no unfinished scale-out run for sandbox {sandbox!r}")
+    got = unfinished(sandbox)
+    if got is None:
+        raise NotFoundError(f"no unfinished playbook run for sandbox {sandbox!r}")
+    state, run_dir = got[0], got[3]
     if not do_execute:
         stdout().print(f"would ask run {state.run_id} to stop at its next safe point "
                        f"(in flight: {state.in_flight or 'nothing'}); add --execute")
         return 0
     write_file(run_dir / "abort", state.run_id + "\n", what="abort marker")
     stdout().print(f"run {state.run_id}: abort requested; it stops at its next safe point "
-                   "(the next 'scale-out --execute' or 'resume' applies it)")
+                   f"(the next '{state.plan.playbook} --execute' or 'resume' applies it)")
     return 0
 
 
@@ -535,3 +449,12 @@ def cronjob(
     return playbook_k8s.cronjob(CronJobSpec(namespace, statefulset, image, schedule, win,
                                             context, config_secret, brokers, throttle,
                                             page=page), write)
+
+
+def _register_multi_rack() -> None:
+    from opskit.cli.playbook_multirack import register
+
+    register(app)
+
+
+_register_multi_rack()

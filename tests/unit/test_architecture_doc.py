@@ -19,7 +19,6 @@ KNOWN_LARGE = {
     "opskit/cli/offsets.py": 618,
     "opskit/cli/reassign_exec.py": 582,
     "opskit/exporter/collector.py": 579,
-    "opskit/cli/playbook.py": 537,
     "opskit/adapters/reassign/admin.py": 529,
 }
 

@@ -14,7 +14,7 @@ import os
 import signal
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Protocol
+from typing import Any, Protocol
 
 from opskit.adapters.scaleout.journal import JournalStore
 from opskit.core.scaleout.machine import (
@@ -29,7 +29,7 @@ from opskit.core.scaleout.machine import (
     Tick,
     transition,
 )
-from opskit.core.scaleout.plan import ScaleOutPlan, Step
+from opskit.core.scaleout.plan import Step
 from opskit.core.scaleout.window import Window
 from opskit.errors import OpskitError, RefusedError, UsageError, WriteFailedError
 
@@ -37,7 +37,9 @@ log = logging.getLogger(__name__)
 
 
 class StepRunner(Protocol):
-    def run(self, step: Step, plan: ScaleOutPlan) -> str: ...
+    """Runs one step of a plan (a ScaleOutPlan or a MultiRackPlan, by the runner's kind)."""
+
+    def run(self, step: Step, plan: Any) -> str: ...
 
 
 class AbortMarker(Protocol):
@@ -57,8 +59,10 @@ def iso(t: datetime) -> str:
 #: TEST ONLY: ``OPSKIT_TEST_KILL_AT=started:<step>`` (or ``finished:<step>``) makes the
 #: running process SIGKILL itself right after the journal recorded that step started (or
 #: finished): the kill -9 tests use it to stop a run at every step boundary
-#: deterministically; ``stopped:restart_node:N`` kills it inside that step, after node N
-#: was stopped and before it is started again. Never set it outside tests.
+#: deterministically; ``stopped:restart_node:N`` (``stopped:set_rack:N``) kills it inside
+#: that step, after node N was stopped and before it is started again; ``planned:spread``
+#: after the multi-rack spread's plan file was written, before it is executed. Never set
+#: it outside tests.
 KILL_AT_ENV = "OPSKIT_TEST_KILL_AT"
 
 

@@ -1,4 +1,4 @@
-"""The scale-out run as a state machine: ``transition(state, event) -> (state, actions)``.
+"""A playbook run (scale-out, multi-rack) as a state machine: ``transition(state, event) -> (state, actions)``.
 
 A runner (adapter) persists the state it gets back **before** it performs the
 actions, and feeds each outcome back as an event. So the journal always says which
@@ -17,7 +17,18 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from opskit.core.scaleout.multirack import MultiRackPlan
 from opskit.core.scaleout.plan import ScaleOutPlan, Step, StepKind
+
+#: the plans this machine runs: a scale-out, a multi-rack spread (their steps differ;
+#: ``plan.playbook`` names which, and the journal says it in the plan's ``playbook`` key)
+RunPlan = ScaleOutPlan | MultiRackPlan
+
+
+def plan_from_dict(d: Mapping[str, Any]) -> RunPlan:
+    if d.get("playbook") == MultiRackPlan.playbook:
+        return MultiRackPlan.from_dict(d)
+    return ScaleOutPlan.from_dict(d)
 
 
 class Phase(enum.Enum):
@@ -46,7 +57,7 @@ class JournalEntry:
 @dataclass(frozen=True)
 class RunState:
     run_id: str
-    plan: ScaleOutPlan
+    plan: RunPlan
     phase: Phase = Phase.PLANNED
     done: tuple[str, ...] = ()
     in_flight: str | None = None
@@ -67,7 +78,7 @@ class RunState:
     @staticmethod
     def from_dict(d: Mapping[str, Any]) -> RunState:
         return RunState(
-            str(d["run_id"]), ScaleOutPlan.from_dict(d["plan"]), Phase(d["phase"]),
+            str(d["run_id"]), plan_from_dict(d["plan"]), Phase(d["phase"]),
             tuple(d["done"]), d.get("in_flight"), str(d.get("reason", "")),
             bool(d.get("abort_requested", False)),
             tuple(JournalEntry(e["at"], e["step"], e["what"], e.get("detail", ""))
@@ -84,7 +95,7 @@ def nothing_to_do(s: RunState | None, brokers: Iterable[int], target_brokers: in
     run whose brokers are all still registered and the cluster has the ``target_brokers``
     asked for (a scheduled run after the scale-out); None: plan as usual (no journal, a
     run that is not done, or a cluster that no longer meets that run's target)."""
-    if s is None or s.phase is not Phase.DONE:
+    if s is None or s.phase is not Phase.DONE or not isinstance(s.plan, ScaleOutPlan):
         return None
     present = set(brokers)
     if not set(s.plan.existing) | set(s.plan.new_nodes) <= present \
@@ -102,6 +113,14 @@ def unfinished_note(s: RunState) -> str:
         notes.append("the replication throttles stay set until 'opskit playbook resume' "
                      "finishes the RF raise (after 'opskit playbook abort --execute' too: "
                      "that resume stops right after it)")
+    if s.in_flight == StepKind.SPREAD.value:
+        notes.append("the replication throttles stay set until 'opskit playbook resume' "
+                     "finishes the spread (after 'opskit playbook abort --execute' too: "
+                     "that resume stops right after it)")
+    racks = [st.node_id for st in s.remaining if st.kind is StepKind.SET_RACK]
+    if racks:
+        notes.append("node(s) " + ", ".join(map(str, racks)) + " are not in their rack yet "
+                     "(while some brokers have a rack and others not, 'reassign plan' refuses)")
     left = [st.node_id for st in s.remaining if st.kind is StepKind.RESTART_NODE]
     if left:
         notes.append("the cluster is not finished: node(s) "
@@ -183,7 +202,7 @@ def transition(s: RunState, ev: Event) -> tuple[RunState, tuple[Action, ...]]:
         if s.in_flight is None:
             s = _log(replace(s, phase=Phase.ABORTED, reason="aborted by the operator"),
                      ev.at, "-", "aborted")
-            return s, (Page("info", f"scale-out {s.run_id} aborted before "
+            return s, (Page("info", f"{s.plan.playbook} {s.run_id} aborted before "
                                     f"{len(s.remaining)} remaining steps"), Finish(Phase.ABORTED))
         # a step is under way: let it reach its end (a safe point), then stop
         return _log(replace(s, abort_requested=True), ev.at, s.in_flight, "abort requested"), ()
@@ -195,7 +214,7 @@ def transition(s: RunState, ev: Event) -> tuple[RunState, tuple[Action, ...]]:
         if s.abort_requested and s.remaining:
             s = _log(replace(s, phase=Phase.ABORTED, reason="aborted by the operator"),
                      ev.at, "-", "aborted")
-            return s, (Page("info", f"scale-out {s.run_id} aborted after {ev.step}"),
+            return s, (Page("info", f"{s.plan.playbook} {s.run_id} aborted after {ev.step}"),
                        Finish(Phase.ABORTED))
         return s, ()
     if isinstance(ev, StepFailed):
@@ -206,7 +225,8 @@ def transition(s: RunState, ev: Event) -> tuple[RunState, tuple[Action, ...]]:
         s = _log(replace(s, phase=phase, reason=f"{ev.step}: {ev.reason}"), ev.at, ev.step,
                  "failed", ev.reason)
         sev = "error" if ev.retryable else "critical"
-        return s, (Page(sev, f"scale-out {s.run_id} {phase.value} at {ev.step}: {ev.reason}"),
+        return s, (Page(sev, f"{s.plan.playbook} {s.run_id} {phase.value} at {ev.step}: "
+                             f"{ev.reason}"),
                    Halt(s.reason))
     # Tick
     if s.in_flight is not None:
@@ -225,7 +245,8 @@ def transition(s: RunState, ev: Event) -> tuple[RunState, tuple[Action, ...]]:
         acts: tuple[Action, ...] = (Halt(s.reason),)
         if first_halt:
             s = _log(s, ev.at, s.remaining[0].key, "halted", "window closed")
-            acts = (Page("warning", f"scale-out {s.run_id} halted at a safe point before "
+            acts = (Page("warning", f"{s.plan.playbook} {s.run_id} halted at a safe point "
+                                    f"before "
                                     f"{s.remaining[0].key}: the maintenance window closed; "
                                     "the next run resumes"), *acts)
         return s, acts

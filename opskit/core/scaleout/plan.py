@@ -21,7 +21,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from opskit.core.scaleout.window import Window
 from opskit.errors import RefusedError, UsageError
@@ -47,6 +47,10 @@ class StepKind(enum.Enum):
     RESTART_NODE = "restart_node"        # one node restarted with its rewritten file
     VERIFY_DEFAULTS = "verify_defaults"  # a topic made without an RF gets RF 3; a commit works
     FINAL_HEALTH = "final_health"        # health OK and the report
+    # multi-rack (core/scaleout/multirack.py)
+    SET_RACK = "set_rack"                # broker.rack rewritten, that node restarted
+    SPREAD = "spread"                    # the rack-aware rebalance, throttled
+    VERIFY_SPREAD = "verify_spread"      # every partition spans min(RF, racks) racks
 
 
 @dataclass(frozen=True)
@@ -123,6 +127,7 @@ class ScaleOutPlan:
     notes: tuple[str, ...]
     #: the new nodes that become controller voters (dynamic quorum only)
     new_voters: tuple[int, ...] = ()
+    playbook: ClassVar[str] = "scale-out"
 
     def roles_of(self, node_id: int) -> str:
         """``process.roles`` of new node ``node_id``."""
