@@ -128,6 +128,15 @@ def test_racks_that_cannot_hold_the_highest_rf_are_refused() -> None:
         plan(f4, "0=a,1=a,2=a,3=b")           # RF 4, limit 2 per rack: a 2 + b 1 = 3
 
 
+def test_a_broker_to_restart_holding_a_sole_in_sync_replica_is_refused_up_front() -> None:
+    f = facts({0: None, 1: None, 2: None}, [[0], [1, 2], [2]])
+    with pytest.raises(RefusedError, match=r"broker\(s\) 0, 2 hold the only in-sync replica "
+                       r"of 2 partition\(s\) \(t0-0, t0-2\)"):
+        plan(f)
+    # a broker keeping its rack is not restarted: its RF 1 partitions do not matter
+    plan(facts({0: "a", 1: None, 2: "c"}, [[0], [1, 2], [2]]))
+
+
 def test_the_plan_round_trips_through_the_journal() -> None:
     p = plan(facts({0: "a", 1: None, 2: None}), add="3=a")
     s = RunState("mr-1", p)

@@ -179,6 +179,16 @@ def plan_multi_rack(facts: RackFacts, request: MultiRackRequest, now: datetime) 
     voters = set(facts.voters)
     change = [n for n in present if now_racks[n] != request.racks[n]]
     order = [n for n in change if n not in voters] + [n for n in change if n in voters]
+    alone = [f"{p.topic}-{p.partition}" for p in parts
+             if len(set(p.isr)) == 1 and p.isr[0] in change]
+    if alone:
+        holders = sorted({p.isr[0] for p in parts if len(set(p.isr)) == 1 and p.isr[0] in change})
+        raise RefusedError(
+            f"preflight: broker(s) {_names(holders)} hold the only in-sync replica of "
+            f"{len(alone)} partition(s) (" + ", ".join(alone[:3])
+            + (f", +{len(alone) - 3} more" if len(alone) > 3 else "") + "): restarting them "
+            "to set their rack would take those offline; raise their replication factor first "
+            "(opskit reassign plan --replication-factor)")
     new_nodes = sorted(request.add_brokers)
     steps = [Step(StepKind.PREFLIGHT), *[Step(StepKind.ADD_NODE, n) for n in new_nodes],
              *[Step(StepKind.SET_RACK, n) for n in order], Step(StepKind.SPREAD),
