@@ -39,3 +39,37 @@ def test_status_resume_abort_without_a_run_are_not_found(tmp_path: Path,
     for cmd in (["status"], ["resume"], ["abort", "--execute"]):
         r = run_cli("playbook", *cmd, "--sandbox", "nothere")
         assert r.code == 4 and "playbook run" in r.err, (cmd, r.err)
+
+
+def test_preflight_waits_for_the_existing_brokers_only(tmp_path: Path) -> None:
+    """The new nodes of ``--add-brokers`` start after preflight: it must not wait for them
+    (it did: 300 s, then a halt, on a 3 -> 6 run by hand)."""
+    from datetime import UTC, datetime
+
+    from opskit.adapters.scaleout.multirack import MultiRackSteps
+    from opskit.core.reassign.model import Broker, PartitionState, Topology
+    from opskit.core.scaleout.multirack import MultiRackRequest, RackFacts, plan_multi_rack
+    from opskit.core.scaleout.plan import Step, StepKind
+
+    topo = Topology(tuple(Broker(b, None) for b in (0, 1, 2)),
+                    (PartitionState("t", 0, (0, 1, 2), (0, 1, 2), 0, 10),))
+    plan = plan_multi_rack(RackFacts("3.7.2", (0,), topo),
+                           MultiRackRequest({0: "a", 1: "b", 2: "c"}, {3: "a", 4: "b"}),
+                           datetime.now(UTC))
+    asked: list[int] = []
+
+    class Kafka:
+        def registered_brokers(self) -> set[int]:
+            return {0, 1, 2}
+
+        def settled(self, expected: int) -> str | None:
+            asked.append(expected)
+            return None if expected <= 3 else f"brokers registered 3 < expected {expected}"
+
+        def wait(self, what: str, check: object) -> None:
+            assert callable(check) and check() is None, what
+
+    steps = MultiRackSteps.__new__(MultiRackSteps)
+    steps.kafka = Kafka()  # type: ignore[assignment]
+    assert "registered" in steps.run(Step(StepKind.PREFLIGHT), plan)
+    assert asked == [3]

@@ -100,8 +100,11 @@ class MultiRackSteps:
     def _brokers(self, plan: MultiRackPlan) -> int:
         return len(plan.existing) + len(plan.new_nodes)
 
-    def _settled(self, plan: MultiRackPlan, what: str) -> None:
-        self.kafka.wait(what, lambda: self.kafka.settled(self._brokers(plan)))
+    def _settled(self, plan: MultiRackPlan, what: str, brokers: int | None = None) -> None:
+        """Wait until ``brokers`` (default: the plan's existing and new ones) are
+        registered and every partition has its whole replica set in ISR."""
+        want = self._brokers(plan) if brokers is None else brokers
+        self.kafka.wait(what, lambda: self.kafka.settled(want))
 
     def _reports(self, node: int, rack: str) -> None:
         def check() -> str | None:
@@ -116,7 +119,9 @@ class MultiRackSteps:
         missing = [b for b in plan.existing if b not in brokers]
         if missing:
             raise RefusedError(f"preflight: broker(s) {missing} of the plan are not registered")
-        self._settled(plan, "preflight: waiting for every partition in ISR")
+        # the new nodes are not started yet: the existing brokers only
+        self._settled(plan, "preflight: waiting for every partition in ISR",
+                      brokers=len(plan.existing))
         return f"brokers {brokers} registered, every partition in ISR"
 
     def _add_node(self, step: Step, plan: MultiRackPlan) -> str:
