@@ -15,6 +15,12 @@ with a one-line reason, never an exception, and nothing waits longer than
 
 A partition's size is the leader replica's when the leader is known, else the
 largest replica's (replicas of one partition differ only by replication lag).
+
+Disk space per broker (``PartitionSizes.disks``): DescribeLogDirs v4+ (Kafka 3.3+)
+reports each log directory's volume, total and usable bytes; a broker's space is the sum
+over its online log directories, a volume reported twice with the same figures (two
+log directories on one file system) counted once. Missing (older brokers, the
+kafka-python path when its answer lacks the fields) for a broker: absent from ``disks``.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ import logging
 import threading
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from opskit.adapters import capabilities
@@ -46,6 +52,8 @@ class PartitionSizes:
     sizes: dict[TopicPartition, int]
     #: why sizes are missing (None when they were read)
     unavailable: str | None = None
+    #: broker -> (total, usable) bytes of its log directories' volumes, where reported
+    disks: dict[int, tuple[int, int]] = field(default_factory=dict)
 
 
 def read_partition_sizes(
@@ -67,7 +75,8 @@ def read_partition_sizes(
         return PartitionSizes({}, f"the broker does not support {missing[0]}")
     if usable(conn):
         try:
-            return _sizes(*_read_wire(conn, names, timeout), names, leaders)
+            wire_sizes, wire_leaders, disks = _read_wire(conn, names, timeout)
+            return _sizes(wire_sizes, wire_leaders, names, leaders, disks)
         except (WireUnsupported, KafkaUnavailableError) as e:
             log.debug("DescribeLogDirs at the protocol level not available (%s); "
                       "using kafka-python", e)
@@ -94,24 +103,33 @@ def read_partition_sizes(
     if "error" in box:
         return PartitionSizes({}, f"DescribeLogDirs failed: {box['error']}")
     per_replica: dict[TopicPartition, dict[int, int]] = {}
+    volumes: dict[int, set[tuple[int, int]]] = {}
     for broker in box.get("result") or []:
         node = int(broker.get("broker", -1))
         for d in broker.get("log_dirs", []):
             if d.get("error_code", 0) != 0:
                 continue
+            total, free = d.get("total_bytes", -1), d.get("usable_bytes", -1)
+            if isinstance(total, int) and isinstance(free, int) and total >= 0 and free >= 0:
+                volumes.setdefault(node, set()).add((total, free))
             for t in d.get("topics", []):
                 for p in t.get("partitions", []):
                     if p.get("is_future_key"):
                         continue  # a replica being moved between dirs: not the live one
                     tp = TopicPartition(t["name"], int(p["partition_index"]))
                     per_replica.setdefault(tp, {})[node] = int(p["partition_size"])
-    return _sizes(per_replica, {}, names, leaders)
+    return _sizes(per_replica, {}, names, leaders, _disks(volumes))
+
+
+def _disks(volumes: Mapping[int, set[tuple[int, int]]]) -> dict[int, tuple[int, int]]:
+    return {node: (sum(t for t, _ in vs), sum(u for _, u in vs)) for node, vs in volumes.items()}
 
 
 def _read_wire(conn: ConnectionConfig, topics: list[str], timeout: float
-               ) -> tuple[dict[TopicPartition, dict[int, int]], dict[TopicPartition, int]]:
-    """(partition -> broker -> size, partition -> leader), asking every broker in one
-    round at the protocol level."""
+               ) -> tuple[dict[TopicPartition, dict[int, int]], dict[TopicPartition, int],
+                          dict[int, tuple[int, int]]]:
+    """(partition -> broker -> size, partition -> leader, broker -> disk space), asking
+    every broker in one round at the protocol level."""
     with offsets_wire.bootstrap_client(conn, timeout) as client:
         leaders = offsets_wire.leaders(client, topics)  # teaches the client every broker
         deadline = time.monotonic() + timeout
@@ -125,23 +143,27 @@ def _read_wire(conn: ConnectionConfig, topics: list[str], timeout: float
         answers = client.exchange([(b, kp.describe_log_dirs(v, wanted)) for b in brokers],
                                   deadline)
     per_replica: dict[TopicPartition, dict[int, int]] = {}
+    volumes: dict[int, set[tuple[int, int]]] = {}
     for node, (err, dirs) in zip(brokers, answers, strict=True):
         if err:
             raise WireUnsupported(f"DescribeLogDirs error {err} from broker {node}")
         for d in dirs:
             if d.error_code:
                 continue  # an offline log directory: its replicas are not counted
+            if d.total_bytes >= 0 and d.usable_bytes >= 0:
+                volumes.setdefault(node, set()).add((d.total_bytes, d.usable_bytes))
             for topic, parts in d.topics:
                 for p in parts:
                     if not p.is_future:  # a replica being moved between dirs: not the live one
                         tp = TopicPartition(topic, p.partition)
                         per_replica.setdefault(tp, {})[node] = p.size
-    return per_replica, leaders
+    return per_replica, leaders, _disks(volumes)
 
 
 def _sizes(per_replica: Mapping[TopicPartition, Mapping[int, int]],
            metadata_leaders: Mapping[TopicPartition, int], names: list[str],
-           leaders: Mapping[TopicPartition, int] | None) -> PartitionSizes:
+           leaders: Mapping[TopicPartition, int] | None,
+           disks: dict[int, tuple[int, int]] | None = None) -> PartitionSizes:
     """Each partition's size: its leader's replica when the leader is known, else the
     largest replica."""
     wanted = set(names)
@@ -153,5 +175,5 @@ def _sizes(per_replica: Mapping[TopicPartition, Mapping[int, int]],
         leader = lead.get(tp, -1)
         sizes[tp] = by_node[leader] if leader in by_node else max(by_node.values())
     if not sizes:
-        return PartitionSizes({}, "DescribeLogDirs returned no partition sizes")
-    return PartitionSizes(sizes)
+        return PartitionSizes({}, "DescribeLogDirs returned no partition sizes", disks or {})
+    return PartitionSizes(sizes, disks=disks or {})

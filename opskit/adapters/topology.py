@@ -6,6 +6,9 @@
   it leaves every rack unknown (the plan then ignores racks, and says so);
 - partition sizes: DescribeLogDirs (:func:`opskit.adapters.log_dirs.read_partition_sizes`,
   the leader's replica); when unavailable every size is 0 and the reason is returned;
+- disk space per broker (total and usable bytes of its log directories' volumes): the
+  same DescribeLogDirs answers, v4+ (Kafka 3.3+); brokers that do not report it are
+  absent from ``disks``;
 - ``min.insync.replicas`` of every topic: DescribeConfigs (the effective value, a broker
   default included).
 """
@@ -13,7 +16,7 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from opskit.adapters.kafka_admin import KafkaAdmin
 from opskit.adapters.log_dirs import read_partition_sizes
@@ -31,6 +34,8 @@ class TopologyRead:
     sizes_unavailable: str | None = None
     #: why racks are unknown (None when they were read)
     racks_unavailable: str | None = None
+    #: broker -> (total, usable) bytes of its log directories' volumes, where reported
+    disks: dict[int, tuple[int, int]] = field(default_factory=dict)
 
 
 def read_topology(admin: KafkaAdmin) -> TopologyRead:
@@ -60,4 +65,5 @@ def read_topology(admin: KafkaAdmin) -> TopologyRead:
         )
         for t in topics for p in meta.topics[t]
     )
-    return TopologyRead(Topology(brokers, parts, min_isr), sizes.unavailable, racks_note)
+    return TopologyRead(Topology(brokers, parts, min_isr), sizes.unavailable, racks_note,
+                        dict(sizes.disks))

@@ -32,6 +32,14 @@ from opskit.cli.common import (
     fmt_duration,
     stderr,
 )
+from opskit.core.reassign.bytes import (
+    DEFAULT_TOLERANCE_PCT,
+    ByteReport,
+    broker_bytes,
+    parse_capacity,
+    parse_size,
+    parse_tolerance,
+)
 from opskit.core.reassign.model import (
     Goal,
     GoalKind,
@@ -83,14 +91,36 @@ def plan(
         show_default=False)] = None,
     ignore_racks: Annotated[bool, typer.Option(
         "--ignore-racks", help="plan as if no broker had a rack")] = False,
+    balance_bytes: Annotated[bool, typer.Option(
+        "--balance-bytes", help="also balance bytes per broker (every replica's size) within "
+        "--byte-tolerance of the mean; alone: with --rebalance")] = False,
+    byte_tolerance: Annotated[str | None, typer.Option(
+        "--byte-tolerance", help=f"with --balance-bytes: percent of the mean each broker may "
+        f"be above or below (default {DEFAULT_TOLERANCE_PCT})", show_default=False)] = None,
+    capacity: Annotated[str | None, typer.Option(
+        "--capacity", help="bytes of replicas each broker may hold: 0=500GB,1=1TB (refuses a "
+        "plan that would put one above it; default: the disk DescribeLogDirs reports)",
+        show_default=False)] = None,
+    capacity_all: Annotated[str | None, typer.Option(
+        "--capacity-all", help="the same capacity for every broker not in --capacity: 500GB",
+        show_default=False)] = None,
     output: OutputOpt = Output.table,
     bootstrap_server: BootstrapOpt = None,
     context: ContextOpt = None,
     timeout: TimeoutOpt = 10.0,
 ) -> None:
     """Plan a reassignment with the fewest replica moves; show it, write it. Changes nothing."""
+    if byte_tolerance is not None and not balance_bytes:
+        raise UsageError("--byte-tolerance goes with --balance-bytes")
+    tolerance = (parse_tolerance(byte_tolerance) if byte_tolerance is not None
+                 else float(DEFAULT_TOLERANCE_PCT)) if balance_bytes else None
+    given_capacity = parse_capacity(capacity) if capacity is not None else {}
+    capacity_rest = parse_size(capacity_all, "--capacity-all") if capacity_all is not None else None
     goal = _goal(add_brokers, remove_brokers, replication_factor, topic or [], all_topics,
-                 include_internal, rebalance, from_json)
+                 include_internal, rebalance or (balance_bytes and not any(
+                     (add_brokers, remove_brokers, replication_factor, from_json))), from_json)
+    if balance_bytes and goal.kind in (GoalKind.REPLICATION_FACTOR, GoalKind.FROM_JSON):
+        raise UsageError("--balance-bytes goes with --add-brokers, --remove-brokers or --rebalance")
     rate = parse_rate(throttle) if throttle is not None else None
     if write_plan is not None:
         check_writable_target(write_plan, "plan file")
@@ -106,8 +136,27 @@ def plan(
         topology, cordon_notes = _without_cordoned(topology, goal, bootstrap_server, context,
                                                    timeout)
         notes += cordon_notes
-    policy = Policy(respect_racks=not ignore_racks, throttle_bytes_per_s=rate)
+    caps, source, cap_note = _capacity(topology, read.disks, given_capacity, capacity_rest)
+    if cap_note and (balance_bytes or read.disks):
+        notes.append(cap_note)
+    policy = Policy(respect_racks=not ignore_racks, throttle_bytes_per_s=rate,
+                    byte_tolerance_pct=tolerance, capacity=caps, capacity_source=source)
     result = plan_reassignment(topology, goal, policy, datetime.now(UTC))
+    bytes_report = result.estimates.bytes_per_broker
+    if bytes_report is not None:
+        over = [b for b in sorted(bytes_report.capacity)
+                if bytes_report.after.get(b, 0) > bytes_report.capacity[b]]
+        if over:
+            notes.append("warning: broker(s) " + ", ".join(
+                f"{b} ({fmt_bytes(bytes_report.after.get(b, 0))} of "
+                f"{fmt_bytes(bytes_report.capacity[b])})" for b in over)
+                + " stay above their capacity (the plan does not add to them)")
+        if bytes_report.reached is False:
+            notes.append(f"warning: bytes per broker are not all within "
+                         f"{bytes_report.tolerance_pct:g}% of the mean after the plan "
+                         f"({fmt_bytes(bytes_report.low or 0)} - {fmt_bytes(bytes_report.high or 0)}):"
+                         " no further move or swap brings them closer keeping racks, RF and "
+                         "capacity (exit 1; the plan is shown and written)")
     err = stderr()
     for note in notes:
         prefix = "" if note.startswith("warning: ") else "note: "
@@ -121,6 +170,35 @@ def plan(
                       f"opskit reassign execute {write_plan} --throttle RATE --execute",
                       highlight=False)
     emit(result.to_dict(), output, lambda c: _table(c, read.topology, result))
+    if bytes_report is not None and bytes_report.reached is False:
+        raise typer.Exit(1)
+
+
+def _capacity(topology: Topology, disks: dict[int, tuple[int, int]], given: dict[int, int],
+              rest: int | None) -> tuple[dict[int, int], str | None, str | None]:
+    """(capacity per broker, where it came from, a note): --capacity / --capacity-all when
+    given, else each broker's usable disk space plus the replicas it holds now
+    (DescribeLogDirs v4+, Kafka 3.3+)."""
+    ids = set(topology.broker_ids)
+    unknown = sorted(set(given) - ids)
+    if unknown:
+        raise UsageError(f"--capacity: broker {unknown[0]} is not registered")
+    if given or rest is not None:
+        known = {b: given.get(b, rest or 0) for b in sorted(ids) if b in given or rest is not None}
+        missing = sorted(ids - set(known))
+        note = (f"no capacity given for broker(s) {','.join(map(str, missing))}: not checked"
+                if missing else None)
+        return known, "--capacity", note
+    held = broker_bytes((p.replicas for p in topology.partitions),
+                        [p.size_bytes for p in topology.partitions], ids)
+    caps = {b: held.get(b, 0) + disks[b][1] for b in sorted(ids) if b in disks}
+    missing = sorted(ids - set(caps))
+    if not caps:
+        return {}, None, ("disk sizes not reported (DescribeLogDirs v4, Kafka 3.3+): capacity "
+                          "not checked; give --capacity BROKER=SIZE or --capacity-all SIZE")
+    note = (f"disk size not reported by broker(s) {','.join(map(str, missing))}: their "
+            "capacity is not checked" if missing else None)
+    return caps, "disk: usable space + replicas held (DescribeLogDirs)", note
 
 
 def _without_cordoned(topology: Topology, goal: Goal, bootstrap: str | None,
@@ -234,6 +312,27 @@ def _ratio(moved: int, bound: int) -> str:
     return f"({moved / bound:.2f}x the lower bound {bound:,})"
 
 
+def _ratio_text(x: float | None) -> str:
+    return "n/a (a broker holds 0 B)" if x is None else f"{x:.2f}"
+
+
+def _bytes_lines(console: Console, per: ByteReport, moved: int) -> None:
+    console.print(f"bytes per broker, max/min: {_ratio_text(per.ratio(per.before))} before, "
+                  f"{_ratio_text(per.ratio(per.after))} after", highlight=False)
+    if per.tolerance_pct is not None:
+        state = "reached" if per.reached else "NOT reached"
+        console.print(f"byte balance within {per.tolerance_pct:g}% of the mean "
+                      f"({fmt_bytes(per.low or 0)} - {fmt_bytes(per.high or 0)} per broker): "
+                      f"{state}; it needs {fmt_bytes(per.goal_bytes_lower_bound or 0)} moved at "
+                      f"least ({fmt_bytes(moved)} moved)", highlight=False)
+        if (per.count_spread_after or 0) > 1:
+            console.print(f"replica counts differ by up to {per.count_spread_after} between "
+                          "brokers after: the byte balance needed moves beyond count balance",
+                          highlight=False)
+    if per.capacity_source:
+        console.print(f"capacity: {per.capacity_source}", highlight=False)
+
+
 def _table(console: Console, topology: Topology, plan: Plan) -> None:
     est = plan.estimates
     console.print(f"goal: {plan.goal.describe()}", highlight=False)
@@ -250,6 +349,8 @@ def _table(console: Console, topology: Topology, plan: Plan) -> None:
         console.print(f"rack spread: {est.unspread_before:,} partitions over their rack limit "
                       f"before, {est.unspread_after:,} after; {est.rack_replicas_lower_bound:,} "
                       "replicas must move for it (part of the lower bound)", highlight=False)
+    if est.bytes_per_broker is not None:
+        _bytes_lines(console, est.bytes_per_broker, est.bytes_moved)
     if est.duration_s is not None and est.throttle_bytes_per_s is not None:
         console.print(f"estimated duration at {fmt_bytes(est.throttle_bytes_per_s)}/s per broker: "
                       f"{fmt_duration(est.duration_s)} or more (busiest broker's bytes / throttle; "
@@ -266,11 +367,15 @@ def _table(console: Console, topology: Topology, plan: Plan) -> None:
                 c[0] += 1
                 c[1] += i == 0
     racks = topology.racks()
-    t = Table("BROKER", "RACK", "REPLICAS", "AFTER", "LEADERS*", "AFTER", "BYTES IN", "BYTES OUT",
-              box=None, pad_edge=False)
+    per = est.bytes_per_broker
+    t = Table("BROKER", "RACK", "REPLICAS", "AFTER", "LEADERS*", "AFTER", "BYTES", "AFTER",
+              "CAPACITY USE", "BYTES IN", "BYTES OUT", box=None, pad_edge=False)
     for b in sorted(set(before) | set(after)):
+        held = (fmt_bytes(per.before.get(b, 0)), fmt_bytes(per.after.get(b, 0))) if per else ("-", "-")
+        cap = per.capacity.get(b) if per else None
+        use = f"{per.after.get(b, 0) / cap:.0%} of {fmt_bytes(cap)}" if per and cap else "-"
         t.add_row(str(b), racks.get(b) or "-", f"{before[b][0]:,}", f"{after[b][0]:,}",
-                  f"{before[b][1]:,}", f"{after[b][1]:,}",
+                  f"{before[b][1]:,}", f"{after[b][1]:,}", *held, use,
                   fmt_bytes(est.broker_bytes_in.get(b, 0)), fmt_bytes(est.broker_bytes_out.get(b, 0)))
     console.print(t)
     console.print("* preferred leaders (first replica); the leaders move after a preferred "

@@ -354,9 +354,10 @@ def test_describe_log_dirs_answer(version: int) -> None:
                is_cordoned=True)])
     err, dirs = _answer(kp.describe_log_dirs(version, {"alpha": [0, 1]}), _body(resp, version))
     assert err == 0
+    volume = (10, 5) if version >= 4 else (-1, -1)  # total and usable bytes from v4 on
     assert dirs == [
         kp.LogDir(0, "/data/a", [("alpha", [kp.LogDirPartition(0, 1 << 40, 0, False),
-                                            kp.LogDirPartition(1, 17, 3, True)])]),
+                                            kp.LogDirPartition(1, 17, 3, True)])], *volume),
         kp.LogDir(57, "/data/b", [])]
 
 

@@ -819,9 +819,13 @@ class LogDir(NamedTuple):
     error_code: int
     path: str
     topics: list[tuple[str, list[LogDirPartition]]]
+    #: the volume's total and usable bytes (v4+, Kafka 3.3+; -1 when not reported)
+    total_bytes: int = -1
+    usable_bytes: int = -1
 
 
 _LOG_DIR_PARTITION = struct.Struct(">iqqb")  # index, size, offset lag, is future
+_VOLUME = struct.Struct(">qq")  # total bytes, usable bytes
 
 
 def describe_log_dirs(version: int, topics: Mapping[str, Sequence[int]]) -> Request:
@@ -868,13 +872,15 @@ def _decode_describe_log_dirs(buf: Buf, pos: int, version: int
             if flexible:
                 pos = _skip_tags(buf, pos)
             topics.append((name or "", parts))
+        total = usable = -1
         if version >= 4:
-            pos += 16  # total and usable bytes of the volume
+            total, usable = _VOLUME.unpack_from(buf, pos)
+            pos += _VOLUME.size
         if version >= 5:
             pos += 1  # is cordoned
         if flexible:
             pos = _skip_tags(buf, pos)
-        out.append(LogDir(dir_err, path or "", topics))
+        out.append(LogDir(dir_err, path or "", topics, total, usable))
     if flexible:
         pos = _skip_tags(buf, pos)
     return (err, out), pos

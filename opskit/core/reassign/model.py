@@ -32,6 +32,7 @@ from enum import Enum
 from typing import Any
 
 from opskit.core.models import TopicPartition
+from opskit.core.reassign.bytes import ByteReport
 from opskit.core.reassign.plan_fields import (
     _INT32_MAX,
     _bool,
@@ -210,11 +211,17 @@ class Policy:
     """How to plan. ``respect_racks``: keep each partition's replicas spread over racks
     (at most ceil(RF / racks) in one rack) when every broker has a rack.
     ``throttle_bytes_per_s``: the replication throttle the duration estimate assumes
-    (None: no estimate)."""
+    (None: no estimate). ``byte_tolerance_pct``: also balance bytes per broker within
+    this percentage of the mean (``opskit.core.reassign.bytes``; None: counts only).
+    ``capacity``: bytes each broker may hold (a plan leaving one above it and above what
+    it holds now is refused), ``capacity_source`` says where it came from."""
 
     respect_racks: bool = True
     throttle_bytes_per_s: int | None = None
     balance_leaders: bool = True
+    byte_tolerance_pct: float | None = None
+    capacity: Mapping[int, int] = field(default_factory=dict)
+    capacity_source: str | None = None
 
 
 # --------------------------------------------------------------------------- plan
@@ -255,7 +262,11 @@ class Estimates:
     With racks (None without): ``rack_replicas_lower_bound``, the replicas that must move
     for the rack spread alone (each partition's replicas above its rack limit, and those
     on drained brokers; part of ``replicas_lower_bound``); ``unspread_before``/``after``:
-    partitions above the limit in some rack before and after the plan."""
+    partitions above the limit in some rack before and after the plan.
+
+    ``bytes_per_broker``: bytes per broker before/after, capacity, and the byte goal's
+    outcome and bounds (``opskit.core.reassign.bytes.ByteReport``; None in plan files
+    written before it existed)."""
 
     replicas_moved: int
     replicas_lower_bound: int
@@ -269,8 +280,11 @@ class Estimates:
     rack_replicas_lower_bound: int | None = None
     unspread_before: int | None = None
     unspread_after: int | None = None
+    bytes_per_broker: ByteReport | None = None
 
     def to_dict(self) -> dict[str, Any]:
+        per_broker = {} if self.bytes_per_broker is None else {
+            "bytes_per_broker": self.bytes_per_broker.to_dict()}
         racks = {} if self.rack_replicas_lower_bound is None else {
             "rack_replicas_lower_bound": self.rack_replicas_lower_bound,
             "unspread_before": self.unspread_before,
@@ -287,6 +301,7 @@ class Estimates:
             "throttle_bytes_per_s": self.throttle_bytes_per_s,
             "duration_s": self.duration_s,
             **racks,
+            **per_broker,
         }
 
     @classmethod
@@ -314,6 +329,8 @@ class Estimates:
             rack_replicas_lower_bound=_optional_count(d, "rack_replicas_lower_bound", where),
             unspread_before=_optional_count(d, "unspread_before", where),
             unspread_after=_optional_count(d, "unspread_after", where),
+            bytes_per_broker=None if d.get("bytes_per_broker") is None
+            else ByteReport.from_dict(d["bytes_per_broker"], f"{where}.bytes_per_broker"),
         )
 
 

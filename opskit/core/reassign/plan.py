@@ -35,6 +35,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
+from fractions import Fraction
 
 from opskit.core.models import TopicPartition
 from opskit.core.reassign.balance import (
@@ -42,6 +43,13 @@ from opskit.core.reassign.balance import (
     balance_replicas,
     bytes_lower_bound,
     replica_lower_bound,
+)
+from opskit.core.reassign.bytes import (
+    ByteReport,
+    balance_bytes,
+    band,
+    broker_bytes,
+    byte_goal_bounds,
 )
 from opskit.core.reassign.leaders import balance_all_leaders, balance_leaders, repair_leaders
 from opskit.core.reassign.model import (
@@ -75,6 +83,11 @@ def plan_reassignment(topology: Topology, goal: Goal, policy: Policy, now: datet
     parts = topology.partitions
     reps = [list(p.replicas) for p in parts]
     rack_report: tuple[int, int, int] | None = None
+    stay = sorted(registered)
+    byte_goal: dict[str, object] = {}
+    if policy.byte_tolerance_pct is not None and goal.kind in (GoalKind.FROM_JSON,
+                                                               GoalKind.REPLICATION_FACTOR):
+        raise InvalidInputError("byte balance goes with add-brokers, remove-brokers or rebalance")
     if goal.kind is GoalKind.FROM_JSON:
         wanted = _apply_target(topology, goal.target, reps)
         lower: tuple[int, int] | None = None
@@ -97,14 +110,21 @@ def plan_reassignment(topology: Topology, goal: Goal, policy: Policy, now: datet
             balance_leaders(reps, stay)
             repair_leaders([p.replicas for p in parts], reps, stay, racks)
             balance_all_leaders(reps, [p.topic for p in parts], stay)
+        if policy.byte_tolerance_pct is not None:
+            lower, byte_goal = _balance_bytes(topology, reps, stay, drained, racks, policy,
+                                              spread, lower)
+            if policy.balance_leaders:  # the byte moves carry leadership: reorder again
+                balance_all_leaders(reps, [p.topic for p in parts], stay)
         wanted = list(range(len(parts)))
         if spread is not None:
             rack_report = (spread.rack_replicas, spread.unspread, unspread_count(reps, racks))
     moved = [i for i in wanted if reps[i] != list(parts[i].replicas)]
     moves = [(parts[i], reps[i]) for i in moved]
     _check_moves(topology, moves, registered)
+    report = _byte_report(topology, reps, stay, policy, byte_goal)
+    _check_capacity(report)
     dirs = {a.tp: a.log_dirs for a in goal.target}
-    return _plan(topology, goal, policy, now, moves, dirs, lower, rack_report)
+    return _plan(topology, goal, policy, now, moves, dirs, lower, rack_report, report)
 
 
 # --------------------------------------------------------------------------- goals
@@ -308,13 +328,81 @@ def _lower_bounds(reps: Sequence[Sequence[int]], sizes: Sequence[int], stay: Seq
     return replicas, bytes_lower_bound(holdings, leaving, total)
 
 
+# --------------------------------------------------------------------------- bytes
+
+
+def _balance_bytes(topology: Topology, reps: list[list[int]], stay: list[int], drained: list[int],
+                   racks: RackRule, policy: Policy, spread: RackBounds | None,
+                   lower: tuple[int, int]) -> tuple[tuple[int, int], dict[str, object]]:
+    """Byte balance after the counts and racks (``opskit.core.reassign.bytes``): returns
+    the lower bounds of what the plan then reaches and the byte goal's outcome.
+
+    Bounds: the count goal's when the counts are still balanced after (else the rack
+    goal's, or the drain's alone without racks), combined (max) with the byte goal's when
+    the band is reached: each is a lower bound of every plan reaching all it reaches."""
+    parts = topology.partitions
+    sizes = [p.size_bytes for p in parts]
+    base = [p.replicas for p in parts]
+    counted = set(stay) | set(drained)
+    total = sum(s * sum(1 for b in rs if b in counted) for rs, s in zip(base, sizes, strict=True))
+    assert policy.byte_tolerance_pct is not None
+    tol = Fraction(str(policy.byte_tolerance_pct)) / 100
+    goal = band(total, stay, tol, policy.capacity)
+    goal_lower = byte_goal_bounds(base, sizes, stay, drained, goal)
+    reached = balance_bytes(reps, base, sizes, stay, racks, goal, policy.capacity)
+    if not _balanced(reps, stay):
+        if spread is not None:
+            lower = (spread.rack_replicas, spread.rack_bytes)
+        else:
+            gone = set(drained)
+            lower = (sum(1 for rs in base for b in rs if b in gone),
+                     sum(s for rs, s in zip(base, sizes, strict=True) for b in rs if b in gone))
+    if reached:
+        lower = (max(lower[0], goal_lower[0]), max(lower[1], goal_lower[1]))
+    counts = dict.fromkeys(stay, 0)
+    for rs in reps:
+        for b in rs:
+            if b in counts:
+                counts[b] += 1
+    return lower, {"tolerance_pct": policy.byte_tolerance_pct, "low": goal.lo, "high": goal.hi,
+                   "reached": reached, "goal_bytes_lower_bound": goal_lower[1],
+                   "goal_replicas_lower_bound": goal_lower[0],
+                   "count_spread_after": max(counts.values()) - min(counts.values())}
+
+
+def _byte_report(topology: Topology, reps: Sequence[Sequence[int]], stay: Sequence[int],
+                 policy: Policy, byte_goal: Mapping[str, object]) -> ByteReport:
+    parts = topology.partitions
+    sizes = [p.size_bytes for p in parts]
+    ids = topology.broker_ids
+    return ByteReport(
+        before=broker_bytes((p.replicas for p in parts), sizes, ids),
+        after=broker_bytes(reps, sizes, ids), brokers=tuple(stay),
+        capacity=dict(policy.capacity), capacity_source=policy.capacity_source,
+        **byte_goal)  # type: ignore[arg-type]
+
+
+def _check_capacity(report: ByteReport) -> None:
+    """Refuse a plan that leaves a broker above its capacity and above what it holds now
+    (a broker already above it that the plan does not fill further is left to the
+    caller's note)."""
+    for b in sorted(report.capacity):
+        after, before, cap = report.after.get(b, 0), report.before.get(b, 0), report.capacity[b]
+        if after > cap and after > before:
+            raise RefusedError(
+                f"broker {b} would hold {after:,} B of replicas after the plan, over its "
+                f"capacity of {cap:,} B ({report.capacity_source or 'given'}; it holds "
+                f"{before:,} B now)")
+
+
 # --------------------------------------------------------------------------- the plan
 
 
 def _plan(topology: Topology, goal: Goal, policy: Policy, now: datetime,
           moves: Sequence[tuple[PartitionState, list[int]]],
           log_dirs: Mapping[TopicPartition, tuple[str, ...] | None],
-          lower: tuple[int, int] | None, rack_report: tuple[int, int, int] | None = None) -> Plan:
+          lower: tuple[int, int] | None, rack_report: tuple[int, int, int] | None = None,
+          per_broker: ByteReport | None = None) -> Plan:
     bytes_in: dict[int, int] = defaultdict(int)
     bytes_out: dict[int, int] = defaultdict(int)
     replicas_moved = bytes_moved = leaders = 0
@@ -337,7 +425,7 @@ def _plan(topology: Topology, goal: Goal, policy: Policy, now: datetime,
     rack_lb, unspread_before, unspread_after = rack_report or (None, None, None)
     estimates = Estimates(replicas_moved, replicas_lb, bytes_moved, bytes_lb, leaders,
                           dict(bytes_in), dict(bytes_out), rate, duration,
-                          rack_lb, unspread_before, unspread_after)
+                          rack_lb, unspread_before, unspread_after, per_broker)
     return Plan(
         partitions=tuple(Assignment(p.topic, p.partition, tuple(rs), log_dirs.get(p.tp))
                          for p, rs in moves),
