@@ -51,7 +51,7 @@ from opskit.core.reassign.model import (
 )
 from opskit.core.reassign.plan import plan_reassignment
 from opskit.core.reassign.plan_input import parse_rate
-from opskit.errors import UsageError
+from opskit.errors import IncompleteError, UsageError
 
 #: moves listed in the table (all of them are in -o json and the plan file)
 _TABLE_MOVES = 30
@@ -136,8 +136,13 @@ def plan(
         topology, cordon_notes = _without_cordoned(topology, goal, bootstrap_server, context,
                                                    timeout)
         notes += cordon_notes
-    caps, source, cap_note = _capacity(topology, read.disks, given_capacity, capacity_rest)
-    if cap_note and (balance_bytes or read.disks):
+    if read.sizes_unavailable and (balance_bytes or given_capacity or capacity_rest is not None):
+        what = "--balance-bytes" if balance_bytes else "--capacity"
+        raise IncompleteError(f"{what} needs the partition sizes, which could not be read: "
+                              f"{read.sizes_unavailable}")
+    disks = {} if read.sizes_unavailable else read.disks
+    caps, source, cap_note = _capacity(topology, disks, given_capacity, capacity_rest)
+    if cap_note and (balance_bytes or disks):
         notes.append(cap_note)
     policy = Policy(respect_racks=not ignore_racks, throttle_bytes_per_s=rate,
                     byte_tolerance_pct=tolerance, capacity=caps, capacity_source=source)

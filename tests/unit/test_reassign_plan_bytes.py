@@ -298,3 +298,24 @@ def test_invariants_on_larger_clusters(n: int, racks: int, partitions: int,
     counts = Counter({b: 0 for b in stay})
     counts.update(b for rs in after for b in rs)
     assert max(counts.values()) - min(counts.values()) == per.count_spread_after
+
+
+@pytest.mark.parametrize(("args", "needle"), [
+    (["--byte-tolerance", "5"], "--byte-tolerance goes with --balance-bytes"),
+    (["--balance-bytes", "--byte-tolerance", "0"], "--byte-tolerance: '0'"),
+    (["--balance-bytes", "--replication-factor", "3", "--all-topics"],
+     "--balance-bytes goes with"),
+    (["--rebalance", "--capacity", "0=lots"], "--capacity 0: 'lots'"),
+    (["--rebalance", "--capacity-all", "-1GB"], "--capacity-all: '-1GB'"),
+])
+def test_bad_flags_exit_2_before_any_connection(args: list[str], needle: str) -> None:
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from helpers import run_cli
+
+    # an address nothing listens on: the flags are refused before any client connects
+    r = run_cli("reassign", "plan", "-b", "127.0.0.1:1", "--timeout", "1", *args)
+    assert r.code == 2, r.out + r.err
+    assert needle in r.err and len(r.err.strip().splitlines()) == 1, r.err
