@@ -177,6 +177,9 @@ def check(topology: Topology, goal: Goal, stay: list[int], drained: list[int], t
         # what the plan reached (bytes in the band, racks, and counts when within 1): its
         # printed bound never exceeds the exact minimum of that goal
         assert reference is not None and est.bytes_lower_bound <= reference <= est.bytes_moved
+        fewest = exact(topology, stay, drained, tol, capacity, counts_balanced=balanced,
+                       weight_bytes=False)
+        assert fewest is not None and est.replicas_lower_bound <= fewest <= est.replicas_moved
     return {"refused": False, "feasible": best is not None, "within": within}
 
 
@@ -207,14 +210,14 @@ def test_within_tolerance_whenever_a_balanced_placement_exists() -> None:
 
 def test_capacity_is_never_exceeded_or_the_plan_is_refused() -> None:
     refused = 0
-    for seed in range(100):
+    for seed in range(60):
         rnd = random.Random(10_000 + seed)
         topology, goal, stay, drained, tol = tiny_case(rnd)
         total = sum(p.size_bytes * len(p.replicas) for p in topology.partitions)
         cap = {b: int(total / len(stay) * rnd.uniform(0.9, 1.6)) for b in stay}
         out = check(topology, goal, stay, drained, tol, cap)
         refused += bool(out.get("refused"))
-    assert refused < 100
+    assert refused < 60
 
 
 def test_skewed_cluster_reaches_the_band_and_reports_figures() -> None:
@@ -264,7 +267,7 @@ def test_input_parsers() -> None:
             parse_tolerance(bad)
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.integers(3, 12), st.sampled_from([0, 2, 3]), st.integers(20, 600),
        st.randoms(use_true_random=False))
 def test_invariants_on_larger_clusters(n: int, racks: int, partitions: int,
