@@ -95,7 +95,11 @@ def exact(topology: Topology, stay: list[int], drained: list[int], tolerance: fl
     k = len(stay)
     width = 2 * k if counts_balanced else k  # replica counts tracked only when they matter
     states: dict[tuple[int, ...], int] = {(0,) * width: 0}
-    for p in topology.partitions:
+    left = [sum(q.size_bytes for q in topology.partitions[i + 1:])
+            for i in range(len(topology.partitions))]  # one replica each per broker, at most
+    left_all = [sum(q.size_bytes * len(q.replicas) for q in topology.partitions[i + 1:])
+                for i in range(len(topology.partitions))]
+    for n, p in enumerate(topology.partitions):
         opts = [(s, len(set(s) - set(p.replicas))) for s in combinations(stay, len(p.replicas))
                 if _limit_ok(topology, stay, s)]
         nxt: dict[tuple[int, ...], int] = {}
@@ -109,6 +113,9 @@ def exact(topology: Topology, stay: list[int], drained: list[int], tolerance: fl
                 if any(new[index[b]] > goal.high[b] for b in stay):
                     continue
                 if counts_balanced and max(new[k:]) > hi_c:
+                    continue
+                short = [goal.lo - new[index[b]] for b in stay]  # pruned: the band out of reach
+                if max(short) > left[n] or sum(x for x in short if x > 0) > left_all[n]:
                     continue
                 key = tuple(new)
                 c = cost + added * (p.size_bytes if weight_bytes else 1)
