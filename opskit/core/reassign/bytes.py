@@ -27,7 +27,9 @@ below lo, summed over brokers). Each step takes the single replica move or the s
 two replicas between two brokers that removes the most violation per byte it adds to
 the plan (a move back to where a replica was before the plan costs nothing); among
 equal ratios the one that removes the most. When no such step helps, one large replica
-is traded for up to four smaller ones of the other broker (a bundle). A step never crowds a rack (the rack rule
+is traded for up to four smaller ones of the other broker (a bundle). Once in the band,
+moved replicas go back where they were, largest first, wherever the band, capacity,
+racks and the counts' range allow (fewer bytes, the same goals). A step never crowds a rack (the rack rule
 of ``reassign.balance``), never puts a broker above its capacity, never puts two
 replicas of a partition on one broker. Replica counts: first only steps that keep every
 broker within floor..ceil of the replicas per broker (moves from a broker at ceil to one
@@ -281,6 +283,27 @@ def balance_bytes(reps: list[list[int]], base: Sequence[Sequence[int]], sizes: S
         sorted_on.pop(a, None)
         sorted_on.pop(b, None)
 
+    def undo() -> None:
+        """Put moved replicas back where they were (largest first) while the band, the
+        capacity, the racks and the counts' range allow: fewer bytes, the same goals."""
+        low = min(count.values())
+        high = max(count.values())
+        lo_c, hi_c = min(floor, low), max(ceil, high)
+        changed = True
+        while changed:
+            changed = False
+            for i in sorted(range(len(reps)), key=lambda i: (-sizes[i], i)):
+                s = sizes[i]
+                for b in [b for b in reps[i] if b not in was[i] and b in holds]:
+                    back = next((a for a in sorted(was[i]) if a in holds and a not in reps[i]
+                                 and load[b] - s >= goal.lo and load[a] + s <= goal.high[a]
+                                 and fits(a, load[a] + s) and count[b] - 1 >= lo_c
+                                 and count[a] + 1 <= hi_c and racks.allows_move(reps[i], b, a)),
+                                None)
+                    if back is not None:
+                        apply(i, b, back)
+                        changed = True
+
     slack = 0
     while True:
         while violation(load, goal) > 0:
@@ -290,6 +313,7 @@ def balance_bytes(reps: list[list[int]], base: Sequence[Sequence[int]], sizes: S
             for i, a, b in step[1]:
                 apply(i, a, b)
         if violation(load, goal) == 0:
+            undo()
             return True
         if slack > total:
             return False
