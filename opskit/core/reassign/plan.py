@@ -22,11 +22,18 @@ Goals (``opskit.core.reassign.model.GoalKind``):
   (``__consumer_offsets``, ``__transaction_state``) only when asked.
 - from-json: the given target for the partitions it lists.
 
+Bytes (``opskit.core.reassign.bytes``): with ``Policy.byte_tolerance_pct`` (add, remove,
+rebalance), after the counts, racks and leaders, replicas move until every staying
+broker's bytes are within that percentage of the mean (counts may then spread beyond 1;
+reported), and the leaders are balanced again by reordering. Every plan carries bytes
+per broker before/after (``Estimates.bytes_per_broker``).
+
 Refusals (``RefusedError``, exit 5; nothing is planned): a target broker that is not
 registered; a replication factor above the number of brokers (left); a partition that
 would have fewer replicas than its topic's ``min.insync.replicas``; a partition without a
 leader (its move could never finish); brokers of which only some have a rack (plan with
-``respect_racks=False`` to ignore racks). Unknown topics or partitions are
+``respect_racks=False`` to ignore racks); a broker left above its ``Policy.capacity`` and
+above what it holds now. Unknown topics or partitions are
 ``NotFoundError`` (exit 4).
 """
 
