@@ -156,6 +156,15 @@ def plan(
                 f"{b} ({fmt_bytes(bytes_report.after.get(b, 0))} of "
                 f"{fmt_bytes(bytes_report.capacity[b])})" for b in over)
                 + " stay above their capacity (the plan does not add to them)")
+        peak = [b for b in sorted(bytes_report.capacity) if b not in over
+                and bytes_report.before.get(b, 0) + result.estimates.broker_bytes_in.get(b, 0)
+                > bytes_report.capacity[b]]
+        if peak:
+            notes.append("warning: broker(s) " + ", ".join(
+                f"{b} ({fmt_bytes(bytes_report.before.get(b, 0) + result.estimates.broker_bytes_in.get(b, 0))}"
+                f" of {fmt_bytes(bytes_report.capacity[b])})" for b in peak)
+                + " go above their capacity while the moves run if every replica arrives before "
+                "any leaves (reassign execute --max-moves-per-broker N limits what is in flight)")
         if bytes_report.reached is False:
             notes.append(f"warning: bytes per broker are not all within "
                          f"{bytes_report.tolerance_pct:g}% of the mean after the plan "
