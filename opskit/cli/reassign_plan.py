@@ -202,7 +202,7 @@ def _capacity(topology: Topology, disks: dict[int, tuple[int, int]], given: dict
         missing = sorted(ids - set(known))
         note = (f"no capacity given for broker(s) {','.join(map(str, missing))}: not checked"
                 if missing else None)
-        return known, "--capacity", note
+        return known, "given (--capacity/--capacity-all)", note
     held = broker_bytes((p.replicas for p in topology.partitions),
                         [p.size_bytes for p in topology.partitions], ids)
     caps = {b: held.get(b, 0) + disks[b][1] for b in sorted(ids) if b in disks}
