@@ -1,6 +1,6 @@
 """``opskit exporter``: a Prometheus exporter for lag, topics and cluster health.
 
-Collection runs in the background every ``--interval``; ``/metrics`` serves the
+Collection runs in the background every ``--interval`` (or aligned to the scrapes); ``/metrics`` serves the
 latest snapshot and never waits on Kafka. See docs/exporter.md.
 
 Imports: the served exporter's HTTP process (``--collector process``, the default)
@@ -68,6 +68,7 @@ def exporter(
     web_tls_key: Annotated[str | None, typer.Option("--web-tls-key", help="private key of --web-tls-cert (PEM)", show_default=False)] = None,
     web_user: Annotated[str | None, typer.Option("--web-user", help="require HTTP basic auth with this user on /metrics", show_default=False)] = None,
     web_password_file: Annotated[str | None, typer.Option("--web-password-file", help="file holding the basic auth password", show_default=False)] = None,
+    align_to_scrapes: Annotated[bool, typer.Option("--align-to-scrapes/--no-align-to-scrapes", help="when one scraper scrapes at a regular period, start each cycle so that it ends just before the next scrape (at most one cycle per period or interval); off: every --interval")] = True,
     collector: Annotated[str, typer.Option("--collector", help="process (default: collection in a child process, scrapes never wait for the interpreter lock) or thread")] = "process",
     once: Annotated[bool, typer.Option("--once", help="collect once, print /metrics to stdout and exit (exit 3 if Kafka is down or a family could not be read)")] = False,
     bootstrap_server: BootstrapOpt = None,
@@ -92,7 +93,7 @@ def exporter(
         granularity=granularity, lag_time_budget=lag_time_budget, lag_time=not no_lag_time,
         stale_after_s=sa, status_window_s=window_s, status_samples=status_samples,
         expected_brokers=expected_brokers,
-        log_dirs=not no_log_dirs,
+        log_dirs=not no_log_dirs, align_to_scrapes=align_to_scrapes,
     )
     password = _read_secret(web_password_file, "--web-password-file")
     for flag, path in (("--web-tls-cert", web_tls_cert), ("--web-tls-key", web_tls_key)):

@@ -1,12 +1,17 @@
 """The exporter's collection engine: cycles in the background, each one bounded.
 
-One thread runs collection cycles every ``interval``; each cycle runs in its
-own worker thread, joined for at most ``collection_timeout``. A cycle that
+One thread runs collection cycles; each cycle runs in its own worker thread, joined for at most ``collection_timeout``. A cycle that
 overruns counts as a ``timeout`` error and marks Kafka down at once; the next
 cycle starts only once it has finished (there is never more than one worker),
 and every Kafka call inside it is bounded by the Kafka timeout, so it does
 finish. Any exception of a cycle is caught and counted by kind; the loop never
 dies of one.
+
+When the next cycle starts: :mod:`opskit.exporter.schedule` plans it after
+each cycle, and again whenever a scrape arrives while it waits. With one
+regular scraper (a Prometheus server) the cycle starts so that it ends just
+before the next expected scrape; otherwise every ``interval`` from the previous
+start, and at once when a cycle ran longer than that.
 
 Scrapes never touch Kafka: a cycle ends by rendering its snapshot once (the
 small families through prometheus_client with this engine's own registry and
@@ -30,7 +35,8 @@ import logging
 import threading
 import time
 import zlib
-from collections.abc import Callable, Iterable
+from collections import deque
+from collections.abc import Callable, Iterable, Sequence
 from typing import Protocol
 
 from prometheus_client import CollectorRegistry, generate_latest
@@ -41,6 +47,7 @@ from opskit.exporter.families import render_partition_families, small_families
 from opskit.exporter.freshness import error_kind, families_for, first_line
 from opskit.exporter.history import History
 from opskit.exporter.options import ExporterOptions
+from opskit.exporter.schedule import DURATIONS_KEPT, KEEP, OFF, Plan, plan_next, scrape_grid
 from opskit.exporter.serving import ListCollector, Rendered, ServedState, ServesState
 from opskit.exporter.snapshot import Snapshot
 
@@ -92,6 +99,38 @@ class Exporter(ServesState):
         self._pending: Iterable[Metric] = ()
         self._data_registry = CollectorRegistry(auto_describe=False)
         self._data_registry.register(ListCollector(lambda: self._pending))
+        #: client address -> arrival times (monotonic) of its latest scrapes
+        self._scrapes: dict[str, deque[float]] = {}
+        self._durations: deque[float] = deque(maxlen=DURATIONS_KEPT)
+        self._first_timed = False
+        #: set by a scrape or stop(): the loop plans again
+        self._wake = threading.Event()
+        self.plan: Plan | None = None
+
+    # ----- scrapes (the schedule follows them) -----
+    def note_scrapes(self, scrapes: Sequence[tuple[float, str]]) -> None:
+        """Scrapes that arrived: (monotonic time, client address)."""
+        with self._lock:
+            for at, client in scrapes:
+                self._scrapes.setdefault(client, deque(maxlen=KEEP)).append(at)
+            if len(self._scrapes) > 64:  # many one-off clients: keep the busiest
+                keep = sorted(self._scrapes, key=lambda c: self._scrapes[c][-1])[-32:]
+                self._scrapes = {c: self._scrapes[c] for c in keep}
+        self._wake.set()
+
+    def scrape_arrived(self, at: float, client: str) -> None:
+        self.note_scrapes([(at, client)])
+
+    def next_plan(self, now: float, last_start: float) -> Plan:
+        """The next cycle's start (see :mod:`opskit.exporter.schedule`)."""
+        with self._lock:
+            scrapes = {c: list(ts) for c, ts in self._scrapes.items()}
+            durations = list(self._durations)
+        if self.options.align_to_scrapes:
+            fit, reason = scrape_grid(scrapes, now, self.options.interval_s)
+        else:
+            fit, reason = None, OFF
+        return plan_next(now, last_start, self.options.interval_s, fit, reason, durations)
 
     # ----- lifecycle -----
     def start(self) -> None:
@@ -100,6 +139,7 @@ class Exporter(ServesState):
 
     def stop(self, timeout: float = 5.0) -> None:
         self._stop.set()
+        self._wake.set()
         if self._thread is not None:
             self._thread.join(timeout)
 
@@ -107,17 +147,26 @@ class Exporter(ServesState):
         return self.state.first_done.wait(timeout)
 
     def loop(self) -> None:
-        """Run cycles every interval until stopped, then close the source."""
+        """Run cycles until stopped (each one planned after the previous one ended,
+        never two at once), then close the source."""
         start_background = getattr(self.source, "start_background", None)
         if start_background is not None:
             start_background()  # the slow families are read beside the cycles
-        next_at = time.monotonic()
+        start = time.monotonic()
         while not self._stop.is_set():
             self.run_cycle()
-            next_at += self.options.interval_s
-            now = time.monotonic()
-            next_at = max(next_at, now)  # overran: start the schedule again from now
-            self._stop.wait(max(0.0, next_at - now))
+            self._wake.clear()
+            plan = self.next_plan(time.monotonic(), start)
+            while True:
+                self._set_plan(plan)
+                now = time.monotonic()
+                if self._stop.is_set() or plan.start_s <= now:
+                    break  # its time has come: run it (planning again now would skip a period)
+                if self._wake.wait(plan.start_s - now) and not self._stop.is_set():
+                    # a scrape arrived while waiting: plan again with it
+                    self._wake.clear()
+                    plan = self.next_plan(time.monotonic(), start)
+            start = plan.start_s
         try:
             self.source.close()
         except Exception:
@@ -151,6 +200,9 @@ class Exporter(ServesState):
         duration = time.monotonic() - started
         with self._lock:
             self._cycle_started = None
+            if self._first_timed:  # the first cycle also starts the clients: not typical
+                self._durations.append(duration)
+            self._first_timed = True
         err = box.get("error")
         if isinstance(err, BaseException):
             kind = error_kind(err)
@@ -167,6 +219,14 @@ class Exporter(ServesState):
             self.state.publish_success(rendered, duration)
             self._changed()
         _release_memory()
+
+    def _set_plan(self, plan: Plan) -> None:
+        old, self.plan = self.plan, plan
+        if old is None or (old.aligned, old.reason) != (plan.aligned, plan.reason):
+            log.info("collection schedule: %s%s", plan.reason,
+                     f" (scrape period {plan.period_s:.2f}s)" if plan.period_s else "")
+        if self.state.set_schedule(plan.aligned, plan.period_s):
+            self._changed()
 
     def _failed(self, kind: str, message: str, duration: float | None = None) -> None:
         log.warning("collection failed (%s): %s", kind, message)

@@ -259,6 +259,10 @@ class ExporterStatus:
     family_errors: Mapping[tuple[str, str], int] = field(default_factory=dict)
     #: the families this exporter reads (each has its series from the start)
     expected_families: tuple[str, ...] = ()
+    #: cycles are started to end just before the next expected scrape
+    schedule_aligned: bool = False
+    #: the scrape period estimated from the recent scrapes (None: none regular)
+    scrape_period_s: float | None = None
 
 
 ERROR_KINDS = ("unreachable", "timeout", "unsupported", "kafka", "auth", "internal")
@@ -275,6 +279,8 @@ def self_families(st: ExporterStatus, now_s: float, data_series: int) -> list[Me
     if st.served_snapshot_s is not None:
         f.add("opskit_exporter_snapshot_age_seconds", (), max(0.0, now_s - st.served_snapshot_s))
     f.add("opskit_exporter_last_success_timestamp_seconds", (), st.last_success_s)
+    f.add("opskit_exporter_schedule_aligned", (), int(st.schedule_aligned))
+    f.add("opskit_exporter_scrape_period_seconds", (), st.scrape_period_s)
     served = st.served_snapshot_s is not None
     names = list(st.expected_families) + sorted(set(st.families) - set(st.expected_families))
     for fam in names:

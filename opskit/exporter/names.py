@@ -131,6 +131,11 @@ OPSKIT: tuple[MetricSpec, ...] = (
     MetricSpec("opskit_exporter_last_success_timestamp_seconds", G, (),
                "Unix time of the last successful collection"),
     MetricSpec("opskit_exporter_series", G, (), "Series served in the last scrape"),
+    MetricSpec("opskit_exporter_schedule_aligned", G, (),
+               "1 if collection cycles are started to end just before the next expected "
+               "scrape; 0 on the fixed --interval schedule"),
+    MetricSpec("opskit_exporter_scrape_period_seconds", G, (),
+               "Scrape period estimated from the recent scrapes (absent when they are not regular)"),
     MetricSpec("opskit_exporter_family_up", G, ("family",),
                "1 if the family's latest read succeeded and its data is served, else 0"),
     MetricSpec("opskit_exporter_family_errors_total", C, ("family", "kind"),

@@ -87,6 +87,9 @@ class ExporterOptions:
     log_dirs: bool = True
     #: ask DescribeQuorum / ListPartitionReassignments (kafka-python)
     kafka_python: bool = True
+    #: start each cycle so that it ends just before the next expected scrape, when the
+    #: scrapes are regular (see opskit.exporter.schedule); otherwise every interval
+    align_to_scrapes: bool = True
 
     def __post_init__(self) -> None:
         if self.interval_s <= 0:

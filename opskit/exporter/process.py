@@ -14,6 +14,12 @@ hangs (the engine's timeout). If it dies, or says nothing for ``5 x
 error, marks Kafka down and starts a new child after ``interval`` -- never
 faster, so a broken setup cannot spin. The child exits when the parent goes
 away (its next report fails, or the parent's pipe closes).
+
+Scrapes: the server notes when each ``/metrics`` scrape arrives (monotonic
+time, which both processes share, and the client address); the supervisor
+thread forwards them to the child in batches (never the HTTP handler: a
+wedged child must not block a scrape), where the engine plans its cycles
+around them (:mod:`opskit.exporter.schedule`).
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from __future__ import annotations
 import logging
 import multiprocessing as mp
 import os
+import select
 import signal
 import threading
 import time
@@ -66,7 +73,8 @@ def _child_main(conn: ConnectionConfig, options: ExporterOptions,
             try:
                 pipe.send(StateReport(new, rep.up, rep.collections, rep.errors, rep.last_duration_s,
                                       rep.last_success_s, rep.last_error, rep.first_done,
-                                      rep.family_errors, rep.families))
+                                      rep.family_errors, rep.families, rep.schedule_aligned,
+                                      rep.scrape_period_s))
             except (BrokenPipeError, EOFError, OSError):
                 os._exit(0)  # the parent is gone
             if new is not None:
@@ -76,8 +84,12 @@ def _child_main(conn: ConnectionConfig, options: ExporterOptions,
 
     def watch_parent() -> None:
         try:
-            while not pipe.poll(None) or pipe.recv() != "stop":
-                pass
+            while True:
+                msg = pipe.recv()
+                if msg == "stop":
+                    break
+                if isinstance(msg, tuple) and len(msg) == 2 and msg[0] == "scrapes":
+                    engine.note_scrapes(msg[1])
         except (EOFError, OSError):
             pass
         engine.stop(timeout=0)
@@ -119,10 +131,33 @@ class ProcessExporter(ServesState):
         self._base_family_errors: dict[tuple[str, str], int] = {}
         self._last_report = time.monotonic()
         self._last_state: StateReport | None = None
+        #: scrapes noted by the server, not yet forwarded to the collector process
+        self._scrapes: list[tuple[float, str]] = []
+        self._scrapes_lock = threading.Lock()
+        self._send_lock = threading.Lock()
 
     @property
     def child_pid(self) -> int | None:
         return self._proc.pid if self._proc is not None else None
+
+    def scrape_arrived(self, at: float, client: str) -> None:
+        with self._scrapes_lock:
+            if len(self._scrapes) < 1000:  # a child not reading them: drop, never grow
+                self._scrapes.append((at, client))
+
+    def _forward_scrapes(self, pipe: Connection) -> None:
+        """Hand the noted scrapes to the collector, if its pipe takes them without waiting."""
+        with self._scrapes_lock:
+            batch, self._scrapes = self._scrapes, []
+        if not batch:
+            return
+        try:
+            _, writable, _ = select.select([], [pipe.fileno()], [], 0)
+            if writable:
+                with self._send_lock:
+                    pipe.send(("scrapes", batch))
+        except (OSError, ValueError):
+            pass  # the child died: the supervisor restarts it
 
     # ----- lifecycle -----
     def start(self) -> None:
@@ -160,7 +195,9 @@ class ProcessExporter(ServesState):
         while not self._stop.is_set():
             pipe = self._pipe
             try:
-                if pipe is not None and pipe.poll(0.5):
+                if pipe is not None:
+                    self._forward_scrapes(pipe)
+                if pipe is not None and pipe.poll(0.25):
                     rep = pipe.recv()
                     if isinstance(rep, StateReport):
                         self._last_report = time.monotonic()
@@ -201,7 +238,8 @@ class ProcessExporter(ServesState):
         self._stop.set()
         if self._pipe is not None:
             try:
-                self._pipe.send("stop")
+                with self._send_lock:
+                    self._pipe.send("stop")
             except (BrokenPipeError, OSError):
                 pass
         if self._proc is not None:

@@ -15,6 +15,7 @@ import signal
 import ssl
 import sys
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -104,6 +105,11 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(401, b"unauthorised\n", extra={"WWW-Authenticate": 'Basic realm="opskit"'})
             return
         if path == "/metrics":
+            if self.command == "GET":
+                # when scrapes arrive, and from where: the collection schedule follows them
+                arrived = getattr(ex, "scrape_arrived", None)
+                if arrived is not None:
+                    arrived(time.monotonic(), str(self.client_address[0]))
             gz = "gzip" in self.headers.get("Accept-Encoding", "")
             body = ex.scrape(gzipped=gz)
             self._send(200, body, CONTENT_TYPE, {"Content-Encoding": "gzip"} if gz else None)

@@ -67,6 +67,9 @@ class StateReport:
     family_errors: dict[tuple[str, str], int] = field(default_factory=dict)
     #: family -> the outcome of its latest read
     families: dict[str, FamilyRead] = field(default_factory=dict)
+    #: the collection schedule: aligned to the scrapes, and their estimated period
+    schedule_aligned: bool = False
+    scrape_period_s: float | None = None
 
 
 class ServedState:
@@ -86,6 +89,8 @@ class ServedState:
         self._last_duration: float | None = None
         self._last_success: float | None = None
         self._last_error: str | None = None
+        self._aligned = False
+        self._period: float | None = None
         self.first_done = threading.Event()
         self._scrape_lock = threading.Lock()
         self._self_pending: list[Metric] = []
@@ -130,12 +135,22 @@ class ServedState:
                 self._last_duration = duration_s
         self.first_done.set()
 
+    def set_schedule(self, aligned: bool, period_s: float | None) -> bool:
+        """The collection schedule now; True when it changed enough to report at once
+        (aligned or not, a period found or lost, or moved by more than 1 %)."""
+        with self._lock:
+            old_aligned, old = self._aligned, self._period
+            self._aligned, self._period = aligned, period_s
+        if aligned != old_aligned or (old is None) != (period_s is None):
+            return True
+        return old is not None and period_s is not None and abs(period_s - old) > 0.01 * old
+
     def report(self) -> StateReport:
         with self._lock:
             return StateReport(self._rendered, self._up, self._collections, dict(self._errors),
                                self._last_duration, self._last_success, self._last_error,
                                self.first_done.is_set(), dict(self._family_errors),
-                               dict(self._families))
+                               dict(self._families), self._aligned, self._period)
 
     def apply(self, rep: StateReport, extra_errors: dict[str, int] | None = None,
               extra_collections: int = 0,
@@ -158,6 +173,7 @@ class ServedState:
             self._last_success = rep.last_success_s
             self._last_error = rep.last_error
             self._family_errors = fam_errors
+            self._aligned, self._period = rep.schedule_aligned, rep.scrape_period_s
             if rep.families or not rep.up:
                 self._families = dict(rep.families) if rep.families else {
                     n: r.failed("internal", rep.last_error or "collector down")
@@ -190,6 +206,7 @@ class ServedState:
                 served_snapshot_s=r.taken_at_ms / 1000.0 if r else None,
                 families=dict(self._families), family_errors=dict(self._family_errors),
                 expected_families=self.expected_families,
+                schedule_aligned=self._aligned, scrape_period_s=self._period,
             )
 
     def scrape(self, gzipped: bool = False) -> bytes:
@@ -233,6 +250,10 @@ class ServesState:
 
     def scrape(self, gzipped: bool = False) -> bytes:
         return self.state.scrape(gzipped)
+
+    def scrape_arrived(self, at: float, client: str) -> None:
+        """A scrape of /metrics arrived (monotonic time, client address): the
+        collection schedule follows them. Here: ignored."""
 
     def ready(self) -> tuple[bool, str]:
         return self.state.ready()

@@ -335,3 +335,50 @@ def test_served_engine_reads_slow_families_beside_its_cycles(kafka, uniq):
     age = v["opskit_exporter_data_age_seconds"]
     # configs were read once, at the start; groups in the latest cycle
     assert age[L(family="topic_configs")] > age[L(family="groups")]
+
+
+def test_cli_exporter_aligns_its_cycles_to_a_regular_scraper(kafka, uniq):
+    """The real command (collector process) scraped every P seconds at a fixed phase, as
+    Prometheus does: the schedule becomes aligned to the scrapes, with their period, at
+    most one cycle per scrape, and the data a scrape gets is younger than a fixed schedule
+    of the same period serves on average (half a period plus the cycle's own time)."""
+    bs = kafka.bootstrap
+    t, g = f"exp_align_{uniq}", f"exp-align-{uniq}"
+    create_topic(bs, t, 2)
+    produce(bs, t, {0: 5, 1: 5})
+    commit(bs, g, {(t, 0): 2, (t, 1): 5})
+    period = 5.0
+    port = _free_port()
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "opskit.cli.main", "exporter", "--bootstrap", bs,
+         "--port", str(port), "--listen", "127.0.0.1", "--interval", f"{period:g}s",
+         "--group-allow", g, "--topic-allow", t],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        _wait(lambda: get(base + "/ready")[1].startswith(b"kafka up") if proc.poll() is None else
+              pytest.fail(proc.stderr.read().decode()), 90, "/ready")  # type: ignore[union-attr]
+        seen: list[Values] = []
+        t0 = time.monotonic()
+        for i in range(10):  # one scraper, fixed phase: t0 + i * period
+            time.sleep(max(0.0, t0 + i * period - time.monotonic()))
+            code, body = get(base + "/metrics", timeout=period)
+            assert code == 200
+            seen.append(parse(body))
+    finally:
+        rc = stop_process(proc, grace=20)
+    assert rc == 0, proc.stderr.read().decode()[-2000:] if proc.stderr else ""
+    last = seen[-1]
+    assert last["opskit_exporter_schedule_aligned"][()] == 1
+    assert abs(last["opskit_exporter_scrape_period_seconds"][()] - period) <= 0.1 * period
+    assert last["kafka_consumergroup_lag"][L(consumergroup=g, topic=t, partition="0")] == 3
+    aligned = [v for v in seen if v["opskit_exporter_schedule_aligned"][()] == 1]
+    assert len(aligned) >= 4, [v["opskit_exporter_schedule_aligned"][()] for v in seen]
+    ages = sorted(v["opskit_exporter_snapshot_age_seconds"][()] for v in aligned)
+    cycles = sorted(v["opskit_exporter_collection_duration_seconds"][()] for v in aligned)
+    median_age, median_cycle = ages[len(ages) // 2], cycles[len(cycles) // 2]
+    assert median_age < period / 2 + median_cycle, (ages, cycles)
+    # at most one cycle per scrape while aligned (CPU per minute does not rise)
+    runs = [v["opskit_exporter_collections_total"][()] for v in aligned]
+    assert runs[-1] - runs[0] <= len(aligned), runs
