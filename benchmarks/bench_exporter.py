@@ -20,9 +20,14 @@ max(0, 5 - committed)). Then:
 `--compare 2000x200,10000x500` runs the three exporters side by side, in one run
 per size (a fresh sandbox cluster each): opskit, KMinion and kafka_exporter are
 started together against the same cluster and each is scraped every `--every`
-seconds (15, like Prometheus; at a random phase within each period, since a
-Prometheus server's phase against an exporter's own cycle is arbitrary) for
-`--duration` seconds, in a thread of its own.
+seconds (15, like Prometheus) for `--duration` seconds, in a thread of its own.
+`--phase fixed` scrapes each exporter at one random offset within the period for
+the whole run, as Prometheus does (it derives a target's offset once; no
+per-scrape jitter); `--phase random` (the default, as in the earlier recorded
+runs) picks a new random phase within every period, which no Prometheus does but
+which averages over phases. With `--phase fixed` opskit's schedule can align to
+the scrapes (`opskit_exporter_schedule_aligned`), so its ages are also reported
+over the aligned scrapes only (it needs 4 scrapes, a minute at 15 s, to align).
 A probe producer writes one record a second to a one-partition probe topic whose
 group committed offset 0, noting when each record was acknowledged: the probe
 group's lag in a scrape names the last record the exporter had seen, so the age
@@ -39,7 +44,7 @@ deletion the next scrapes must not hold the deleted group's series.
 
     python benchmarks/bench_exporter.py [--partitions 10000] [--groups 500] [--scrapes 200]
     python benchmarks/bench_exporter.py --soak 600 [--partitions 10000] [--groups 500]
-    python benchmarks/bench_exporter.py --compare 2000x200,10000x500 [--duration 300]
+    python benchmarks/bench_exporter.py --compare 2000x200,10000x500 [--duration 300] [--phase fixed]
 """
 
 from __future__ import annotations
@@ -175,6 +180,16 @@ def wait_port(port: int, timeout: float, proc: subprocess.Popen[bytes]) -> None:
                 return
         time.sleep(0.5)
     raise SystemExit(f"port {port} not listening within {timeout:.0f}s")
+
+
+def ready_text(url: str) -> str:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as r:
+            return str(r.read().decode(errors="replace"))
+    except urllib.error.HTTPError as e:
+        return str(e.read().decode(errors="replace"))
+    except (urllib.error.URLError, ConnectionError, TimeoutError):
+        return ""
 
 
 def self_metric(url: str, name: str) -> float | None:
@@ -454,23 +469,35 @@ def probe_lag(text: bytes) -> float | None:
     return None
 
 
+_OWN = {"opskit_exporter_collection_duration_seconds", "opskit_exporter_schedule_aligned",
+        "opskit_exporter_scrape_period_seconds"}
+
+
 def scrape_loop(name: str, url: str, proc: subprocess.Popen[bytes], probe: Probe, every: float,
-                until: float, out: dict[str, Any]) -> None:
-    """Scrape every ``every`` s (back to back when a scrape takes longer) until ``until``."""
+                until: float, out: dict[str, Any], phase: str = "random") -> None:
+    """Scrape every ``every`` s (back to back when a scrape takes longer) until ``until``.
+
+    ``phase`` "fixed": at one random offset within the period for the whole run, as
+    Prometheus does; "random": at a new random phase within every period. opskit's own
+    cycle duration and schedule are read from the same scrapes (a second poller would be
+    a second scraper at another phase)."""
     lat: list[float] = []
     ages: list[float] = []
+    aligned_ages: list[float] = []
+    cycles: list[float] = []
+    aligned_flags: list[float] = []
+    periods: list[float] = []
     loads: list[float] = []
     failures = 0
     body = b""
     s0 = proc_stats(proc.pid)
     t_start = time.time()
     rng = random.Random(name)
+    offset = rng.uniform(0.0, every)
     k = 0
     while time.time() < until:
-        # every ``every`` s on average, at a random phase within each period: a
-        # Prometheus server's phase against an exporter's own cycle is arbitrary, and a
-        # fixed one would measure one phase only (same period: the same age every time)
-        next_at = t_start + k * every + rng.uniform(0.0, every)
+        # fixed: Prometheus' offset, once per target; random: averages over phases
+        next_at = t_start + k * every + (offset if phase == "fixed" else rng.uniform(0.0, every))
         k += 1
         time.sleep(max(0.0, next_at - time.time()))
         if time.time() >= until:
@@ -486,8 +513,18 @@ def scrape_loop(name: str, url: str, proc: subprocess.Popen[bytes], probe: Probe
         body = text
         lag = probe_lag(text)
         age = probe.age(lag, seen) if lag is not None else None
+        own = {n: next(iter(v.values()), None) for n, v in parse(text, _OWN).items()}
+        is_aligned = own.get("opskit_exporter_schedule_aligned")
+        if own.get("opskit_exporter_collection_duration_seconds") is not None:
+            cycles.append(own["opskit_exporter_collection_duration_seconds"] or 0.0)
+        if is_aligned is not None:
+            aligned_flags.append(is_aligned)
+        if own.get("opskit_exporter_scrape_period_seconds") is not None:
+            periods.append(own["opskit_exporter_scrape_period_seconds"] or 0.0)
         if age is not None:
             ages.append(age)
+            if is_aligned == 1:
+                aligned_ages.append(age)
         loads.append(os.getloadavg()[0])
         k = max(k, int((time.time() - t_start) // every))  # a scrape longer than a period
     s1 = proc_stats(proc.pid)
@@ -498,11 +535,20 @@ def scrape_loop(name: str, url: str, proc: subprocess.Popen[bytes], probe: Probe
         "p99_ms": pct(lat, 0.99) * 1000 if lat else None,
         "age_median_s": statistics.median(ages) if ages else None,
         "age_p95_s": pct(ages, 0.95) if ages else None, "ages": len(ages),
+        "phase": phase, "phase_offset_s": offset if phase == "fixed" else None,
         "cpu_s_per_min": (s1["cpu_s"] - s0["cpu_s"]) / wall * 60,
         "peak_rss_mb": s1["peak_rss_mb"], "rss_mb": s1["rss_mb"], "processes": s1["processes"],
         "load_avg_1m": [min(loads), statistics.median(loads), max(loads)] if loads else None,
         "last_body": body,
     })
+    if cycles:  # opskit: its own figures, from the same scrapes
+        out.update({
+            "cycle_s_median": statistics.median(cycles), "cycle_s_max": max(cycles),
+            "aligned_scrapes": sum(1 for a in aligned_flags if a == 1),
+            "scrape_period_s_last": periods[-1] if periods else None,
+            "age_median_aligned_s": statistics.median(aligned_ages) if aligned_ages else None,
+            "age_p95_aligned_s": pct(aligned_ages, 0.95) if aligned_ages else None,
+        })
 
 
 def run_compare(size: str, args: argparse.Namespace) -> dict[str, Any]:
@@ -510,7 +556,9 @@ def run_compare(size: str, args: argparse.Namespace) -> dict[str, Any]:
 
     partitions, groups = (int(x) for x in size.lower().split("x"))
     sb = Sandbox(f"bench-exp-{partitions}")
-    st, _ = sb.up(brokers=1, version=args.kafka_version, port=free_port_block(1), wait_timeout=600)
+    base = args.port_base
+    st, _ = sb.up(brokers=1, version=args.kafka_version,
+                  port=base if base else free_port_block(1), wait_timeout=600)
     bs = st.bootstrap
     procs: dict[str, subprocess.Popen[bytes]] = {}
     res: dict[str, Any] = {"size": size, "bootstrap_load_1m": os.getloadavg()[0]}
@@ -518,7 +566,8 @@ def run_compare(size: str, args: argparse.Namespace) -> dict[str, Any]:
         print(f"[{size}] cluster: Kafka {args.kafka_version} at {bs}", flush=True)
         topics = build_cluster(bs, partitions, groups)
         probe = Probe(bs)
-        ports = {n: free_port() for n in ("opskit", "kminion", "kafka_exporter")}
+        ports = {n: base + 1 + i if base else free_port()
+                 for i, n in enumerate(("opskit", "kminion", "kafka_exporter"))}
         procs["opskit"] = start_opskit(bs, ports["opskit"], args.interval, args.exporter_args.split())
         for name in ("kminion", "kafka_exporter"):
             p = start_competitor(name, bs, ports[name])
@@ -528,8 +577,8 @@ def run_compare(size: str, args: argparse.Namespace) -> dict[str, Any]:
                 procs[name] = p
         urls = {n: f"http://127.0.0.1:{ports[n]}/metrics" for n in procs}
         wait_http(f"http://127.0.0.1:{ports['opskit']}/ready", 900, procs["opskit"])
-        while self_metric(urls["opskit"], "opskit_kafka_up") != 1.0:
-            time.sleep(1)
+        while not ready_text(f"http://127.0.0.1:{ports['opskit']}/ready").startswith("kafka up"):
+            time.sleep(1)  # /ready, not /metrics: the only /metrics scrapes are the measured ones
         for n, proc in list(procs.items()):
             if n == "opskit":
                 continue
@@ -549,16 +598,10 @@ def run_compare(size: str, args: argparse.Namespace) -> dict[str, Any]:
         until = time.time() + args.duration
         outs: dict[str, dict[str, Any]] = {n: {} for n in procs}
         threads = [threading.Thread(target=scrape_loop, args=(n, urls[n], procs[n], probe,
-                                                              args.every, until, outs[n]))
+                                                              args.every, until, outs[n], args.phase))
                    for n in procs]
         for t in threads:
             t.start()
-        durations: list[float] = []
-        while time.time() < until:
-            d = self_metric(urls["opskit"], "opskit_exporter_collection_duration_seconds")
-            if d is not None:
-                durations.append(d)
-            time.sleep(args.every)
         for t in threads:
             t.join(600)
         probe.stop()
@@ -568,8 +611,6 @@ def run_compare(size: str, args: argparse.Namespace) -> dict[str, Any]:
             o["lag_vs_truth"] = {"compared": len(truth),
                                  "equal": sum(1 for k, v in truth.items() if got.get(k) == v)}
             res[n] = o
-        res["opskit"]["cycle_s_median"] = statistics.median(durations) if durations else None
-        res["opskit"]["cycle_s_max"] = max(durations) if durations else None
     finally:
         for p in procs.values():
             stop_process(p)
@@ -599,6 +640,10 @@ def print_compare(res: dict[str, Any]) -> None:
     o = res["opskit"]
     print(f"opskit cycle (its own duration metric): median {f(o.get('cycle_s_median'), '.1f')} s, "
           f"max {f(o.get('cycle_s_max'), '.1f')} s")
+    print(f"phase {o.get('phase')}; opskit schedule aligned at {o.get('aligned_scrapes')} of "
+          f"{o.get('scrapes')} scrapes (estimated period {f(o.get('scrape_period_s_last'), '.2f')} s); "
+          f"age over those: median {f(o.get('age_median_aligned_s'), '.2f')} s, "
+          f"p95 {f(o.get('age_p95_aligned_s'), '.2f')} s")
     for peer in names[1:]:
         p = res[peer]
         ratios = []
@@ -718,6 +763,12 @@ def main() -> int:
     ap.add_argument("--compare", help="sizes PxG,... : the three exporters side by side, one run per size")
     ap.add_argument("--duration", type=float, default=300.0, help="--compare: seconds of scraping per size")
     ap.add_argument("--every", type=float, default=15.0, help="--compare: seconds between scrapes")
+    ap.add_argument("--port-base", type=int, default=0,
+                    help="--compare: broker at this port, the exporters at the next three "
+                         "(the sandbox's controller at +1000); default: free ports")
+    ap.add_argument("--phase", choices=("random", "fixed"), default="random",
+                    help="--compare: a new random phase every period, or one random offset per "
+                         "exporter for the whole run (as Prometheus)")
     args = ap.parse_args()
 
     os.environ.setdefault("OPSKIT_STATE", tempfile.mkdtemp(prefix="opskit-bench-exporter-"))

@@ -14,9 +14,12 @@ phase) and plans the next cycle's start:
   times follows a grid, and they all follow the same one (one Prometheus, or
   several at the same phase): the cycle starts ``margin`` before a predicted
   scrape, ``margin`` being the 90th percentile of the recent cycle durations
-  plus a safety. At most one cycle per ``max(period, interval)`` (every k-th
-  scrape when scrapes come more often than ``--interval``; 2 % of slack for the
-  estimate), so the CPU per minute does not rise above the fixed schedule's;
+  plus a safety. Cycles stay about ``--interval`` apart and never closer (2 %
+  of slack for the estimate): every k-th scrape when scrapes come more often
+  than ``--interval``, and when they come less often, the period cut into
+  steps of at least ``--interval`` with one ending before each scrape (see
+  :func:`cycle_grid`). So the CPU per minute does not rise above the fixed
+  schedule's;
 * **fixed** (``--interval`` from the previous start, as before) otherwise: no
   scrapes, irregular scrapes, several scrapers at different phases (an HA pair
   of Prometheus servers: aligned to none), alignment turned off, or cycles
@@ -185,14 +188,28 @@ def plan_next(now: float, last_start_s: float, interval_s: float, fit: Fit | Non
     if fit is None:
         return Plan(fixed, False, None, reason)
     period = fit.period_s
-    # at most one cycle per max(period, interval): every k-th scrape (2 % of slack for
-    # the estimate: a 15 s scrape measured as 14.9 s still gets a cycle per scrape)
-    k = max(1, math.ceil(interval_s / period - 0.02))
-    span = k * period
+    step, k = cycle_grid(period, interval_s)
+    span = k * step
     if p90(durations[-DURATIONS_KEPT:]) >= span:
         return Plan(fixed, False, period, LONG_CYCLES)
     m = margin_s(durations)
-    # never two cycles for one scrape: half a span after the last start at the earliest
-    earliest = max(now, last_start_s + span - period / 2)
-    target = fit.next_at_or_after(earliest + m)
+    # never two cycles for one grid time: half a step before the span is up at the earliest
+    earliest = max(now, last_start_s + span - step / 2)
+    grid = Fit(step, fit.anchor_s, fit.last_s, fit.scrapes)
+    target = grid.next_at_or_after(earliest + m)
     return Plan(target - m, True, period, ALIGNED, target)
+
+
+def cycle_grid(period_s: float, interval_s: float) -> tuple[float, int]:
+    """(step, k): cycles end before every k-th point of a grid of ``step`` seconds that
+    holds every scrape, spaced about ``--interval`` apart and never closer (2 % of slack
+    for the estimate: a 15 s scrape measured as 14.9 s still gets one cycle per scrape).
+
+    Scraped more often than the interval: every k-th scrape. Scraped less often: the
+    period cut into n equal steps of at least the interval (30 s scrapes and a 15 s
+    interval: a cycle every 15 s, one of them ending just before each scrape), so the
+    status windows and rates get the samples they got on the fixed schedule."""
+    if period_s < interval_s:
+        return period_s, max(1, math.ceil(interval_s / period_s - 0.02))
+    n = max(1, math.floor(period_s / interval_s + 0.02))
+    return period_s / n, 1

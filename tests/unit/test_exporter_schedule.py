@@ -221,11 +221,28 @@ def test_engine_alignment_off():
     assert not plan.aligned and plan.reason == OFF and plan.start_s == ts[-1] + 12
 
 
-@pytest.mark.parametrize(("period", "interval", "k"), [
-    (15.0, 15.0, 1), (14.9, 15.0, 1), (14.0, 15.0, 2), (7.5, 15.0, 2), (30.0, 15.0, 1), (5.0, 15.0, 3)])
-def test_cycles_never_more_often_than_the_interval(period, interval, k):
+@pytest.mark.parametrize(("period", "interval", "gap"), [
+    (15.0, 15.0, 15.0), (14.9, 15.0, 14.9), (14.0, 15.0, 28.0), (7.5, 15.0, 15.0),
+    (5.0, 15.0, 15.0), (20.0, 15.0, 20.0), (30.0, 15.0, 15.0), (60.0, 15.0, 15.0),
+    (29.8, 15.0, 14.9)])
+def test_cycles_about_an_interval_apart_never_closer(period, interval, gap):
+    """Walking the schedule: cycles end gap seconds apart (never closer than the interval,
+    within the 2 % slack): on every k-th scrape when scraped more often than the interval,
+    else one just before every scrape."""
     ts = grid(period, 0.5, 8)
     fit, why = scrape_grid({"p": ts}, ts[-1] + 0.1, interval)
-    last_start = ts[-1] - 1.0
-    plan = plan_next(ts[-1] + 0.1, last_start, interval, fit, why, [0.5])
-    assert plan.target_s == pytest.approx(ts[-1] + k * period)
+    start, ends = ts[-1] - 1.0, []
+    for _ in range(12):
+        plan = plan_next(start + 0.5, start, interval, fit, why, [0.5])
+        assert plan.aligned
+        ends.append(plan.target_s)
+        start = plan.start_s
+    gaps = [b - a for a, b in pairwise(ends)]
+    assert all(g == pytest.approx(gap) for g in gaps)
+    assert min(gaps) >= 0.98 * interval
+    assert fit is not None
+    if period < interval:  # every end is a scrape (every k-th)
+        assert all(fit.next_at_or_after(e - 0.01) == pytest.approx(e) for e in ends)
+    else:  # every scrape is an end
+        scrapes = [fit.next_at_or_after(ends[0]) + i * period for i in range(3)]
+        assert all(any(e == pytest.approx(s) for e in ends) for s in scrapes)
