@@ -28,6 +28,8 @@ runs) picks a new random phase within every period, which no Prometheus does but
 which averages over phases. With `--phase fixed` opskit's schedule can align to
 the scrapes (`opskit_exporter_schedule_aligned`), so its ages are also reported
 over the aligned scrapes only (it needs 4 scrapes, a minute at 15 s, to align).
+`--opskit-fixed` adds a second opskit exporter with `--no-align-to-scrapes`, scraped
+the same way in the same run, as the fixed-schedule baseline at the same load.
 A probe producer writes one record a second to a one-partition probe topic whose
 group committed offset 0, noting when each record was acknowledged: the probe
 group's lag in a scrape names the last record the exporter had seen, so the age
@@ -470,7 +472,7 @@ def probe_lag(text: bytes) -> float | None:
 
 
 _OWN = {"opskit_exporter_collection_duration_seconds", "opskit_exporter_schedule_aligned",
-        "opskit_exporter_scrape_period_seconds"}
+        "opskit_exporter_scrape_period_seconds", "opskit_exporter_snapshot_age_seconds"}
 
 
 def scrape_loop(name: str, url: str, proc: subprocess.Popen[bytes], probe: Probe, every: float,
@@ -525,6 +527,12 @@ def scrape_loop(name: str, url: str, proc: subprocess.Popen[bytes], probe: Probe
             ages.append(age)
             if is_aligned == 1:
                 aligned_ages.append(age)
+        out.setdefault("per_scrape", []).append({
+            "at": round(seen - t_start, 2), "ms": round(dt * 1000, 1),
+            "age_s": None if age is None else round(age, 2), "aligned": is_aligned,
+            "cycle_s": own.get("opskit_exporter_collection_duration_seconds"),
+            "snapshot_age_s": own.get("opskit_exporter_snapshot_age_seconds"),
+            "load_1m": os.getloadavg()[0]})
         loads.append(os.getloadavg()[0])
         k = max(k, int((time.time() - t_start) // every))  # a scrape longer than a period
     s1 = proc_stats(proc.pid)
@@ -567,8 +575,11 @@ def run_compare(size: str, args: argparse.Namespace) -> dict[str, Any]:
         topics = build_cluster(bs, partitions, groups)
         probe = Probe(bs)
         ports = {n: base + 1 + i if base else free_port()
-                 for i, n in enumerate(("opskit", "kminion", "kafka_exporter"))}
+                 for i, n in enumerate(("opskit", "kminion", "kafka_exporter", "opskit_fixed"))}
         procs["opskit"] = start_opskit(bs, ports["opskit"], args.interval, args.exporter_args.split())
+        if args.opskit_fixed:  # the same exporter on the fixed schedule, in the same run
+            procs["opskit_fixed"] = start_opskit(bs, ports["opskit_fixed"], args.interval,
+                                                 args.exporter_args.split() + ["--no-align-to-scrapes"])
         for name in ("kminion", "kafka_exporter"):
             p = start_competitor(name, bs, ports[name])
             if p is None:
@@ -579,8 +590,10 @@ def run_compare(size: str, args: argparse.Namespace) -> dict[str, Any]:
         wait_http(f"http://127.0.0.1:{ports['opskit']}/ready", 900, procs["opskit"])
         while not ready_text(f"http://127.0.0.1:{ports['opskit']}/ready").startswith("kafka up"):
             time.sleep(1)  # /ready, not /metrics: the only /metrics scrapes are the measured ones
+        if "opskit_fixed" in procs:
+            wait_http(f"http://127.0.0.1:{ports['opskit_fixed']}/ready", 900, procs["opskit_fixed"])
         for n, proc in list(procs.items()):
-            if n == "opskit":
+            if n in ("opskit", "opskit_fixed"):
                 continue
             try:
                 # listening, then one warm-up scrape (they read Kafka on every scrape, and
@@ -619,7 +632,8 @@ def run_compare(size: str, args: argparse.Namespace) -> dict[str, Any]:
 
 
 def print_compare(res: dict[str, Any]) -> None:
-    names = [n for n in ("opskit", "kminion", "kafka_exporter") if "scrapes" in res.get(n, {})]
+    names = [n for n in ("opskit", "kminion", "kafka_exporter", "opskit_fixed")
+             if "scrapes" in res.get(n, {})]
 
     def f(v: Any, fmt: str) -> str:
         return "-" if v is None else format(v, fmt)
@@ -763,8 +777,10 @@ def main() -> int:
     ap.add_argument("--compare", help="sizes PxG,... : the three exporters side by side, one run per size")
     ap.add_argument("--duration", type=float, default=300.0, help="--compare: seconds of scraping per size")
     ap.add_argument("--every", type=float, default=15.0, help="--compare: seconds between scrapes")
+    ap.add_argument("--opskit-fixed", action="store_true",
+                    help="--compare: also run opskit with --no-align-to-scrapes in the same run")
     ap.add_argument("--port-base", type=int, default=0,
-                    help="--compare: broker at this port, the exporters at the next three "
+                    help="--compare: broker at this port, the exporters at the next four "
                          "(the sandbox's controller at +1000); default: free ports")
     ap.add_argument("--phase", choices=("random", "fixed"), default="random",
                     help="--compare: a new random phase every period, or one random offset per "

@@ -225,6 +225,9 @@ class Exporter(ServesState):
         if old is None or (old.aligned, old.reason) != (plan.aligned, plan.reason):
             log.info("collection schedule: %s%s", plan.reason,
                      f" (scrape period {plan.period_s:.2f}s)" if plan.period_s else "")
+        if plan.aligned and plan.target_s is not None and log.isEnabledFor(logging.DEBUG):
+            log.debug("next cycle at %.2f, %.2fs before the scrape expected at %.2f",
+                      plan.start_s, plan.target_s - plan.start_s, plan.target_s)
         if self.state.set_schedule(plan.aligned, plan.period_s):
             self._changed()
 

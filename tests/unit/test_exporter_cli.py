@@ -59,3 +59,10 @@ def test_once_against_unreachable_kafka_reports_down_and_exits_unknown():
     assert "opskit_kafka_up 0.0" in r.out
     assert 'opskit_exporter_collection_errors_total{kind="unreachable"} 1.0' in r.out
     assert "kafka_brokers" not in r.out
+
+
+def test_alignment_flag_is_accepted_both_ways():
+    for flag in ("--no-align-to-scrapes", "--align-to-scrapes"):
+        r = run_cli("exporter", "--bootstrap", "127.0.0.1:1", "--timeout", "1", "--once",
+                    "--no-log-dirs", flag)
+        assert r.code == 3 and "opskit_kafka_up 0.0" in r.out, r.err
