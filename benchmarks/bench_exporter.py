@@ -464,8 +464,22 @@ class Probe:
         return max(0.0, seen_at - (lo + min(hi, seen_at)) / 2)
 
 
+def _lines_with(text: bytes, needle: bytes) -> bytes:
+    """Only the lines holding ``needle`` (found with bytes.find: parsing a whole body
+    of 20,000+ series in Python holds the interpreter lock for seconds on a loaded
+    machine, which delayed the other exporters' scrape threads by seconds)."""
+    out, i = [], text.find(needle)
+    while i >= 0:
+        start = text.rfind(b"\n", 0, i) + 1
+        end = text.find(b"\n", i)
+        end = len(text) if end < 0 else end
+        out.append(text[start:end])
+        i = text.find(needle, end)
+    return b"\n".join(out)
+
+
 def probe_lag(text: bytes) -> float | None:
-    for (g, t, p), v in lag_table(text).items():
+    for (g, t, p), v in lag_table(_lines_with(text, PROBE_GROUP.encode())).items():
         if g == PROBE_GROUP and t == PROBE_TOPIC and p == "0":
             return v
     return None
@@ -515,7 +529,10 @@ def scrape_loop(name: str, url: str, proc: subprocess.Popen[bytes], probe: Probe
         body = text
         lag = probe_lag(text)
         age = probe.age(lag, seen) if lag is not None else None
-        own = {n: next(iter(v.values()), None) for n, v in parse(text, _OWN).items()}
+        own = {n: next(iter(v.values()), None)
+               for n, v in parse(_lines_with(text, b"opskit_exporter_s"), _OWN).items()}
+        own.update({n: next(iter(v.values()), None) for n, v in parse(
+            _lines_with(text, b"opskit_exporter_collection_duration"), _OWN).items()})
         is_aligned = own.get("opskit_exporter_schedule_aligned")
         if own.get("opskit_exporter_collection_duration_seconds") is not None:
             cycles.append(own["opskit_exporter_collection_duration_seconds"] or 0.0)

@@ -44,6 +44,8 @@ MIN_SCRAPES = 4
 KEEP = 12
 #: cycle durations the margin is learned from
 DURATIONS_KEPT = 10
+#: in a run of at least this many scrapes, one off the grid is left out
+OUTLIER_FROM = 6
 #: no alignment to scrapes more frequent than this
 MIN_PERIOD_S = 1.0
 #: a client whose latest scrape is older than this many of its periods is gone
@@ -116,12 +118,19 @@ def fit_scrapes(times: Sequence[float]) -> Fit | None:
     """The grid one client's recent scrape times follow, or None: fewer than
     ``MIN_SCRAPES``, a period under ``MIN_PERIOD_S``, or a scrape off the grid by
     more than the tolerance. The longest regular run ending with the latest scrape
-    is used, so a change of period or phase realigns after ``MIN_SCRAPES`` scrapes."""
+    is used (in a run of ``OUTLIER_FROM`` or more, one scrape off the grid may be left
+    out), so a change of period or phase realigns after ``MIN_SCRAPES`` scrapes."""
     ts = sorted(times)[-KEEP:]
     for n in range(len(ts), MIN_SCRAPES - 1, -1):
-        f = _fit(ts[-n:])
+        run = ts[-n:]
+        f = _fit(run)
         if f is not None:
             return f
+        if n >= OUTLIER_FROM:  # one scrape off the grid (late under load, someone's curl)
+            for i in range(n):
+                f = _fit(run[:i] + run[i + 1:])
+                if f is not None:
+                    return f
     return None
 
 

@@ -246,3 +246,15 @@ def test_cycles_about_an_interval_apart_never_closer(period, interval, gap):
     else:  # every scrape is an end
         scrapes = [fit.next_at_or_after(ends[0]) + i * period for i in range(3)]
         assert all(any(e == pytest.approx(s) for e in ends) for s in scrapes)
+
+
+def test_one_late_scrape_among_many_is_left_out_two_are_not():
+    ts = grid(15.0, 0.0, 10)
+    late = list(ts)
+    late[6] += 4.0  # delayed by seconds (a loaded scraper)
+    f = fit_scrapes(late)
+    assert f is not None and f.period_s == pytest.approx(15.0)
+    assert f.next_at_or_after(ts[-1] + 1) == pytest.approx(ts[-1] + 15.0)
+    late[7] += 5.0  # two off the grid among the latest: no fit until 4 regular ones follow
+    assert fit_scrapes(late) is None
+    assert fit_scrapes(late + [ts[-1] + 15.0 * i for i in range(1, 5)]) is not None
