@@ -152,8 +152,9 @@ class ProcessExporter(ServesState):
         if not batch:
             return
         try:
-            _, writable, _ = select.select([], [pipe.fileno()], [], 0)
-            if writable:
+            poller = select.poll()  # not select(): no limit on the descriptor's number
+            poller.register(pipe.fileno(), select.POLLOUT)
+            if any(ev & select.POLLOUT for _, ev in poller.poll(0)):
                 with self._send_lock:
                     pipe.send(("scrapes", batch))
         except (OSError, ValueError):
