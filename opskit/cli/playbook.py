@@ -26,9 +26,8 @@ import typer
 from opskit.cli.common import Output, OutputOpt, emit, stderr, stdout
 from opskit.cli.playbook_run import context as _context
 from opskit.cli.playbook_run import finish as _finish
+from opskit.cli.playbook_run import headline, step_mark
 from opskit.cli.playbook_run import pager as _pager
-from opskit.cli.playbook_run import phase_text as _phase_text
-from opskit.cli.playbook_run import process as _process
 from opskit.cli.playbook_run import resume_command as _resume_command
 from opskit.cli.playbook_run import run_dir as _run_dir
 from opskit.errors import NotFoundError, RefusedError, UsageError
@@ -105,20 +104,25 @@ def _nothing_to_do(existing: Any, facts: Any, brokers: int, output: Output) -> b
     return True
 
 
+def _require_context(sandbox: str) -> None:
+    """Exit 4 before anything changes when the sandbox has no opskit context (``sandbox up
+    --no-context``): the RF raise and the leader rebalance run ``reassign`` through it."""
+    from opskit.cli.playbook_run import require_context
+
+    require_context(sandbox, "the RF raise and the leader rebalance run their reassignments")
+
+
 def _show(data: dict[str, Any], output: Output) -> None:
     def table(con: Any) -> None:
         plan = data.get("plan", {})
-        con.print(f"scale-out {data.get('run_id', '(plan)')}: {_phase_text(data)}"
-                  + (f" - {data['reason']}" if data.get("reason") else ""), highlight=False)
+        con.print(f"scale-out {data.get('run_id', '(plan)')}: {headline(data)}",
+                  highlight=False)
         con.print(f"  {plan.get('quorum')} quorum, Kafka {plan.get('kafka_version')}; brokers "
                   f"{plan.get('existing')} + new {plan.get('new_nodes')} ({plan.get('new_node_roles')})")
         con.print(f"  data to copy {plan.get('bytes_to_copy', 0):,} bytes; estimated "
                   f"{plan.get('estimated_seconds', 0):.0f} s")
-        done = set(data.get("done", []))
-        interrupted = (data.get("process") or {}).get("state") == "interrupted"
-        in_flight = "INTERRUPTED" if interrupted else "RUNNING"
         for key in plan.get("steps", []):
-            mark = "done" if key in done else (in_flight if key == data.get("in_flight") else "-")
+            mark = step_mark(data, key)
             con.print(f"  {mark:>7}  {key}", highlight=False)
         for n in plan.get("notes", []):
             con.print(f"  note: {n}")
@@ -182,6 +186,7 @@ def scale_out(
             idle=_nothing_to_do, wait_s=stall_timeout)
     rate = parse_rate(throttle)
     win = parse_window(window) if window else None
+    _require_context(sandbox)     # before the journal is read, a node added or a plan shown
     run_dir = _run_dir(sandbox)
     from opskit.adapters.scaleout.journal import FileJournal
 
@@ -189,7 +194,9 @@ def scale_out(
     existing, version = store.load()
     if existing is not None and existing.phase.value not in ("done", "aborted"):
         if not do_execute:
-            _show({**existing.to_dict(), "dry_run": True}, output)
+            from opskit.cli.playbook_run import describe
+
+            _show({**describe(sandbox, existing), "dry_run": True}, output)
             stderr().print("a run is journaled; add --execute to resume it")
             return 0
         return _resume(sandbox, existing, version, store, throttle, win, registry,
@@ -225,10 +232,11 @@ def _resume(sandbox: str, state: Any, version: str | None, store: Any, throttle:
     from opskit.adapters.files.run_lock import RunLock
     from opskit.adapters.scaleout.local import LocalSteps
     from opskit.adapters.scaleout.runner import drive
-    from opskit.cli.playbook_run import refuse_other_unfinished
+    from opskit.cli.playbook_run import refuse_other_unfinished, step_throttles
     from opskit.sandbox.cluster import Sandbox
 
     sb = Sandbox(sandbox)
+    _require_context(sandbox)
     run_dir = _run_dir(sandbox)
     err = stderr()
     from opskit.cli.main import main  # (loaded: it is running this command)
@@ -250,7 +258,8 @@ def _resume(sandbox: str, state: Any, version: str | None, store: Any, throttle:
                                  pagerduty_ca_file),
                     say=lambda m: err.print(m, highlight=False))
     _show(end.to_dict(), output)
-    return _finish(end, lambda: (run_dir / "abort").unlink(missing_ok=True))
+    return _finish(end, lambda: (run_dir / "abort").unlink(missing_ok=True),
+                   step_throttles(sandbox, end, run_dir))
 
 
 @app.command("status")
@@ -259,9 +268,9 @@ def status(sandbox: SandboxOpt = "default", platform: PlatformOpt = "local",
            context: KafkaContextOpt = None, kubeconfig: KubeconfigOpt = None,
            kube_context: KubeContextOpt = None, output: OutputOpt = Output.table) -> int:
     """The journaled run (scale-out or multi-rack): steps done, the one in flight, why it
-    stopped; a run whose process is gone (kill -9, a reboot) is "interrupted", with the
-    command that resumes it."""
-    from opskit.cli.playbook_run import latest
+    stopped; a run whose process is gone (kill -9, a reboot) is "interrupted", one that
+    halted or failed inside a step says so; both with the command that resumes it."""
+    from opskit.cli.playbook_run import describe, latest
 
     k8s = _platform(platform, namespace, statefulset, context, kubeconfig, kube_context)
     if k8s is not None:
@@ -271,10 +280,7 @@ def status(sandbox: SandboxOpt = "default", platform: PlatformOpt = "local",
         return 0
 
     state, _ = latest(sandbox)
-    data = state.to_dict()
-    process = _process(sandbox, state.phase.value)
-    if process is not None:
-        data["process"] = process
+    data = describe(sandbox, state)
     if state.plan.playbook == "multi-rack":
         from opskit.cli.playbook_multirack import show
 

@@ -17,7 +17,7 @@ from typing import Annotated, Any
 import typer
 
 from opskit.cli.common import Output, OutputOpt, emit, stderr
-from opskit.errors import NotFoundError, RefusedError, UnsupportedError, UsageError
+from opskit.errors import RefusedError, UnsupportedError, UsageError
 
 
 def register(app: typer.Typer) -> None:
@@ -82,7 +82,9 @@ def multi_rack(
     existing, version = store.load()
     if existing is not None and existing.phase.value not in ("done", "aborted"):
         if not do_execute:
-            show({**existing.to_dict(), "dry_run": True}, output)
+            from opskit.cli.playbook_run import describe
+
+            show({**describe(sandbox, existing), "dry_run": True}, output)
             stderr().print("a multi-rack run is journaled; add --execute (or 'opskit playbook "
                            "resume') to resume it")
             return 0
@@ -103,19 +105,9 @@ def multi_rack(
 
 
 def _require_context(sandbox: str) -> None:
-    """The opskit context the spread's reassign commands use must exist before a run
-    restarts any node (``sandbox up --no-context`` leaves it out): exit 4 otherwise."""
-    from opskit.adapters.files.config_file import resolve_connection
-    from opskit.cli.playbook_run import context
+    from opskit.cli.playbook_run import require_context
 
-    name = context(sandbox)
-    try:
-        resolve_connection(None, name)
-    except NotFoundError as e:
-        raise NotFoundError(f"{e}: the spread's reassignment runs through the sandbox's opskit "
-                            f"context {name!r}, which 'opskit sandbox up' writes (not with "
-                            "--no-context); rerun 'opskit sandbox up --name "
-                            f"{sandbox}' to write it") from None
+    require_context(sandbox, "the spread's reassignment runs")
 
 
 def run(sandbox: str, state: Any, version: str | None, store: Any, throttle: str, win: Any,
@@ -134,6 +126,7 @@ def run(sandbox: str, state: Any, version: str | None, store: Any, throttle: str
         refuse_other_unfinished,
         resume_command,
         run_dir,
+        step_throttles,
     )
     from opskit.sandbox.cluster import Sandbox
 
@@ -160,17 +153,18 @@ def run(sandbox: str, state: Any, version: str | None, store: Any, throttle: str
                     pager=pager(routing_key_file, pagerduty_url, state.run_id,
                                 pagerduty_ca_file, playbook="multi-rack"), say=say)
     show(end.to_dict(), output)
-    return finish(end, lambda: (d / "abort").unlink(missing_ok=True))
+    return finish(end, lambda: (d / "abort").unlink(missing_ok=True),
+                  step_throttles(sandbox, end, d))
 
 
 def show(data: dict[str, Any], output: Output) -> None:
     """A multi-rack run (or a plan: ``{"dry_run": True, "plan": ...}``) as text or JSON."""
-    from opskit.cli.playbook_run import phase_text
+    from opskit.cli.playbook_run import headline, step_mark
 
     def table(con: Any) -> None:
         plan = data.get("plan", {})
-        con.print(f"multi-rack {data.get('run_id', '(plan)')}: {phase_text(data)}"
-                  + (f" - {data['reason']}" if data.get("reason") else ""), highlight=False)
+        con.print(f"multi-rack {data.get('run_id', '(plan)')}: {headline(data)}",
+                  highlight=False)
         before = plan.get("racks_before", {})
         con.print(f"  Kafka {plan.get('kafka_version')}; brokers {plan.get('existing')} + new "
                   f"{plan.get('new_nodes')}; racks "
@@ -184,11 +178,8 @@ def show(data: dict[str, Any], output: Output) -> None:
                   f"{plan.get('bytes_lower_bound', 0):,}); {plan.get('unspread_before', 0)} "
                   "partition(s) over their rack limit", highlight=False)
         con.print(f"  estimated {plan.get('estimated_seconds', 0):.0f} s", highlight=False)
-        done = set(data.get("done", []))
-        interrupted = (data.get("process") or {}).get("state") == "interrupted"
-        in_flight = "INTERRUPTED" if interrupted else "RUNNING"
         for key in plan.get("steps", []):
-            mark = "done" if key in done else (in_flight if key == data.get("in_flight") else "-")
+            mark = step_mark(data, key)
             con.print(f"  {mark:>7}  {key}", highlight=False)
         for n in plan.get("notes", []):
             con.print(f"  note: {n}", highlight=False)

@@ -31,6 +31,21 @@ def context(sandbox: str) -> str:
     return admin_context_name(sandbox, sb.security(sb.require()))
 
 
+def require_context(sandbox: str, who: str) -> None:
+    """The sandbox's opskit context, which the runs' ``reassign`` commands use, must exist
+    before a run changes anything (``sandbox up --no-context`` leaves it out): exit 4
+    otherwise, naming ``who`` needs it."""
+    from opskit.adapters.files.config_file import resolve_connection
+
+    name = context(sandbox)
+    try:
+        resolve_connection(None, name)
+    except NotFoundError as e:
+        raise NotFoundError(f"{e}: {who} through the sandbox's opskit context {name!r}, "
+                            "which 'opskit sandbox up' writes (not with --no-context); rerun "
+                            f"'opskit sandbox up --name {sandbox}' to write it") from None
+
+
 def pager(routing_key_file: Path | None, base_url: str | None, run_id: str,
            ca_file: Path | None = None, playbook: str = "scale-out") -> Any:
     if routing_key_file is None:
@@ -95,6 +110,67 @@ def process(sandbox: str, phase: str) -> dict[str, Any] | None:
             "resume_command": lock.resume or f"opskit playbook resume --sandbox {sandbox}"}
 
 
+def describe(sandbox: str, state: Any) -> dict[str, Any]:
+    """A journaled run as ``status`` shows it: the journal, whether a live process runs
+    it (``process``), what its step in flight is doing (``in_flight_state``) and, for a
+    run stopped inside a step, the command that resumes it."""
+    data: dict[str, Any] = state.to_dict()
+    proc = process(sandbox, state.phase.value)
+    if proc is not None:
+        data["process"] = proc
+    data.update(stopped_inside(sandbox, state.phase.value, state.in_flight) or {})
+    if state.in_flight:
+        data["in_flight_state"] = in_flight_state(data)
+    return data
+
+
+def stopped_inside(sandbox: str, phase: str, in_flight: str | None) -> dict[str, Any] | None:
+    """For a run that halted or failed with a step in flight (it stopped inside that
+    step; nothing runs it now): ``in_flight_state`` and the command that resumes it (the
+    one its last run recorded in the run lock, else the plain one). None otherwise."""
+    from opskit.adapters.files.run_lock import probe
+
+    if phase not in ("halted", "failed") or not in_flight:
+        return None
+    lock = probe(run_dir(sandbox) / "run.lock")
+    return {"in_flight_state": phase,
+            "resume_command": lock.resume or f"opskit playbook resume --sandbox {sandbox}"}
+
+
+def in_flight_state(data: dict[str, Any]) -> str | None:
+    """What the step in flight is doing: "running" (a live process runs it, or the
+    journal says so and no process was probed), "interrupted" (its process is gone),
+    "halted" or "failed" (the run stopped inside it); None when no step is in flight."""
+    if not data.get("in_flight"):
+        return None
+    proc = (data.get("process") or {}).get("state")
+    if proc in ("running", "interrupted"):
+        return str(proc)
+    phase = str(data.get("phase", "planned"))
+    return phase if phase in ("halted", "failed") else "running"
+
+
+def step_mark(data: dict[str, Any], key: str) -> str:
+    """The status table's mark of one step: done, the in-flight state in capitals, -."""
+    if key in set(data.get("done", [])):
+        return "done"
+    if key == data.get("in_flight"):
+        return str(in_flight_state(data) or "-").upper()
+    return "-"
+
+
+def headline(data: dict[str, Any]) -> str:
+    """The status line after the run's name: its phase, why it stopped, how it resumes."""
+    why = f" - {data['reason']}" if data.get("reason") else ""
+    state = in_flight_state(data)
+    if state in ("halted", "failed"):
+        resume = data.get("resume_command") or "'opskit playbook resume'"
+        then = "fix the cause, then resume" if state == "failed" else "resume"
+        return (f"{state} inside {data['in_flight']} (nothing runs it now){why}; "
+                f"{then} with {resume}")
+    return phase_text(data) + why
+
+
 def phase_text(data: dict[str, Any]) -> str:
     proc = data.get("process") or {}
     if proc.get("state") != "interrupted":
@@ -106,15 +182,39 @@ def phase_text(data: dict[str, Any]) -> str:
     return f"interrupted ({who}): resume with {proc['resume_command']}"
 
 
-def finish(end: Any, clear_abort: Callable[[], object]) -> int:
+def step_throttles(sandbox: str, end: Any, run_dir: Path) -> Any:
+    """What the reassignment of the step ``end`` stopped in (the RF raise, the spread)
+    left about throttles, from its plan file in ``run_dir`` and its journal; UNKNOWN
+    when the sandbox's cluster id cannot be read."""
+    from opskit.adapters.scaleout.multirack import spread_plan_path
+    from opskit.adapters.scaleout.throttles import RAISE_RF_PLAN
+    from opskit.adapters.scaleout.throttles import step_throttles as of_plan
+    from opskit.core.scaleout.throttles import Throttles
+    from opskit.errors import OpskitError
+    from opskit.sandbox.cluster import Sandbox
+
+    files = {"raise_rf": run_dir / RAISE_RF_PLAN, "spread": spread_plan_path(run_dir, end.run_id)}
+    if end.in_flight not in files:
+        return Throttles.UNKNOWN
+    try:
+        st = Sandbox(sandbox).load()
+    except OpskitError:
+        st = None
+    return of_plan(files[end.in_flight], st.cluster_id if st is not None else None)
+
+
+def finish(end: Any, clear_abort: Callable[[], object], throttles: Any = None) -> int:
     """The exit of a run that stopped: 0 done; 5 aborted, outside the window or failed
-    (an operator or the next window must act); 3 halted on a retryable error."""
+    (an operator or the next window must act); 3 halted on a retryable error.
+    ``throttles``: what the journal of the step in flight says about its throttles
+    (:func:`step_throttles`; None: not known, the exit line says they may stay set)."""
     if end.phase.value == "done":
         clear_abort()
         return 0
     from opskit.core.scaleout.machine import unfinished_note
+    from opskit.core.scaleout.throttles import Throttles
 
-    note = unfinished_note(end)
+    note = unfinished_note(end, Throttles.UNKNOWN if throttles is None else throttles)
     what = f"{end.plan.playbook} {end.run_id}"
     if end.phase.value == "aborted":
         clear_abort()

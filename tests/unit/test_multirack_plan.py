@@ -31,6 +31,7 @@ from opskit.core.scaleout.multirack import (
     spread_problems,
 )
 from opskit.core.scaleout.plan import StepKind
+from opskit.core.scaleout.throttles import Throttles
 from opskit.errors import RefusedError, UsageError
 
 NOW = datetime(2026, 11, 27, tzinfo=UTC)
@@ -194,8 +195,9 @@ def test_a_stopped_run_says_what_it_leaves_unfinished() -> None:
         s, _ = transition(s, StepSucceeded("t", key))
     s, acts = _drive(s)
     assert s.in_flight == "spread"
-    note = unfinished_note(s)
+    note = unfinished_note(s, Throttles.SET)
     assert "throttles stay set until 'opskit playbook resume' finishes the spread" in note
+    assert "the spread stopped before setting any" in unfinished_note(s, Throttles.NONE)
     assert "not in their rack" not in note
     s, acts = transition(s, StepFailed("t", "spread", "broker 2 down"))
     assert any("multi-rack mr-1 halted at spread" in getattr(a, "summary", "") for a in acts)

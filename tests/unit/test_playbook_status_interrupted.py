@@ -111,3 +111,38 @@ def test_runs_that_stopped_on_their_own_say_so(phase: Phase) -> None:
     r = run_cli("playbook", "status", "--sandbox", "pbi", "-o", "json")
     assert r.code == 0, r.err
     assert r.json()["phase"] == phase.value and "process" not in r.json()
+
+
+@pytest.mark.parametrize("phase", [Phase.HALTED, Phase.FAILED])
+def test_a_run_stopped_inside_a_step_is_not_called_running(phase: Phase) -> None:
+    """A run that halted or failed inside a step (it stays in flight, to be run again
+    whole) is not running: status says it stopped there and how it resumes, in text and
+    JSON (the JSON keys of before stay: ``phase``, ``in_flight``; no ``process``)."""
+    run_dir = _journal(phase)
+    lock = run_dir / "run.lock"
+    with RunLock(lock, "playbook scale-out so-abcd1234", resume=RESUME):
+        pass                                     # the run that stopped recorded its resume
+    r = run_cli("playbook", "status", "--sandbox", "pbi")
+    assert r.code == 0, r.err
+    first = r.out.splitlines()[0]
+    assert first.startswith(f"scale-out so-abcd1234: {phase.value} inside preflight "
+                            "(nothing runs it now)"), first
+    assert first.endswith(f"with {RESUME}"), first
+    assert "RUNNING" not in r.out and f"{phase.value.upper()}  preflight" in r.out, r.out
+    j = run_cli("playbook", "status", "--sandbox", "pbi", "-o", "json").json()
+    assert j["phase"] == phase.value and j["in_flight"] == "preflight" and "process" not in j
+    assert j["in_flight_state"] == phase.value and j["resume_command"] == RESUME
+
+
+def test_the_in_flight_state_in_json_for_running_and_interrupted() -> None:
+    """``in_flight_state`` says the same as the table for a live and a dead process."""
+    run_dir = _journal(Phase.RUNNING)
+    child = _hold_lock(run_dir / "run.lock")
+    try:
+        live = run_cli("playbook", "status", "--sandbox", "pbi", "-o", "json").json()
+        assert live["in_flight_state"] == "running" and "resume_command" not in live
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait(10)
+    gone = run_cli("playbook", "status", "--sandbox", "pbi", "-o", "json").json()
+    assert gone["in_flight_state"] == "interrupted"

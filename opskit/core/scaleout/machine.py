@@ -19,6 +19,7 @@ from typing import Any
 
 from opskit.core.scaleout.multirack import MultiRackPlan
 from opskit.core.scaleout.plan import ScaleOutPlan, Step, StepKind
+from opskit.core.scaleout.throttles import Throttles
 
 #: the plans this machine runs: a scale-out, a multi-rack spread (their steps differ;
 #: ``plan.playbook`` names which, and the journal says it in the plan's ``playbook`` key)
@@ -105,18 +106,30 @@ def nothing_to_do(s: RunState | None, brokers: Iterable[int], target_brokers: in
             f"{len(present)} brokers: nothing to do")
 
 
-def unfinished_note(s: RunState) -> str:
+def _throttle_note(what: str, throttles: Throttles) -> str:
+    """The exit line's word on the replication throttles of ``what`` (the RF raise, the
+    spread) stopped in flight: only what its reassignment's journal says."""
+    finish = (f"'opskit playbook resume' finishes {what} (after 'opskit playbook abort "
+              "--execute' too: that resume stops right after it)")
+    if throttles is Throttles.SET:
+        return f"the replication throttles stay set until {finish}"
+    if throttles is Throttles.NONE:
+        return f"{what} stopped before setting any replication throttle"
+    if throttles is Throttles.REMOVED:
+        return f"{what} removed its replication throttles (its reassignment finished)"
+    return (f"the replication throttles may stay set (opskit could not tell whether {what} "
+            f"set them: 'opskit reassign status' shows its execution) until {finish}")
+
+
+def unfinished_note(s: RunState, throttles: Throttles = Throttles.UNKNOWN) -> str:
     """What a run that stopped before its end leaves unfinished, for its exit line: the
-    throttles of an RF raise in flight, nodes not yet restarted with the new defaults."""
+    throttles of an RF raise or a spread in flight (``throttles``: what that step's
+    reassignment journal says, UNKNOWN when the caller could not read it), nodes not yet
+    restarted with the new defaults."""
     notes: list[str] = []
-    if s.in_flight == StepKind.RAISE_RF.value:
-        notes.append("the replication throttles stay set until 'opskit playbook resume' "
-                     "finishes the RF raise (after 'opskit playbook abort --execute' too: "
-                     "that resume stops right after it)")
-    if s.in_flight == StepKind.SPREAD.value:
-        notes.append("the replication throttles stay set until 'opskit playbook resume' "
-                     "finishes the spread (after 'opskit playbook abort --execute' too: "
-                     "that resume stops right after it)")
+    what = {StepKind.RAISE_RF.value: "the RF raise", StepKind.SPREAD.value: "the spread"}
+    if s.in_flight in what:
+        notes.append(_throttle_note(what[s.in_flight], throttles))
     racks = [st.node_id for st in s.remaining if st.kind is StepKind.SET_RACK]
     if racks:
         notes.append("node(s) " + ", ".join(map(str, racks)) + " are not in their rack yet "
