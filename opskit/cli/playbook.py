@@ -232,7 +232,7 @@ def _resume(sandbox: str, state: Any, version: str | None, store: Any, throttle:
     from opskit.adapters.files.run_lock import RunLock
     from opskit.adapters.scaleout.local import LocalSteps
     from opskit.adapters.scaleout.runner import drive
-    from opskit.cli.playbook_run import refuse_other_unfinished, step_throttles
+    from opskit.cli.playbook_run import describe, refuse_other_unfinished, step_throttles
     from opskit.sandbox.cluster import Sandbox
 
     sb = Sandbox(sandbox)
@@ -257,7 +257,7 @@ def _resume(sandbox: str, state: Any, version: str | None, store: Any, throttle:
                     pager=_pager(routing_key_file, pagerduty_url, state.run_id,
                                  pagerduty_ca_file),
                     say=lambda m: err.print(m, highlight=False))
-    _show(end.to_dict(), output)
+    _show(describe(sandbox, end), output)
     return _finish(end, lambda: (run_dir / "abort").unlink(missing_ok=True),
                    step_throttles(sandbox, end, run_dir))
 

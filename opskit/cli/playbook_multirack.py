@@ -121,6 +121,7 @@ def run(sandbox: str, state: Any, version: str | None, store: Any, throttle: str
     from opskit.cli.playbook_run import (
         MULTI_RACK_DIR,
         context,
+        describe,
         finish,
         pager,
         refuse_other_unfinished,
@@ -152,7 +153,7 @@ def run(sandbox: str, state: Any, version: str | None, store: Any, throttle: str
         end = drive(state, version, store, steps, window=win, abort_marker=d / "abort",
                     pager=pager(routing_key_file, pagerduty_url, state.run_id,
                                 pagerduty_ca_file, playbook="multi-rack"), say=say)
-    show(end.to_dict(), output)
+    show(describe(sandbox, end), output)
     return finish(end, lambda: (d / "abort").unlink(missing_ok=True),
                   step_throttles(sandbox, end, d))
 

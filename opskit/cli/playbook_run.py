@@ -164,7 +164,7 @@ def headline(data: dict[str, Any]) -> str:
     why = f" - {data['reason']}" if data.get("reason") else ""
     state = in_flight_state(data)
     if state in ("halted", "failed"):
-        resume = data.get("resume_command") or "'opskit playbook resume'"
+        resume = data.get("resume_command") or "'opskit playbook resume' (the run's options)"
         then = "fix the cause, then resume" if state == "failed" else "resume"
         return (f"{state} inside {data['in_flight']} (nothing runs it now){why}; "
                 f"{then} with {resume}")
