@@ -108,7 +108,7 @@ SUMMARIES: dict[str, str] = {
     "dlq": "Dead-letter topic monitoring and paging (HIP-30 dead-letter-monitor).",
     "reassign": "Move partition replicas: plan (minimal movement), execute (throttled, "
                 "resumable), status, cancel, verify.",
-    "playbook": "Scheduled, resumable cluster playbooks (scale-out from 1 to 3 brokers).",
+    "playbook": "Scheduled, resumable cluster playbooks (scale-out from 1 to 3 brokers, multi-rack).",
     "completion": "Print the shell completion script for bash, zsh or fish.",
 }
 _registered: list[str] = []
