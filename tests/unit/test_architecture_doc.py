@@ -16,7 +16,6 @@ KNOWN_LARGE = {
     "opskit/adapters/kafka_admin.py": 782,
     "opskit/sandbox/cluster.py": 707,
     "opskit/adapters/lag_sampler.py": 635,
-    "opskit/cli/reassign_exec.py": 582,
     "opskit/exporter/collector.py": 579,
     "opskit/adapters/reassign/admin.py": 529,
 }
