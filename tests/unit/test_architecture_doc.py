@@ -17,7 +17,6 @@ KNOWN_LARGE = {
     "opskit/sandbox/cluster.py": 707,
     "opskit/adapters/lag_sampler.py": 635,
     "opskit/exporter/collector.py": 579,
-    "opskit/adapters/reassign/admin.py": 529,
 }
 
 
