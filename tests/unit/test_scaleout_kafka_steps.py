@@ -160,3 +160,34 @@ def test_the_probe_topic_s_rf_comes_from_the_answer_that_listed_it(
 
     assert probe_rf(steps, "probe") == 3
     assert next(answers) == {}  # the next answer (without the topic) was never needed
+
+
+def test_after_a_restart_wait_check_the_defaults_then_lead_again(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The end of every platform's restart_node:N, in this order: a settled cluster, the
+    node's defaults, its leaders back; defaults not applied fail the step in the
+    platform's words and elect nothing."""
+    from opskit.errors import InconsistentStateError
+
+    done: list[str] = []
+    still: dict[str, str | None] = {"default.replication.factor": "1"}
+    steps = KafkaSteps(ConnectionConfig("127.0.0.1:1"), "ctx", tmp_path, "1MiB", cli=_no_cli)
+    monkeypatch.setattr(steps, "wait", lambda what, check: done.append(f"wait: {what}")
+                        or check())
+    monkeypatch.setattr(steps, "settled", lambda brokers: done.append(f"settled {brokers}"))
+    monkeypatch.setattr(steps, "runs_with_defaults",
+                        lambda n, plan: done.append(f"defaults of {n}") or dict(still))
+    monkeypatch.setattr(steps, "lead_again", lambda: done.append("elect") or "; 2 back")
+
+    def words(values: dict[str, str | None]) -> str:
+        return f"node 2 still runs {values}"
+
+    with pytest.raises(InconsistentStateError, match="^node 2 still runs "
+                       "{'default.replication.factor': '1'}$"):
+        steps.after_restart(2, _plan(), 3, words)
+    assert done == [("wait: after restarting node 2: waiting for every partition in ISR and a "
+                     "settled controller"), "settled 3", "defaults of 2"]
+    done.clear()
+    still.clear()
+    assert steps.after_restart(2, _plan(), 3, words) == "; 2 back"
+    assert done[1:] == ["settled 3", "defaults of 2", "elect"]

@@ -1,5 +1,5 @@
 """The rolling restart's decisions (restart_node:N), with a sandbox and Kafka doubles:
-the real restarts run in tests/integration/test_playbook_local.py."""
+the real restarts run in tests/integration/test_playbook_local.py (and test_playbook_k8s.py)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 
+from opskit.adapters.scaleout.k8s import K8sSteps
+from opskit.adapters.scaleout.kafka_steps import KafkaSteps
 from opskit.adapters.scaleout.local import LocalSteps
 from opskit.core.connection import ConnectionConfig
 from opskit.core.scaleout.plan import (
@@ -69,6 +71,10 @@ class FakeKafka:
         self.sb.calls.append("elect")
         return "; 2 partition(s) led by their preferred replica again"
 
+    def after_restart(self, n: int, plan: ScaleOutPlan, brokers: int, not_applied: Any) -> str:
+        # the shared sequence itself, on this double's answers
+        return KafkaSteps.after_restart(self, n, plan, brokers, not_applied)  # type: ignore[arg-type]
+
     def __getattr__(self, name: str) -> Any:   # the other steps: never called here
         def other(*_a: object) -> str:
             raise AssertionError(f"step {name} called")
@@ -120,3 +126,81 @@ def test_the_last_in_sync_replica_is_never_restarted(tmp_path: Path) -> None:
                        "finished"):
         steps(tmp_path, sb, k).run(Step(StepKind.RESTART_NODE, 0), plan())
     assert sb.calls == []
+
+
+@dataclass
+class SharedSequence:
+    """A Kafka double whose after-restart sequence only records how a runner called it."""
+
+    calls: list[tuple[int, int, str]] = field(default_factory=list)
+    wait_s: float = 1.0
+
+    def wait(self, what: str, check: Any) -> None:
+        assert check() is None, what
+
+    def settled(self, brokers: int) -> str | None:
+        return None
+
+    def runs_with_defaults(self, n: int, plan: ScaleOutPlan) -> dict[str, str | None]:
+        return dict(OLD)
+
+    def sole_in_sync(self, n: int) -> list[str]:
+        return []
+
+    def after_restart(self, n: int, plan: ScaleOutPlan, brokers: int, not_applied: Any) -> str:
+        self.calls.append((n, brokers, not_applied(dict(OLD))))
+        return "; after the shared sequence"
+
+    def __getattr__(self, name: str) -> Any:   # the other steps: never called here
+        def other(*_a: object) -> str:
+            raise AssertionError(f"{name} called")
+        return other
+
+
+@dataclass
+class FakeKube:
+    """The Kubernetes API as a restart of HIP-30's combined pod uses it."""
+
+    sts: dict[str, Any]
+    uid: str = "uid-1"
+    replaced: list[str] = field(default_factory=list)
+
+    def get_statefulset(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return self.sts if name == self.sts["metadata"]["name"] else None
+
+    def pod_uid(self, namespace: str, pod: str) -> str | None:
+        return self.uid
+
+    def pod_ready(self, namespace: str, pod: str) -> bool:
+        return True
+
+    def replace_statefulset(self, manifest: dict[str, Any]) -> None:
+        self.replaced.append(manifest["metadata"]["name"])
+        self.uid = "uid-2"                     # RollingUpdate: a new pod replaces the old
+
+
+def test_both_runners_end_a_restart_with_the_shared_kafka_sequence(tmp_path: Path) -> None:
+    """Waiting for a settled cluster, checking the defaults and taking the leaders back
+    after a restart is KafkaSteps.after_restart on both platforms; each runner passes
+    the node, the brokers to wait for, and its own words for defaults not applied."""
+    from hip30_k8s import hip30_statefulset
+
+    p, brokers = plan(), 3
+    assert len(set(p.existing) | set(p.new_nodes)) == brokers
+    local = SharedSequence()
+    sb = FakeSandbox({0: True, 1: True, 2: True})
+    detail = steps(tmp_path, sb, local).run(Step(StepKind.RESTART_NODE, 1), p)  # type: ignore[arg-type]
+    assert sb.calls == ["stop 1", "start 1"] and detail.endswith("; after the shared sequence")
+    assert [c[:2] for c in local.calls] == [(1, brokers)]
+    assert local.calls[0][2].startswith("node 1 was restarted but reports "
+                                        "{'default.replication.factor': '1'}: its "
+                                        "server.properties does not set")
+
+    kube = SharedSequence()
+    api = FakeKube(hip30_statefulset())
+    k8s = K8sSteps(api, "hanzo", "insights-kafka", kube)  # type: ignore[arg-type]
+    detail = k8s.run(Step(StepKind.RESTART_NODE, 0), p)
+    assert api.replaced == ["insights-kafka"] and detail.endswith("; after the shared sequence")
+    assert [c[:2] for c in kube.calls] == [(0, brokers)]
+    assert kube.calls[0][2].startswith("pod insights-kafka-0 was restarted but node 0 reports "
+                                       "default.replication.factor=1: its StatefulSet sets")

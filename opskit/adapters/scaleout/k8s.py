@@ -307,16 +307,11 @@ class K8sSteps:
             return None if self.api.pod_ready(self.namespace, pod) else f"pod {pod} not Ready"
 
         k.wait(f"restarting node {n}: waiting for a new pod {pod} Ready", replaced)
-        k.wait(f"after restarting node {n}: waiting for every partition in ISR and a settled "
-               "controller", lambda: k.settled(brokers))
-        still = k.runs_with_defaults(n, plan)
-        if still:
-            raise InconsistentStateError(
-                f"pod {pod} was restarted but node {n} reports "
-                + ", ".join(f"{key}={v}" for key, v in still.items())
-                + f": its StatefulSet sets {values}; does the image read KAFKA_CFG_* variables?")
+        back = k.after_restart(n, plan, brokers, lambda still: (
+            f"pod {pod} was restarted but node {n} reports "
+            + ", ".join(f"{key}={v}" for key, v in still.items())
+            + f": its StatefulSet sets {values}; does the image read KAFKA_CFG_* variables?"))
         updated = "" if template_ok else f"StatefulSet {sts['metadata']['name']} updated, "
-        back = k.lead_again()
         return (f"node {n}: {updated}pod {pod} restarted ({how}), runs with {values}; "
                 f"every partition in ISR{back}")
 

@@ -401,6 +401,19 @@ class KafkaSteps:
         return {k: cfg.get(k, (None, True))[0] for k in STATIC_DEFAULTS
                 if cfg.get(k, (None, True))[0] != want}
 
+    def after_restart(self, node_id: int, plan: ScaleOutPlan, brokers: int,
+                      not_applied: Callable[[dict[str, str | None]], str]) -> str:
+        """The end of a node's restart on any platform: wait for every partition in ISR
+        and a settled controller, check the node runs with the read-only defaults (else
+        InconsistentStateError with ``not_applied(the values it still reports)``, the
+        platform's words), then give it its leaders back (:meth:`lead_again`'s detail)."""
+        self.wait(f"after restarting node {node_id}: waiting for every partition in ISR and "
+                  "a settled controller", lambda: self.settled(brokers))
+        still = self.runs_with_defaults(node_id, plan)
+        if still:
+            raise InconsistentStateError(not_applied(still))
+        return self.lead_again()
+
     def sole_in_sync(self, node_id: int) -> list[str]:
         """Partitions whose only in-sync replica is on ``node_id`` (restarting it would
         take them offline)."""

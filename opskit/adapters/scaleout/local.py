@@ -186,13 +186,9 @@ class LocalSteps:
         self.sb.stop_node(n)            # SIGTERM: a controlled shutdown moves its leaders
         failpoint("stopped", step.key)
         self.sb.start_node(n, wait_timeout=k.wait_s)
-        k.wait(f"after restarting node {n}: waiting for every partition in ISR and a settled "
-               "controller", lambda: k.settled(brokers))
-        still = k.runs_with_defaults(n, plan)
-        if still:
-            raise InconsistentStateError(f"node {n} was restarted but reports {still}: its "
-                                         f"server.properties does not set {values}")
-        back = k.lead_again()
+        back = k.after_restart(n, plan, brokers, lambda still: (
+            f"node {n} was restarted but reports {still}: its server.properties does not set "
+            f"{values}"))
         return f"{started}node {n} restarted, runs with {values}; every partition in ISR{back}"
 
     def _min_isr(self, plan: ScaleOutPlan) -> str:
