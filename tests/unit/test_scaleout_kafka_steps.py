@@ -126,6 +126,9 @@ def test_probe_commit_waits_for_a_moving_coordinator(tmp_path: Path, monkeypatch
                        cli=_no_cli)
     moving = _Consumer([KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS])
     assert sk.first_commit(steps, moving, object()) == "ok" and moving.tries == 3
+    # the probe topic was just created: the coordinator's broker may not know it yet
+    young = _Consumer([KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_PARTITION])
+    assert sk.first_commit(steps, young, object()) == "ok" and young.tries == 3
     denied = _Consumer([KafkaError.GROUP_AUTHORIZATION_FAILED])
     assert sk.first_commit(steps, denied, object()).startswith("failed: ") and denied.tries == 1
     steps.wait_s = 0.0  # the wait is over: a coordinator still moving fails the step

@@ -35,11 +35,15 @@ def first_commit(steps: Steps, consumer: Any, tp: Any) -> str:
     """'ok' once the group's first commit is accepted, else 'failed: ...'. Right after a
     rolling restart the group coordinators move between brokers: NOT_COORDINATOR and
     the coordinator loading or unavailable are retried (up to the step's wait), as
-    every Kafka client does; any other error fails at once."""
+    every Kafka client does; so is UNKNOWN_TOPIC_OR_PART: the probe topic was just
+    created and the coordinator's broker may not know it yet (seen on a 3-node cluster
+    under load: the dynamic-quorum scale-out halted at verify_defaults). Any other error
+    fails at once."""
     from confluent_kafka import KafkaError, KafkaException
 
     moving = {KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
-              KafkaError.COORDINATOR_NOT_AVAILABLE, KafkaError.REQUEST_TIMED_OUT}
+              KafkaError.COORDINATOR_NOT_AVAILABLE, KafkaError.REQUEST_TIMED_OUT,
+              KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_PARTITION}
     deadline = time.monotonic() + steps.wait_s
     while True:
         try:
