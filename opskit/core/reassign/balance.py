@@ -21,6 +21,11 @@ replicas than the receiver) and keeps the rack spread. A replica on a drained br
 that no receiver can take goes to the least loaded broker that can, which then sheds one
 of its own (a chain: one extra move, reported against the bound).
 
+Bytes: once the counts are balanced, ``trim_bytes`` exchanges a planned move for one of
+a smaller replica where that keeps the counts balanced, the racks spread and the number
+of replicas moved (local exchanges: byte-minimal among replica-minimal plans in most
+small cases, not always).
+
 Leader counts are balanced afterwards by :mod:`opskit.core.reassign.leaders`.
 
 State is a list of replica lists (``reps``) the caller owns; nothing else is mutated.
@@ -29,9 +34,11 @@ State is a list of replica lists (``reps``) the caller owns; nothing else is mut
 from __future__ import annotations
 
 import math
+from bisect import insort
 from collections import Counter, deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import cache, cached_property
 
 
 @dataclass(frozen=True)
@@ -47,14 +54,12 @@ class RackRule:
     def active(self) -> bool:
         return bool(self.rack_of)
 
+    @cached_property
+    def _rack_sizes(self) -> tuple[int, ...]:
+        return tuple(sorted(Counter(self.rack_of.values()).values()))
+
     def limit(self, rf: int) -> int:
-        sizes = Counter(self.rack_of.values())
-        if not sizes:
-            return rf
-        limit = math.ceil(rf / len(sizes))
-        while limit < rf and sum(min(limit, n) for n in sizes.values()) < rf:
-            limit += 1
-        return limit
+        return _rack_limit(self._rack_sizes, rf)
 
     def allows_move(self, replicas: Sequence[int], giver: int | None, receiver: int) -> bool:
         """May ``receiver`` take a replica of this partition from ``giver`` (None: an added
@@ -67,6 +72,17 @@ class RackRule:
         rf = len(replicas) + (1 if giver is None else 0)
         in_rack = sum(1 for r in replicas if r != giver and self.rack_of.get(r) == rack)
         return in_rack + 1 <= self.limit(rf)
+
+
+@cache
+def _rack_limit(sizes: tuple[int, ...], rf: int) -> int:
+    """The least per-rack limit racks of these sizes can meet for ``rf`` replicas."""
+    if not sizes:
+        return rf
+    limit = math.ceil(rf / len(sizes))
+    while limit < rf and sum(min(limit, n) for n in sizes) < rf:
+        limit += 1
+    return limit
 
 
 def count_targets(counts: Mapping[int, int], total: int) -> dict[int, int]:
@@ -225,3 +241,77 @@ def balance_replicas(reps: list[list[int]], sizes: Sequence[int], brokers: Seque
                 if to is not None:
                     move(i, a, to)
                     progress = True
+
+
+def trim_bytes(reps: list[list[int]], base: Sequence[Sequence[int]], sizes: Sequence[int],
+               brokers: Sequence[int], racks: RackRule) -> int:
+    """After the counts are balanced: exchange a planned move for a smaller one (as many
+    replicas moved, counts still balanced, racks kept). A move of partition i from a to b
+    is undone (b gives i back to a) and a replica j still where it was, on a' (often a),
+    moves to b' (often b) instead, when j is smaller than i, every staying broker stays
+    at floor or ceil and neither partition crowds a rack. Largest moves first, each the
+    smallest replacement found; every exchange lowers the bytes moved, so this ends.
+    Moves off brokers outside ``brokers`` (drains) are never undone. Returns the bytes
+    saved."""
+    stay = sorted(brokers)
+    if not stay:
+        return 0
+    staying = set(stay)
+    counts = dict.fromkeys(stay, 0)
+    for rs in reps:
+        for b in rs:
+            if b in counts:
+                counts[b] += 1
+    total = sum(counts.values())
+    floor, ceil = total // len(stay), -(-total // len(stay))
+    if max(counts.values()) > ceil or min(counts.values()) < floor:
+        return 0
+    # replicas still on a broker of their base, smallest first, per broker
+    kept: dict[int, list[int]] = {b: [] for b in stay}
+    for i, (was, rs) in enumerate(zip(base, reps, strict=True)):
+        for b in was:
+            if b in staying and b in rs:
+                kept[b].append(i)
+    for b in stay:
+        kept[b].sort(key=lambda i: (sizes[i], i))
+    saved = 0
+    moves = [(i, a, b) for i, (was, rs) in enumerate(zip(base, reps, strict=True))
+             for a in was if a in staying and a not in rs
+             for b in rs if b not in was and b in staying]
+    moves.sort(key=lambda m: (-sizes[m[0]], m))
+    for i, a, b in moves:
+        rs = reps[i]
+        if a in rs or b not in rs or not racks.allows_move(rs, b, a):
+            continue  # this pairing no longer exists or cannot be undone
+        counts[a] += 1
+        counts[b] -= 1
+        # a broker the undo put out of range must be the giver (above) or taker (below)
+        givers = [g for g in (a,) if counts[g] > ceil] or [g for g in stay if counts[g] > floor]
+        takers = [t for t in (b,) if counts[t] < floor] or [t for t in stay if counts[t] < ceil]
+        best: tuple[int, int, int] | None = None
+        for g in givers:
+            for j in kept[g]:
+                if sizes[j] >= sizes[i] or (best is not None and sizes[j] >= sizes[best[0]]):
+                    break
+                if j == i or g not in reps[j]:
+                    continue
+                t = next((t for t in takers if t != g and t not in reps[j]
+                          and racks.allows_move(reps[j], g, t)), None)
+                if t is not None:
+                    best = (j, g, t)
+                    break
+        if best is None:
+            counts[a] -= 1
+            counts[b] += 1
+            continue
+        j, g, t = best
+        rs[rs.index(b)] = a
+        rj = reps[j]
+        rj[rj.index(g)] = t
+        counts[g] -= 1
+        counts[t] += 1
+        kept[g].remove(j)
+        insort(kept[a], i, key=lambda q: (sizes[q], q))  # back on its base: movable again
+        saved += sizes[i] - sizes[j]
+    return saved
+

@@ -13,7 +13,9 @@ Goals (``opskit.core.reassign.model.GoalKind``):
   registered. With racks the rack spread comes first (``opskit.core.reassign.racks``):
   no partition keeps more than ceil(RF / racks) replicas in one rack (RF <= racks: one
   per rack), moving only each partition's surplus, then the counts are balanced over all
-  brokers with moves that keep the spread, so a broker in a new rack receives its share. Replicas on brokers that are not registered (a dead broker) stay and are
+  brokers with moves that keep the spread, so a broker in a new rack receives its share. Then planned moves are
+  exchanged for moves of smaller replicas where the counts, racks and number of moves
+  allow (``balance.trim_bytes``). Replicas on brokers that are not registered (a dead broker) stay and are
   not counted, unless that broker is being drained.
 - replication-factor N: each partition of the chosen topics with fewer than N replicas
   gains N - RF replicas on the least loaded brokers that keep the rack spread; nothing is
@@ -50,6 +52,7 @@ from opskit.core.reassign.balance import (
     balance_replicas,
     bytes_lower_bound,
     replica_lower_bound,
+    trim_bytes,
 )
 from opskit.core.reassign.bytes import (
     ByteReport,
@@ -290,11 +293,13 @@ def _balance(topology: Topology, reps: list[list[int]], stay: list[int], drained
     if not racks.active:
         lower = _lower_bounds(reps, sizes, stay, drained)
         balance_replicas(reps, sizes, stay, drained, racks)
+        trim_bytes(reps, [p.replicas for p in topology.partitions], sizes, stay, racks)
         return None, lower
     bounds = rack_bounds(reps, sizes, stay, drained, racks, topology.racks())
     spread_over_racks(reps, stay, drained, racks)
     balance_replicas(reps, sizes, stay, drained, racks)
     even_out(reps, sizes, stay, racks)
+    trim_bytes(reps, [p.replicas for p in topology.partitions], sizes, stay, racks)
     if bounds.balanced and not _balanced(reps, stay):
         # the racks kept this plan from balancing (the balance test in rack_bounds is
         # necessary, not sufficient): it reaches the rack goal only, whose bound it reports
