@@ -29,36 +29,27 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import TypeVar
 
-from opskit.adapters.cluster_health import (
-    describe_quorum,
-    list_reassignments,
-    min_isr_value,
-)
+from opskit.adapters.cluster_health import min_isr_value
 from opskit.adapters.kafka_admin import ClusterMeta, KafkaAdmin
-from opskit.adapters.kafka_python import kafka_python_config
 from opskit.adapters.lag_sampler import RetentionConfig
-from opskit.adapters.lag_source import LagReport, collect_lag
-from opskit.adapters.reader import ClusterReader, open_reader
-from opskit.adapters.record_times import RecordTimeReader
+from opskit.adapters.reader import ClusterReader, KeptClients, open_reader
 from opskit.core.connection import ConnectionConfig
 from opskit.core.models import GroupLag, LagThresholds, PartitionOffsets, TopicPartition
-from opskit.errors import (
-    AuthenticationError,
-    KafkaOperationError,
-    NotFoundError,
-    UnsupportedError,
-)
+from opskit.errors import AuthenticationError, KafkaOperationError, UnsupportedError
 from opskit.exporter.assemble import ClusterExtras, CycleInputs, Position, lag_time_positions
 from opskit.exporter.freshness import FamilyRead, error_kind, first_line
-from opskit.exporter.options import ExporterOptions, literal_name
+from opskit.exporter.group_reads import GroupReads
+from opskit.exporter.options import ExporterOptions
 from opskit.exporter.snapshot import BrokerSnap, PartitionSnap
 from opskit.exporter.throttles import broker_rates, topic_replica_lists
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 #: slow families read every this many intervals in the background (configs: see
 #: ``ExporterOptions.config_refresh_cycles``; record times: every pass)
@@ -79,19 +70,22 @@ class KafkaSource:
 
     def __init__(self, conn: ConnectionConfig, options: ExporterOptions,
                  thresholds: Callable[[str], LagThresholds] | None = None,
-                 open_reader: Callable[[KafkaAdmin], ClusterReader] = open_reader) -> None:
+                 open_reader: Callable[[KafkaAdmin, KeptClients], ClusterReader] = open_reader
+                 ) -> None:
         self.conn = conn.with_client_id("opskit-exporter")
         self.options = options
         self.thresholds = thresholds
-        #: every Kafka read goes through a session of the reader port on the admin
+        #: every Kafka read goes through a session of the reader port on the admin: one
+        #: per cycle, one per slow-family round (its own thread), never shared by threads
         self._open_reader = open_reader
         self._admin: KafkaAdmin | None = None
-        self._reader: RecordTimeReader | None = None
-        self._kp_client: Any = None
+        #: kafka-python's client and the record-time reader (its cache), kept by the
+        #: sessions from one cycle to the next
+        self._kept = KeptClients(self.conn, options.kafka_timeout_s)
+        self._groups = GroupReads(options, thresholds)
         #: topic -> ((retention.ms, retention.bytes), min.insync.replicas, throttled replicas)
         self._configs: dict[str, tuple[tuple[int, int], int | None, dict[str, str]]] = {}
         self._cycles_since_configs = 0
-        self._warned_unlisted = False
         #: broker id -> {direction: bytes/s}; brokers whose configs could not be read are absent
         self._throttles: dict[int, dict[str, int]] = {}
         self._throttle_brokers: frozenset[int] = frozenset()
@@ -123,12 +117,8 @@ class KafkaSource:
             self._admin.skip_unauthorised_groups = True
         return self._admin
 
-    def reader(self) -> RecordTimeReader:
-        with self._lock:  # the cycle and the background reads share one reader and its cache
-            if self._reader is None:
-                self._reader = RecordTimeReader(self.conn,
-                                                timeout=min(self.options.kafka_timeout_s, 5.0))
-            return self._reader
+    def _open(self) -> ClusterReader:
+        return self._open_reader(self.admin(), self._kept)
 
     def close(self) -> None:
         self._slow_stop.set()
@@ -136,21 +126,10 @@ class KafkaSource:
         t = self._slow_thread
         if t is not None and t is not threading.current_thread():
             t.join(self.options.kafka_timeout_s + 5)
-        if self._reader is not None:
-            self._reader.close()
-            self._reader = None
+        self._kept.close()
         if self._admin is not None:
             self._admin.close()
             self._admin = None
-        self._close_kp()
-
-    def _close_kp(self) -> None:
-        c, self._kp_client = self._kp_client, None
-        if c is not None:
-            try:
-                c.close()
-            except Exception:
-                log.debug("closing kafka-python client failed", exc_info=True)
 
     # ----- family outcomes -----
     def _refresh_s(self, name: str) -> float:
@@ -194,24 +173,29 @@ class KafkaSource:
         self._slow_thread.start()
 
     def collect(self) -> tuple[CycleInputs, int]:
-        """Inputs of one cycle and the instant (epoch ms) they describe."""
-        opts = self.options
-        admin = self.admin()
-        admin.new_round()
+        """Inputs of one cycle and the instant (epoch ms) they describe. The cycle's reads
+        share one session of the reader port, a fresh one each cycle (a connection that
+        broke does not outlive its cycle)."""
+        self.admin().new_round()
         t0 = time.monotonic()
-        try:
-            with _session(self._open_reader(admin)) as r:
+        with ExitStack() as stack:
+            try:
+                r = stack.enter_context(_session(self._open()))
                 md = r.metadata(protocol_first=False)
-        except BaseException as e:
-            self._ran("metadata", t0, e, keep_data=False)
-            raise
-        self._ran("metadata", t0, None)
+            except BaseException as e:
+                self._ran("metadata", t0, e, keep_data=False)
+                raise
+            self._ran("metadata", t0, None)
+            return self._cycle(r, md)
+
+    def _cycle(self, r: ClusterReader, md: ClusterMeta) -> tuple[CycleInputs, int]:
+        opts = self.options
         topics = sorted(t for t in md.topics if opts.topics.keep(t))
         t0 = time.monotonic()
         groups: list[GroupLag] = []
         offset_errors: dict[TopicPartition, str] = {}
         try:
-            report = self._lag(admin, md, topics)
+            report = self._groups.lag(r, md, topics)
             groups = report.groups
             offset_errors = dict(report.offset_errors)
             if opts.topics.active:
@@ -222,20 +206,20 @@ class KafkaSource:
         except Exception as e:  # noqa: BLE001 - recorded as the family's error, never hidden
             self._ran("groups", t0, e, keep_data=False)
         t0 = time.monotonic()
-        offsets, off_error = self._offsets(admin, md, topics, groups, offset_errors)
+        offsets, off_error = self._groups.offsets(r, md, topics, groups, offset_errors)
         self._ran("offsets", t0, off_error)
         if self._background:
             with self._lock:
                 self._slow_input = _SlowInput(md, topics, groups)
             self._slow_wake.set()
-            record_ts, skipped = self._cached_record_times(groups) if opts.lag_time else ({}, 0)
+            record_ts, skipped = self._cached_record_times(r, groups) if opts.lag_time else ({}, 0)
         else:
-            self._read_slow(_SlowInput(md, topics, groups), inline=True)
+            self._read_slow(r, _SlowInput(md, topics, groups), inline=True)
             record_ts, skipped = ({}, 0)
             if opts.lag_time:
                 t0 = time.monotonic()
                 try:
-                    record_ts, skipped = self._record_times(groups)
+                    record_ts, skipped = self._record_times(r, groups)
                     self._ran("record_times", t0, None)
                 except AuthenticationError:
                     raise
@@ -274,111 +258,6 @@ class KafkaSource:
         )
         return inputs, now_ms
 
-    # ----- fast families -----
-    def _list_groups(self, admin: KafkaAdmin, md: ClusterMeta) -> list[str]:
-        """Every group of the cluster, asking every broker; a broker that fails or closes
-        the connection fails the listing (it is not "no groups")."""
-        with _session(self._open_reader(admin)) as r:
-            return r.group_ids_everywhere(md)
-
-    def _lag(self, admin: KafkaAdmin, md: ClusterMeta, topics: list[str]) -> LagReport:
-        opts = self.options
-        topic_arg = topics if opts.topics.active else None
-        with _session(self._open_reader(admin)) as r:
-            unlisted = bool(r.unavailable("list_groups"))  # not advertised, or seen not served
-        if unlisted:
-            return self._lag_unlisted(admin, md, topic_arg)
-        for attempt in range(2):
-            try:
-                listed = self._list_groups(admin, md)
-            except UnsupportedError:
-                with _session(self._open_reader(admin)) as r:
-                    if not r.unavailable("list_groups"):
-                        raise  # not (yet) evidence enough: this cycle failed, the next one asks
-                # advertised but not served (Heraclitus closes it): remembered by the admin,
-                # the groups named in --group-allow are read as on a broker without it
-                return self._lag_unlisted(admin, md, topic_arg)
-            ids = [g for g in listed if opts.groups.keep(g)]
-            if not ids:
-                return LagReport(admin.conn.bootstrap, md.cluster_id, [])
-            try:
-                return self._collect_lag(admin, ids, topic_arg, md)
-            except NotFoundError:
-                if attempt:  # a group vanished between listing and describing, twice
-                    raise
-        raise AssertionError("unreachable")  # pragma: no cover
-
-    def _lag_unlisted(self, admin: KafkaAdmin, md: ClusterMeta, topic_arg: list[str] | None
-                      ) -> LagReport:
-        """A broker without ListGroups (the Hanzo gateway): the groups named in
-        --group-allow (patterns that are plain names), each read on its own so that one
-        without commits does not hide the others; none named: no group series."""
-        ids = sorted(n for n in (literal_name(p.pattern) for p in self.options.groups.allow)
-                     if n is not None and self.options.groups.keep(n))
-        if not ids:
-            if not self._warned_unlisted:
-                log.warning("the broker cannot list consumer groups (no ListGroups): name them "
-                            "with --group-allow NAME to export their lag")
-                self._warned_unlisted = True
-            raise UnsupportedError("the broker cannot list consumer groups (no ListGroups): "
-                                   "name them with --group-allow NAME to export their lag")
-        try:
-            return self._collect_lag(admin, ids, topic_arg, md)
-        except NotFoundError:
-            pass
-        reports: list[LagReport] = []
-        for gid in ids:
-            try:
-                reports.append(self._collect_lag(admin, [gid], topic_arg, md))
-            except NotFoundError as e:
-                log.warning("%s", e)
-        out = LagReport(admin.conn.bootstrap, md.cluster_id,
-                        [g for r in reports for g in r.groups])
-        for r in reports:
-            out.group_notes.update(r.group_notes)
-            out.offset_errors.update(r.offset_errors)
-        return out
-
-    def _collect_lag(self, admin: KafkaAdmin, ids: list[str], topic_arg: list[str] | None,
-                     md: ClusterMeta) -> LagReport:
-        with _session(self._open_reader(admin)) as r:
-            return collect_lag(admin, ids, topic_arg, self.thresholds, meta=md, reader=r)
-
-    def _offsets(self, admin: KafkaAdmin, md: ClusterMeta, topics: list[str],
-                 groups: list[GroupLag], errors: Mapping[TopicPartition, str]
-                 ) -> tuple[dict[TopicPartition, PartitionOffsets], BaseException | None]:
-        """Log offsets of every kept partition (those the groups' report read, plus the
-        rest) and, when some partition with a leader has none, the error to record."""
-        out: dict[TopicPartition, PartitionOffsets] = {}
-        for g in groups:
-            for p in g.partitions:
-                if p.log_start is not None and p.log_end is not None and p.tp not in out:
-                    out[p.tp] = PartitionOffsets(p.tp, p.log_start, p.log_end)
-        led = [TopicPartition(t, p.partition) for t in topics for p in md.topics[t] if p.leader >= 0]
-        missing = [tp for tp in led if tp not in out]
-        failed: dict[TopicPartition, str] = {}
-        error: BaseException | None = None
-        if missing:
-            # batched ListOffsets per leader at the protocol level (librdkafka for the rest)
-            try:
-                with _session(self._open_reader(admin)) as r:
-                    res = r.log_offsets(missing, md)
-                out.update(res.offsets)
-                failed.update(res.errors)
-            except AuthenticationError:
-                raise
-            except Exception as e:  # noqa: BLE001 - recorded as the family's error
-                error = e
-        if error is None:
-            failed.update({tp: e for tp, e in errors.items() if tp not in out})
-            lost = sorted(tp for tp in led if tp not in out)
-            if lost:
-                tp = lost[0]
-                error = KafkaOperationError(
-                    f"log offsets of {len(lost)} partition(s) with a leader could not be read "
-                    f"(first: {tp}: {failed.get(tp, 'no answer')})")
-        return out, error
-
     # ----- slow families -----
     def _slow_loop(self) -> None:
         while not self._slow_stop.is_set():
@@ -391,7 +270,8 @@ class KafkaSource:
             if inp is None:
                 continue
             try:
-                self._read_slow(inp, inline=False)
+                with _session(self._open()) as r:  # one session per round, of this thread
+                    self._read_slow(r, inp, inline=False)
             except Exception:  # each family records its own errors
                 log.warning("background read failed", exc_info=True)
 
@@ -405,15 +285,14 @@ class KafkaSource:
         self._due[name] = now + self._refresh_s(name) - self.options.interval_s / 2
         return True
 
-    def _read_slow(self, inp: _SlowInput, inline: bool) -> None:
-        """Read the slow families that are due (all of them ``inline``)."""
+    def _read_slow(self, r: ClusterReader, inp: _SlowInput, inline: bool) -> None:
+        """Read the slow families that are due (all of them ``inline``) on session ``r``."""
         opts = self.options
-        admin = self.admin()
         topics = inp.topics
         t0 = time.monotonic()
         err: BaseException | None = None
         try:
-            stale = self._topic_configs(admin, topics, inline)
+            stale = self._topic_configs(r, topics, inline)
         except AuthenticationError:
             raise
         except Exception as e:  # noqa: BLE001 - configs are served from the last read
@@ -424,11 +303,11 @@ class KafkaSource:
         if stale or frozenset(brokers) != self._throttle_brokers \
                 or "broker_configs" not in self._families:
             t0 = time.monotonic()
-            self._ran("broker_configs", t0, self._broker_throttles(admin, brokers))
+            self._ran("broker_configs", t0, self._broker_throttles(r, brokers))
         if opts.lag_time and not inline and self._is_due("record_times", inline):
             t0 = time.monotonic()
             try:
-                self._record_times(inp.groups)
+                self._record_times(r, inp.groups)
                 self._ran("record_times", t0, None)
             except Exception as e:  # noqa: BLE001 - lag in seconds is then estimated
                 self._ran("record_times", t0, e)
@@ -437,8 +316,7 @@ class KafkaSource:
             leaders = {TopicPartition(t, p.partition): p.leader
                        for t in topics for p in inp.md.topics[t]}
             try:
-                with _session(self._open_reader(admin)) as r:
-                    ps = r.partition_sizes(topics, leaders)
+                ps = r.partition_sizes(topics, leaders)
                 if ps.unavailable is not None:
                     raise UnsupportedError(ps.unavailable)
                 with self._lock:
@@ -450,16 +328,14 @@ class KafkaSource:
                 self._ran("log_dirs", t0, e, keep_data=False)
         if opts.kafka_python and self._is_due("quorum", inline):
             t0 = time.monotonic()
-            extras = self._read_extras()
+            quorum, q_err = _attempt(r.read_quorum)
+            reassign, r_err = _attempt(r.read_reassignments)
             with self._lock:
-                self._extras = extras
-            for name, msg in (("quorum", extras.quorum_error), ("reassignments",
-                                                                 extras.reassignments_error)):
-                err = None if msg is None else (
-                    UnsupportedError(msg) if "does not support" in msg else KafkaOperationError(msg))
-                self._ran(name, t0, err, keep_data=False)
+                self._extras = ClusterExtras(quorum, _message(q_err), reassign, _message(r_err))
+            self._ran("quorum", t0, q_err, keep_data=False)
+            self._ran("reassignments", t0, r_err, keep_data=False)
 
-    def _topic_configs(self, admin: KafkaAdmin, topics: list[str], inline: bool) -> bool:
+    def _topic_configs(self, r: ClusterReader, topics: list[str], inline: bool) -> bool:
         """Read configs of new topics, and of every topic when due; True when every
         topic's configs were (re-)read. Raises when the read failed."""
         self._cycles_since_configs += 1
@@ -470,9 +346,7 @@ class KafkaSource:
         keep = set(topics)
         if wanted:
             got: dict[str, tuple[tuple[int, int], int | None, dict[str, str]]] = {}
-            with _session(self._open_reader(admin)) as r:
-                got_cfgs = r.all_topic_configs(wanted)
-            for t, cfg in got_cfgs.items():
+            for t, cfg in r.all_topic_configs(wanted).items():
                 rc = RetentionConfig.from_topic_config(cfg)
                 got[t] = ((rc.retention_ms, rc.retention_bytes), min_isr_value(t, cfg),
                           topic_replica_lists(cfg))
@@ -485,13 +359,12 @@ class KafkaSource:
                 del self._configs[gone]
         return stale
 
-    def _broker_throttles(self, admin: KafkaAdmin, brokers: list[int]) -> BaseException | None:
+    def _broker_throttles(self, r: ClusterReader, brokers: list[int]) -> BaseException | None:
         """Replication throttle rates per broker; unreadable brokers are left out and
         make the family's read an error."""
         self._throttle_brokers = frozenset(brokers)
         try:
-            with _session(self._open_reader(admin)) as r:
-                got = r.broker_configs(brokers)
+            got = r.broker_configs(brokers)
         except AuthenticationError:
             raise
         except Exception as e:  # noqa: BLE001 - throttles are extra information
@@ -505,15 +378,15 @@ class KafkaSource:
             return KafkaOperationError(f"configs of broker(s) {missing} could not be read")
         return None
 
-    def _record_times(self, groups: list[GroupLag]) -> tuple[dict[Position, int | None], int]:
+    def _record_times(self, r: ClusterReader, groups: list[GroupLag]
+                      ) -> tuple[dict[Position, int | None], int]:
         positions = lag_time_positions(groups)
         if not positions:
             return {}, 0
-        reader = self.reader()
         out: dict[Position, int | None] = {}
         todo: list[Position] = []
         for pos in positions:
-            hit = reader.cached(*pos)
+            hit = r.cached_record_time(pos)
             if hit is not None:
                 out[pos] = hit.timestamp_ms if hit.timestamp_ms >= 0 else None
             else:
@@ -521,43 +394,41 @@ class KafkaSource:
         budget = self.options.lag_time_budget
         batch, skipped = todo[:budget], max(0, len(todo) - budget)
         if batch:
-            for pos, rt in reader.read(batch).items():
+            for pos, rt in r.read_record_times(batch).items():
                 ok = rt is not None and rt.offset >= pos[1] and rt.timestamp_ms >= 0
                 out[pos] = rt.timestamp_ms if ok and rt is not None else None
         return out, skipped
 
-    def _cached_record_times(self, groups: list[GroupLag]) -> tuple[dict[Position, int | None], int]:
+    def _cached_record_times(self, r: ClusterReader, groups: list[GroupLag]
+                             ) -> tuple[dict[Position, int | None], int]:
         """Record timestamps already read (by the background reads); the others count as
         skipped and are estimated from the timeline this cycle."""
         positions = lag_time_positions(groups)
         if not positions:
             return {}, 0
-        reader = self.reader()
         out: dict[Position, int | None] = {}
         skipped = 0
         for pos in positions:
-            hit = reader.cached(*pos)
+            hit = r.cached_record_time(pos)
             if hit is None:
                 skipped += 1
             else:
                 out[pos] = hit.timestamp_ms if hit.timestamp_ms >= 0 else None
         return out, skipped
 
-    def _read_extras(self) -> ClusterExtras:
-        t = self.options.kafka_timeout_s
-        if self._kp_client is None:
-            try:
-                from kafka.admin import KafkaAdminClient  # type: ignore[import-untyped]
 
-                self._kp_client = KafkaAdminClient(**kafka_python_config(self.conn, t))
-            except Exception as e:  # noqa: BLE001 - quorum and reassignments become unknown
-                msg = f"kafka-python could not connect: {type(e).__name__}: {e}"
-                return ClusterExtras(None, msg, None, msg)
-        quorum, q_err = describe_quorum(self._kp_client, t)
-        reassign, r_err = list_reassignments(self._kp_client, t)
-        if quorum is None and reassign is None:
-            self._close_kp()  # reconnect next cycle
-        return ClusterExtras(quorum, q_err, reassign, r_err)
+def _attempt(read: Callable[[], T]) -> tuple[T | None, BaseException | None]:
+    """A read whose failure is the family's (recorded, never "nothing there")."""
+    try:
+        return read(), None
+    except AuthenticationError:
+        raise
+    except Exception as e:  # noqa: BLE001 - recorded as the family's error
+        return None, e
+
+
+def _message(err: BaseException | None) -> str | None:
+    return None if err is None else str(err)
 
 
 @contextmanager

@@ -16,7 +16,6 @@ KNOWN_LARGE = {
     "opskit/adapters/kafka_admin.py": 782,
     "opskit/sandbox/cluster.py": 707,
     "opskit/adapters/lag_sampler.py": 635,
-    "opskit/exporter/collector.py": 579,
 }
 
 

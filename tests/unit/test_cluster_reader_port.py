@@ -5,9 +5,12 @@ read) serves a cluster; the numbers, the flags and the failures must be its."""
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Iterable, Mapping, Sequence
 
 import pytest
+from kafka.admin import KafkaAdminClient  # type: ignore[import-untyped]
 
 from opskit.adapters.kafka_admin import (
     BrokerMeta,
@@ -18,8 +21,17 @@ from opskit.adapters.kafka_admin import (
 )
 from opskit.adapters.lag_source import collect_lag
 from opskit.adapters.log_dirs import PartitionSizes
-from opskit.adapters.reader import ClusterReader, CommitsRead, GroupsRead, Prefetch, TopicConfigs
+from opskit.adapters.reader import (
+    ClusterReader,
+    CommitsRead,
+    GroupsRead,
+    KeptClients,
+    Prefetch,
+    TopicConfigs,
+)
+from opskit.adapters.record_times import Position, RecordTime, RecordTimeReader
 from opskit.core.connection import ConnectionConfig
+from opskit.core.health import QuorumInfo, QuorumReplica, Reassignment
 from opskit.core.log_end import LogEndVerdict
 from opskit.core.models import (
     Anomaly,
@@ -32,10 +44,15 @@ from opskit.core.models import (
 )
 from opskit.errors import KafkaOperationError
 from opskit.exporter.collector import KafkaSource
+from opskit.exporter.families import ExporterStatus, self_families
 from opskit.exporter.options import ExporterOptions
 
 T0, T1 = TopicPartition("orders", 0), TopicPartition("orders", 1)
 NOWHERE = ConnectionConfig(bootstrap="127.0.0.1:1")  # nothing listens: a read would fail
+QUORUM = QuorumInfo(3000, 7, 1234, (QuorumReplica(3000, 1234), QuorumReplica(3001, 1200)))
+MOVING = (Reassignment("orders", 1, (1, 2), adding=(2,)),)
+#: the record at the group's committed offset on partition 0 (lag in seconds)
+RECORD_AT_40 = RecordTime(40, 1_700_000_000_000, "create")
 
 
 class FakeReader:
@@ -43,10 +60,13 @@ class FakeReader:
     (a live member on both partitions): committed 40 on partition 0, partition 1's
     commit unreadable (the broker answered TOPIC_AUTHORIZATION_FAILED)."""
 
-    def __init__(self, fail_listing: bool = False) -> None:
+    def __init__(self, fail_listing: bool = False, fail_quorum: bool = False) -> None:
         self.fail_listing = fail_listing
+        self.fail_quorum = fail_quorum
         self.calls: list[str] = []
         self.closed = 0
+        #: the threads that used this session
+        self.threads: set[int] = set()
 
     bootstrap = "fake:9092"
     principal = "User:monitor"
@@ -55,6 +75,7 @@ class FakeReader:
 
     def metadata(self, protocol_first: bool = True) -> ClusterMeta:
         self.calls.append("metadata")
+        self.threads.add(threading.get_ident())
         ps = tuple(PartitionMeta(p, 1, (1,), (1,)) for p in (0, 1))
         return ClusterMeta("fake-cluster", 1, (BrokerMeta(1, "fake", 9092),), {"orders": ps})
 
@@ -118,6 +139,27 @@ class FakeReader:
                         leaders: Mapping[TopicPartition, int] | None = None) -> PartitionSizes:
         return PartitionSizes({T0: 1000, T1: 600}, None)
 
+    def read_quorum(self) -> QuorumInfo:
+        self.calls.append("read_quorum")
+        self.threads.add(threading.get_ident())
+        if self.fail_quorum:
+            raise KafkaOperationError("could not describe the KRaft quorum: NodeNotReadyError")
+        return QUORUM
+
+    def read_reassignments(self) -> tuple[Reassignment, ...]:
+        self.calls.append("read_reassignments")
+        return MOVING
+
+    def cached_record_time(self, position: Position) -> RecordTime | None:
+        self.threads.add(threading.get_ident())
+        return None
+
+    def read_record_times(self, positions: Iterable[Position]
+                          ) -> dict[Position, RecordTime | None]:
+        self.calls.append("read_record_times")
+        self.threads.add(threading.get_ident())
+        return {pos: RECORD_AT_40 if pos == (T0, 40) else None for pos in positions}
+
     def close(self) -> None:
         self.closed += 1
 
@@ -146,7 +188,7 @@ def test_collect_lag_reads_only_through_the_reader() -> None:
 
 def _source(fake: FakeReader) -> KafkaSource:
     opts = ExporterOptions(lag_time=False, log_dirs=True, kafka_python=False)
-    return KafkaSource(NOWHERE, opts, open_reader=lambda _admin: fake)
+    return KafkaSource(NOWHERE, opts, open_reader=lambda _admin, _kept: fake)
 
 
 def test_exporter_cycle_reads_only_through_the_reader() -> None:
@@ -164,7 +206,8 @@ def test_exporter_cycle_reads_only_through_the_reader() -> None:
     assert inputs.retention == {"orders": (86400000, -1)}
     assert inputs.sizes == {T0: 1000, T1: 600}
     assert all(f.ok for f in inputs.families.values()), inputs.families
-    assert "group_ids_everywhere" in fake.calls and fake.closed >= 3
+    assert "group_ids_everywhere" in fake.calls
+    assert fake.closed == 1  # one session for the whole cycle (its slow families inline)
 
 
 def test_exporter_failed_listing_is_not_nothing_there() -> None:
@@ -191,3 +234,137 @@ def test_kafka_admin_is_never_asked(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setattr(KafkaAdmin, name, boom)
     test_collect_lag_reads_only_through_the_reader()
     test_exporter_cycle_reads_only_through_the_reader()
+
+
+class Sessions:
+    """open_reader for a KafkaSource: a fresh fake reader per session, all kept."""
+
+    def __init__(self, **fake: bool) -> None:
+        self.fake = fake
+        self.opened: list[FakeReader] = []
+        self.kept: list[KeptClients] = []
+
+    def __call__(self, _admin: KafkaAdmin, kept: KeptClients) -> ClusterReader:
+        r = FakeReader(**self.fake)
+        self.opened.append(r)
+        self.kept.append(kept)
+        return r
+
+
+@pytest.fixture
+def no_kafka_but_the_port(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every way around the port fails loudly: KafkaAdmin's reads, kafka-python's admin
+    client, the record-time reader."""
+    def boom(*_a: object, **_k: object) -> None:
+        raise AssertionError("Kafka read outside the reader port")
+    for name in ("metadata", "list_groups", "describe_groups", "committed_offsets",
+                 "log_offsets", "topic_configs", "broker_configs"):
+        monkeypatch.setattr(KafkaAdmin, name, boom)
+    monkeypatch.setattr(KafkaAdminClient, "__init__", boom)
+    for name in ("__init__", "read", "cached"):
+        monkeypatch.setattr(RecordTimeReader, name, boom)
+
+
+def _every_family(sessions: Sessions) -> KafkaSource:
+    opts = ExporterOptions(lag_time=True, log_dirs=True, kafka_python=True)
+    return KafkaSource(NOWHERE, opts, open_reader=sessions)
+
+
+def _family_up(inputs_families: Mapping[str, object], name: str) -> float:
+    st = ExporterStatus(up=True, collections=1, served_snapshot_s=time.time(),
+                        families=inputs_families,  # type: ignore[arg-type]
+                        expected_families=tuple(inputs_families))
+    (m,) = [m for m in self_families(st, time.time(), 0) if m.name == "opskit_exporter_family_up"]
+    (v,) = [s.value for s in m.samples if s.labels["family"] == name]
+    return float(v)
+
+
+@pytest.mark.usefixtures("no_kafka_but_the_port")
+def test_exporter_cycle_with_every_family_reads_only_through_the_reader() -> None:
+    sessions = Sessions()
+    src = _every_family(sessions)
+    try:
+        inputs, _now = src.collect()
+    finally:
+        src.close()
+    fams = inputs.families
+    for name in ("metadata", "groups", "offsets", "topic_configs", "broker_configs",
+                 "log_dirs", "quorum", "reassignments", "record_times"):
+        assert fams[name].ok, (name, fams[name])
+        assert _family_up(fams, name) == 1
+    # the values served are the fake's
+    assert inputs.extras.quorum == QUORUM and inputs.extras.quorum_error is None
+    assert inputs.extras.reassignments == MOVING and inputs.extras.reassignments_error is None
+    assert inputs.record_ts == {(T0, 40): RECORD_AT_40.timestamp_ms}
+    assert inputs.sizes == {T0: 1000, T1: 600}
+    # one session for the cycle (--once: the slow families inline), closed
+    (r,) = sessions.opened
+    assert r.closed == 1
+    assert {"metadata", "group_ids_everywhere", "read_groups", "log_offsets", "read_quorum",
+            "read_reassignments", "read_record_times"} <= set(r.calls)
+
+
+@pytest.mark.usefixtures("no_kafka_but_the_port")
+def test_a_failed_quorum_read_is_a_failed_family_not_an_empty_quorum() -> None:
+    sessions = Sessions(fail_quorum=True)
+    src = _every_family(sessions)
+    try:
+        inputs, _now = src.collect()
+    finally:
+        src.close()
+    q = inputs.families["quorum"]
+    assert not q.ok and q.kind == "kafka" and q.data_at_s is None
+    assert "NodeNotReadyError" in (q.message or "")
+    assert _family_up(inputs.families, "quorum") == 0
+    assert inputs.extras.quorum is None
+    assert "NodeNotReadyError" in (inputs.extras.quorum_error or "")
+    # the other kafka-python family is its own
+    assert inputs.families["reassignments"].ok and inputs.extras.reassignments == MOVING
+
+
+@pytest.mark.usefixtures("no_kafka_but_the_port")
+def test_one_session_per_cycle_and_per_slow_round_each_on_one_thread() -> None:
+    sessions = Sessions()
+    src = _every_family(sessions)
+    try:
+        src.start_background()
+        for _ in range(2):
+            src.collect()
+        deadline = time.monotonic() + 60
+        while not any("read_quorum" in r.calls for r in sessions.opened):
+            assert time.monotonic() < deadline, "no slow-family round ran"
+            time.sleep(0.05)
+    finally:
+        src.close()
+    cycles = [r for r in sessions.opened if "metadata" in r.calls]
+    rounds = [r for r in sessions.opened if "read_quorum" in r.calls]
+    assert len(cycles) == 2 and rounds and not set(map(id, cycles)) & set(map(id, rounds))
+    # a fresh session each cycle and each round, closed, used by one thread only
+    assert all(r.closed == 1 and len(r.threads) == 1 for r in sessions.opened)
+    assert {t for r in cycles for t in r.threads} != {t for r in rounds for t in r.threads}
+    # the clients kept between sessions are the source's, the same for every session
+    assert len({id(k) for k in sessions.kept}) == 1
+
+
+def test_a_session_that_failed_does_not_poison_the_next_cycle() -> None:
+    class Broken(FakeReader):
+        def log_offsets(self, tps: Iterable[TopicPartition], md: ClusterMeta) -> OffsetsResult:
+            raise KafkaOperationError("connection to broker 1 closed")
+
+    opened: list[FakeReader] = []
+
+    def open_reader(_admin: KafkaAdmin, _kept: KeptClients) -> ClusterReader:
+        opened.append(Broken() if not opened else FakeReader())
+        return opened[-1]
+
+    opts = ExporterOptions(lag_time=False, log_dirs=False, kafka_python=False)
+    src = KafkaSource(NOWHERE, opts, open_reader=open_reader)
+    try:
+        first, _ = src.collect()
+        second, _ = src.collect()
+    finally:
+        src.close()
+    assert not first.families["groups"].ok
+    assert second.families["groups"].ok and second.families["offsets"].ok
+    assert second.offsets[T0] == PartitionOffsets(T0, 0, 100)
+    assert [r.closed for r in opened] == [1, 1]

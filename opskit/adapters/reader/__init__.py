@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from opskit.adapters.kafka_admin import KafkaAdmin
 from opskit.adapters.protocol.client import usable
+from opskit.adapters.reader.kept import KeptClients
 from opskit.adapters.reader.librdkafka_reader import LibrdkafkaReader
 from opskit.adapters.reader.port import (
     PREFETCH_LANE,
@@ -15,15 +16,17 @@ from opskit.adapters.reader.port import (
 )
 from opskit.adapters.reader.wire_reader import WireReader
 
-__all__ = ["PREFETCH_LANE", "ClusterReader", "CommitsRead", "GroupsRead", "Prefetch",
-           "TopicConfigs", "open_reader"]
+__all__ = ["PREFETCH_LANE", "ClusterReader", "CommitsRead", "GroupsRead", "KeptClients",
+           "Prefetch", "TopicConfigs", "open_reader"]
 
 
-def open_reader(admin: KafkaAdmin) -> ClusterReader:
+def open_reader(admin: KafkaAdmin, kept: KeptClients | None = None) -> ClusterReader:
     """A read session on ``admin``'s connection: at the protocol level when opskit's own
     client can speak the connection's security settings (falling back to librdkafka
     read by read, by :class:`WireReader`'s rules), else through librdkafka. The choice
-    depends on the connection only, so every session of a connection makes the same."""
+    depends on the connection only, so every session of a connection makes the same.
+    ``kept``: the clients the session's reads of the quorum, the reassignments and
+    record timestamps use and leave open (else the session makes and closes its own)."""
     if usable(admin.conn):
-        return WireReader(admin)
-    return LibrdkafkaReader(admin)
+        return WireReader(admin, kept)
+    return LibrdkafkaReader(admin, kept)

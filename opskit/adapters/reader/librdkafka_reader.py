@@ -2,7 +2,9 @@
 
 Chosen for connections opskit's own protocol client cannot speak (SASL mechanisms
 it lacks, e.g. GSSAPI or OAUTHBEARER); also the fallback the protocol-level reader
-delegates to. Every read is :class:`~opskit.adapters.kafka_admin.KafkaAdmin`'s."""
+delegates to. Every read is :class:`~opskit.adapters.kafka_admin.KafkaAdmin`'s, but the
+KRaft quorum and the reassignments (kafka-python's client) and record timestamps
+(:class:`~opskit.adapters.record_times.RecordTimeReader`): see :mod:`.kept`."""
 
 from __future__ import annotations
 
@@ -11,7 +13,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from opskit.adapters import group_blind
 from opskit.adapters.kafka_admin import ClusterMeta, KafkaAdmin, OffsetsResult
 from opskit.adapters.log_dirs import PartitionSizes, read_partition_sizes
+from opskit.adapters.reader.kept import KafkaPythonReads, KeptClients
 from opskit.adapters.reader.port import CommitsRead, GroupsRead, Prefetch, TopicConfigs
+from opskit.adapters.record_times import Position, RecordTime
+from opskit.core.health import QuorumInfo, Reassignment
 from opskit.core.log_end import LogEndVerdict
 from opskit.core.models import PartitionOffsets, TopicPartition
 
@@ -19,8 +24,12 @@ from opskit.core.models import PartitionOffsets, TopicPartition
 class LibrdkafkaReader:
     """:class:`~opskit.adapters.reader.port.ClusterReader` through librdkafka."""
 
-    def __init__(self, admin: KafkaAdmin) -> None:
+    def __init__(self, admin: KafkaAdmin, kept: KeptClients | None = None) -> None:
         self.admin = admin
+        #: clients kept beyond the session (the caller's), else the session's own
+        self._own_kept = kept is None
+        self.kept = kept if kept is not None else KeptClients(admin.conn, admin.timeout)
+        self._kafka_python = KafkaPythonReads(self.kept, admin.timeout)
 
     @property
     def bootstrap(self) -> str:
@@ -96,8 +105,23 @@ class LibrdkafkaReader:
         return read_partition_sizes(self.admin.conn, topics, leaders,
                                     timeout=min(self.admin.timeout, 5.0))
 
+    def read_quorum(self) -> QuorumInfo:
+        return self._kafka_python.quorum()
+
+    def read_reassignments(self) -> tuple[Reassignment, ...]:
+        return self._kafka_python.reassignments()
+
+    def cached_record_time(self, position: Position) -> RecordTime | None:
+        return self.kept.record_times().cached(*position)
+
+    def read_record_times(self, positions: Iterable[Position]
+                          ) -> dict[Position, RecordTime | None]:
+        return self.kept.record_times().read(positions)
+
     def close(self) -> None:
-        pass
+        self._kafka_python.done()
+        if self._own_kept:
+            self.kept.close()
 
 
 def read_groups_per_group(admin: KafkaAdmin, ids: list[str]) -> GroupsRead:

@@ -22,6 +22,8 @@ if TYPE_CHECKING:
     from opskit.adapters.kafka_admin import ClusterMeta, OffsetsResult
     from opskit.adapters.log_dirs import PartitionSizes
     from opskit.adapters.protocol.client import WireClient
+    from opskit.adapters.record_times import Position, RecordTime
+    from opskit.core.health import QuorumInfo, Reassignment
 
 #: topic -> {config: (value, is_default)}
 TopicConfigs = dict[str, dict[str, tuple[str | None, bool]]]
@@ -180,6 +182,27 @@ class ClusterReader(Protocol):
                         leaders: Mapping[TopicPartition, int] | None = None) -> PartitionSizes:
         """Bytes of each partition's leader replica (DescribeLogDirs); what made them
         unknown in ``unavailable``, never a size of 0."""
+        ...
+
+    def read_quorum(self) -> QuorumInfo:
+        """The KRaft quorum (DescribeQuorum, through kafka-python's client). Raises
+        UnsupportedError when the broker or the installed client lacks the API, else
+        KafkaOperationError, with the one-line reason (never an empty quorum)."""
+        ...
+
+    def read_reassignments(self) -> tuple[Reassignment, ...]:
+        """Partition reassignments in progress (ListPartitionReassignments, through
+        kafka-python's client); raises as :meth:`read_quorum` (never "none" on failure)."""
+        ...
+
+    def cached_record_time(self, position: Position) -> RecordTime | None:
+        """The record at or after ``position`` when an earlier read found it (no I/O)."""
+        ...
+
+    def read_record_times(self, positions: Iterable[Position]
+                          ) -> dict[Position, RecordTime | None]:
+        """The first record at or after each position (None: unknown: at the log end,
+        no answer in time, a fetch error); raises when no reader could be made."""
         ...
 
     def close(self) -> None:

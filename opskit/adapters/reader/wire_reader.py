@@ -29,6 +29,7 @@ from opskit.adapters.protocol import offsets as offsets_wire
 from opskit.adapters.protocol.client import API_METADATA, WireClient, WireUnsupported, usable
 from opskit.adapters.protocol.codec import WireErrorCode
 from opskit.adapters.protocol.groups import GroupWire
+from opskit.adapters.reader.kept import KeptClients
 from opskit.adapters.reader.librdkafka_reader import LibrdkafkaReader, read_groups_per_group
 from opskit.adapters.reader.port import GroupsRead, Prefetch, TopicConfigs
 from opskit.core.log_end import LogEndVerdict
@@ -56,8 +57,8 @@ class WireReader(LibrdkafkaReader):
     The session's client: the one that answered :meth:`metadata` from the bootstrap
     server, else one made from the metadata on the first read that needs it."""
 
-    def __init__(self, admin: KafkaAdmin) -> None:
-        super().__init__(admin)
+    def __init__(self, admin: KafkaAdmin, kept: KeptClients | None = None) -> None:
+        super().__init__(admin, kept)
         self._first: WireClient | None = None
         self._client: WireClient | None = None
         self._bound = False
@@ -76,6 +77,7 @@ class WireReader(LibrdkafkaReader):
     def close(self) -> None:
         for c in {id(c): c for c in (self._first, self._client) if c is not None}.values():
             c.close()
+        super().close()
 
     def metadata(self, protocol_first: bool = True) -> ClusterMeta:
         if protocol_first and self._first is None and usable(self.admin.conn):
