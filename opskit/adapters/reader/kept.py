@@ -44,12 +44,14 @@ class KeptClients:
         self.conn = conn
         self.timeout = timeout
         self._lock = threading.Lock()
+        #: held while kafka-python connects (up to the timeout): never the record reader's
+        self._kp_lock = threading.Lock()
         self._kp: Any = None
         self._records: RecordTimeReader | None = None
 
     def kafka_python(self) -> Any:
         """kafka-python's admin client; KafkaOperationError when it cannot connect."""
-        with self._lock:
+        with self._kp_lock:
             if self._kp is None:
                 try:
                     from kafka.admin import KafkaAdminClient  # type: ignore[import-untyped]
@@ -62,7 +64,7 @@ class KeptClients:
 
     def drop_kafka_python(self) -> None:
         """Close kafka-python's client: the next read connects afresh."""
-        with self._lock:
+        with self._kp_lock:
             c, self._kp = self._kp, None
         if c is not None:
             try:
