@@ -368,3 +368,40 @@ def test_a_session_that_failed_does_not_poison_the_next_cycle() -> None:
     assert second.families["groups"].ok and second.families["offsets"].ok
     assert second.offsets[T0] == PartitionOffsets(T0, 0, 100)
     assert [r.closed for r in opened] == [1, 1]
+
+
+def test_health_reads_metadata_and_configs_through_the_reader(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from opskit.adapters.cluster_health import gather_health_input
+
+    def boom(*_a: object, **_k: object) -> None:
+        raise AssertionError("read through the admin, not the reader port")
+    for name in ("metadata", "topic_configs"):
+        monkeypatch.setattr(KafkaAdmin, name, boom)
+
+    class WithMinIsr(FakeReader):
+        def all_topic_configs(self, topics: Iterable[str]) -> TopicConfigs:
+            return {t: {"min.insync.replicas": ("2", False)} for t in topics}
+
+    fake = WithMinIsr()
+    inp = gather_health_input(KafkaAdmin(NOWHERE), expected_brokers=1, kafka_python=False,
+                              reader=fake)
+    assert inp.brokers == (1,) and inp.controller_id == 1
+    assert [(p.topic, p.partition) for p in inp.partitions] == [("orders", 0), ("orders", 1)]
+    assert inp.min_isr == {"orders": 2} and inp.min_isr_unknown is None
+    assert inp.quorum_error == "not asked"  # kafka-python off: not read
+    assert fake.closed == 0  # a reader handed in is the caller's to close
+
+
+def test_health_refused_configs_are_unknown_not_min_isr_one() -> None:
+    from opskit.adapters.cluster_health import gather_health_input
+    from opskit.errors import NotAuthorisedError
+
+    class Refused(FakeReader):
+        def all_topic_configs(self, topics: Iterable[str]) -> TopicConfigs:
+            raise NotAuthorisedError("DescribeConfigs denied")
+
+    inp = gather_health_input(KafkaAdmin(NOWHERE), kafka_python=False, reader=Refused())
+    assert inp.min_isr == {}
+    assert inp.min_isr_unknown == ("min.insync.replicas not readable: User:monitor has no "
+                                   "DescribeConfigs ACL on the topics")

@@ -25,8 +25,8 @@ import logging
 import threading
 from typing import Any
 
-from opskit.adapters.cluster_health import describe_quorum, list_reassignments
 from opskit.adapters.kafka_python import kafka_python_config
+from opskit.adapters.kafka_python_reads import describe_quorum, list_reassignments
 from opskit.adapters.record_times import RecordTimeReader
 from opskit.core.connection import ConnectionConfig
 from opskit.core.health import QuorumInfo, Reassignment
