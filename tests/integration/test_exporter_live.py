@@ -159,9 +159,11 @@ def test_every_family_with_known_values_then_rates_then_deleted_group(any_kafka,
     seen = set(v) | set(v2)
     # (no ETA while falling behind: see the next test; a single voter has no followers)
     # (replication throttles: set and removed in test_exporter_throttles_live.py)
+    # (the scrape period: only once a regular scraper was seen, which two scrapes are not;
+    # test_cli_exporter_aligns_its_cycles_to_a_regular_scraper checks it)
     not_here = {"opskit_consumergroup_catchup_eta_seconds", "opskit_kraft_quorum_follower_lag",
                 "opskit_broker_replication_throttle_bytes_per_second",
-                "opskit_topic_throttled_replicas"}
+                "opskit_topic_throttled_replicas", "opskit_exporter_scrape_period_seconds"}
     assert names.exported_names() - not_here <= seen
 
     # --- a deleted group's series are gone at the next cycle
