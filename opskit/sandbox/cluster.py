@@ -226,9 +226,10 @@ class Sandbox:
 
     def _start_node(self, dist: KafkaDist, node: Node) -> None:
         heap = os.environ.get("OPSKIT_SANDBOX_HEAP", "1g")
+        opts = jvm_options()  # read once: for the command line and the choice of collector
         cmd = dist.java_cmd("kafka.Kafka", str(node.config_path),
-                            log4j=node.dir / "log4j.properties", heap=heap)
-        chosen = any(o.startswith("-XX:+Use") and o.endswith("GC") for o in jvm_options())
+                            log4j=node.dir / "log4j.properties", heap=heap, options=opts)
+        chosen = any(o.startswith("-XX:+Use") and o.endswith("GC") for o in opts)
         gc = [] if chosen else ["-XX:+UseG1GC"]
         cmd[1:1] = ["-Xms128m", *gc, "-Djava.awt.headless=true"]
         with open(node.dir / "stdout.log", "ab") as out:
