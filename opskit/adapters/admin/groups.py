@@ -6,7 +6,7 @@ once (confluent-kafka accepts one group per OffsetFetch call)."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from concurrent.futures import Future
 from typing import Any
 
@@ -51,6 +51,21 @@ def _merge_committed(into: dict[TopicPartition, int], gid: str, res: Any,
             # the lag to flag
             invalid[TopicPartition(tp.topic, tp.partition)] = tp.offset
 
+
+
+class CommittedOffsets(dict[str, dict[TopicPartition, int]]):
+    """One read of committed offsets: group -> partition -> committed offset (a mapping,
+    as callers that want only the offsets use it), and per group of the read the
+    partitions left out of it, for the lag to flag:
+
+    * :attr:`invalid`: a negative committed offset below -1 (not an offset, not "none");
+    * :attr:`unreadable`: the error OffsetFetch answered instead of the committed offset
+      (TOPIC_AUTHORIZATION_FAILED...)."""
+
+    def __init__(self, committed: Mapping[str, dict[TopicPartition, int]] | None = None) -> None:
+        super().__init__(committed or {})
+        self.invalid: dict[str, dict[TopicPartition, int]] = {}
+        self.unreadable: dict[str, dict[TopicPartition, str]] = {}
 
 
 class GroupReads(AdminSession):
@@ -109,10 +124,12 @@ class GroupReads(AdminSession):
 
     def committed_offsets(self, group_ids: Iterable[str],
                           partitions: Iterable[TopicPartition] | None = None,
-                          ) -> dict[str, dict[TopicPartition, int]]:
+                          ) -> CommittedOffsets:
         """Committed offsets per group: on all partitions the group committed on, or
         only on ``partitions`` (an explicit list, which some Kafka-compatible brokers
-        answer where they return nothing for "all partitions of the group").
+        answer where they return nothing for "all partitions of the group"). The
+        partitions this read found no offset for, with why, are in the result too
+        (:class:`CommittedOffsets`).
 
         A named list that spans several topics goes in one request per group, unless
         the broker answered such a request with something librdkafka cannot parse (the
@@ -121,15 +138,15 @@ class GroupReads(AdminSession):
         if ids:
             self.require("committed_offsets", "reading committed offsets")
         explicit = None if partitions is None else sorted(set(partitions))
+        out = CommittedOffsets()
         if explicit is not None and not explicit:
-            return {}
+            return out
         chunks = self._offset_fetch_chunks(explicit)
-        for gid in ids:  # of this read only (an exporter's admin reads the groups every cycle)
-            self.invalid_commits[gid] = {}
-            self.unreadable_commits[gid] = {}
+        for gid in ids:
+            out.invalid[gid] = {}
+            out.unreadable[gid] = {}
         # one group per request (confluent-kafka's limit); all in flight at once
         futs = [(gid, chunk, self._submit_offset_fetch(gid, chunk)) for gid in ids for chunk in chunks]
-        out: dict[str, dict[TopicPartition, int]] = {}
         denied: set[str] = set()
         again: list[str] = []
         for gid, chunk, fut in futs:
@@ -152,11 +169,13 @@ class GroupReads(AdminSession):
                 denied.add(gid)
                 continue
             _merge_committed(out.setdefault(gid, {}), gid, res,
-                             self.invalid_commits.setdefault(gid, {}),
-                             self.unreadable_commits.setdefault(gid, {}))
+                             out.invalid.setdefault(gid, {}), out.unreadable.setdefault(gid, {}))
         if again:  # the same groups, one topic per request this time
-            for gid, offs in self.committed_offsets(again, explicit).items():
+            more = self.committed_offsets(again, explicit)
+            for gid, offs in more.items():
                 out.setdefault(gid, {}).update(offs)
+            out.invalid.update(more.invalid)
+            out.unreadable.update(more.unreadable)
             denied |= self.unauthorised_groups & set(again)
         for gid in denied:
             self.unauthorised_groups.add(gid)

@@ -62,13 +62,6 @@ class AdminSession(ErrorTranslation):
         #: (named in :attr:`unauthorised_groups`) instead of failing on the first
         self.skip_unauthorised_groups = False
         self.unauthorised_groups: set[str] = set()
-        #: group -> partition -> a negative committed offset below -1 (not an offset, not
-        #: "none"): left out of :meth:`committed_offsets`, kept for the lag to flag
-        self.invalid_commits: dict[str, dict[TopicPartition, int]] = {}
-        #: group -> partition -> the error OffsetFetch answered instead of its committed
-        #: offset (TOPIC_AUTHORIZATION_FAILED...): left out of :meth:`committed_offsets`,
-        #: kept for the lag to flag. Both are of the group's last read.
-        self.unreadable_commits: dict[str, dict[TopicPartition, str]] = {}
         #: rounds (exporter cycles, see :meth:`new_round`) in which an API must be seen
         #: closed on before it is remembered as not served (the served exporter: 2)
         self.confirmations = 1
