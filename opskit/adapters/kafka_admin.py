@@ -27,7 +27,6 @@ DescribeGroups for all groups, and one OffsetFetch per group, all in flight at
 once (confluent-kafka accepts one group per OffsetFetch call).
 """
 
-
 from __future__ import annotations
 
 from opskit.adapters import confluent as ck

@@ -50,6 +50,7 @@ _AUTHZ = {"TOPIC_AUTHORIZATION_FAILED", "GROUP_AUTHORIZATION_FAILED", "CLUSTER_A
 #: are optional. The reads every command needs are never written off for a run.
 _REMEMBERED_APIS = frozenset({"DescribeGroups", "ListGroups", "DescribeConfigs"})
 
+
 def error_name(exc: BaseException) -> str:
     if isinstance(exc, ck.KafkaException) and exc.args and isinstance(exc.args[0], ck.KafkaError):
         return str(exc.args[0].name())
@@ -68,7 +69,6 @@ def error_text(exc: BaseException) -> str:
         e = exc.args[0]
         return f"{e.name()}: {e.str()}"
     return str(exc) or type(exc).__name__
-
 
 
 class ErrorTranslation:

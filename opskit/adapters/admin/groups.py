@@ -52,7 +52,6 @@ def _merge_committed(into: dict[TopicPartition, int], gid: str, res: Any,
             invalid[TopicPartition(tp.topic, tp.partition)] = tp.offset
 
 
-
 class CommittedOffsets(dict[str, dict[TopicPartition, int]]):
     """One read of committed offsets: group -> partition -> committed offset (a mapping,
     as callers that want only the offsets use it), and per group of the read the

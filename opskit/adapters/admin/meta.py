@@ -41,4 +41,3 @@ class ClusterMeta:
 class OffsetsResult:
     offsets: dict[TopicPartition, PartitionOffsets] = field(default_factory=dict)
     errors: dict[TopicPartition, str] = field(default_factory=dict)
-
