@@ -30,12 +30,15 @@ once (confluent-kafka accepts one group per OffsetFetch call).
 from __future__ import annotations
 
 from opskit.adapters import confluent as ck
+from opskit.adapters.admin.errors import error_name, error_text
 from opskit.adapters.admin.groups import GroupReads
 from opskit.adapters.admin.meta import BrokerMeta, ClusterMeta, OffsetsResult, PartitionMeta
 from opskit.adapters.admin.offsets import OffsetReads
 from opskit.adapters.admin.topics import TopicAdmin
 
-__all__ = ["BrokerMeta", "ClusterMeta", "KafkaAdmin", "OffsetsResult", "PartitionMeta"]
+#: the types its reads return, and (for code written before the split) the error helpers
+__all__ = ["BrokerMeta", "ClusterMeta", "KafkaAdmin", "OffsetsResult", "PartitionMeta", "error_name",
+           "error_text"]
 
 
 class KafkaAdmin(GroupReads, OffsetReads, TopicAdmin):
