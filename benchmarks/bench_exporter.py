@@ -577,7 +577,8 @@ def scrape_loop(name: str, url: str, proc: subprocess.Popen[bytes], probe: Probe
 
 
 def run_compare(size: str, args: argparse.Namespace) -> dict[str, Any]:
-    from opskit.sandbox.cluster import Sandbox, free_port_block
+    from opskit.sandbox.cluster import Sandbox
+    from opskit.sandbox.ports import free_port_block
 
     partitions, groups = (int(x) for x in size.lower().split("x"))
     sb = Sandbox(f"bench-exp-{partitions}")
@@ -806,7 +807,8 @@ def main() -> int:
 
     os.environ.setdefault("OPSKIT_STATE", tempfile.mkdtemp(prefix="opskit-bench-exporter-"))
     os.environ.setdefault("OPSKIT_SANDBOX_HEAP", "3g")
-    from opskit.sandbox.cluster import Sandbox, free_port_block
+    from opskit.sandbox.cluster import Sandbox
+    from opskit.sandbox.ports import free_port_block
 
     if args.compare:
         results = []

@@ -163,7 +163,8 @@ def main() -> int:
     bootstrap = a.bootstrap
     if bootstrap is None:
         sys.path.insert(0, str(ROOT))
-        from opskit.sandbox.cluster import Sandbox, free_port_block
+        from opskit.sandbox.cluster import Sandbox
+        from opskit.sandbox.ports import free_port_block
 
         sandbox = Sandbox(f"bench-expstart-{uuid.uuid4().hex[:6]}")
         st, _ = sandbox.up(brokers=1, version="3.7", port=free_port_block(1))

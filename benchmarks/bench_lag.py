@@ -136,8 +136,9 @@ def main() -> int:
     from confluent_kafka import TopicPartition as CkTP
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    from opskit.sandbox.cluster import Sandbox, free_port_block
+    from opskit.sandbox.cluster import Sandbox
     from opskit.sandbox.dist import ensure_kafka_dist
+    from opskit.sandbox.ports import free_port_block
     from opskit.sandbox.security import write_contexts
     from tests.helpers import parse_describe
 

@@ -39,8 +39,9 @@ def main() -> int:
     from confluent_kafka import TopicPartition as CkTP
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    from opskit.sandbox.cluster import Sandbox, free_port_block
+    from opskit.sandbox.cluster import Sandbox
     from opskit.sandbox.dist import ensure_kafka_dist
+    from opskit.sandbox.ports import free_port_block
 
     sb = Sandbox("bench-reset")
     st, _ = sb.up(brokers=1, version=args.kafka_version, port=free_port_block(1))

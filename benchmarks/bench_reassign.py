@@ -212,8 +212,9 @@ def _run_tool(dist: Any, bootstrap: str, plan: Path, throttle: int) -> tuple[flo
 def bench_exec(mb_per_broker: int, throttle_mb: float, partitions: int) -> dict[str, Any]:
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    from opskit.sandbox.cluster import Sandbox, free_port_block
+    from opskit.sandbox.cluster import Sandbox
     from opskit.sandbox.dist import ensure_kafka_dist
+    from opskit.sandbox.ports import free_port_block
 
     sb = Sandbox(f"bench-rx-{uuid.uuid4().hex[:6]}")
     st, _ = sb.up(brokers=3, version="3.7", port=free_port_block(3))
@@ -331,8 +332,9 @@ def bench_plan(partitions: int, seed: int = 7) -> dict[str, Any]:
 
     from opskit.core.reassign.model import Goal, GoalKind, Policy
     from opskit.core.reassign.plan import plan_reassignment
-    from opskit.sandbox.cluster import Sandbox, free_port_block
+    from opskit.sandbox.cluster import Sandbox
     from opskit.sandbox.dist import ensure_kafka_dist
+    from opskit.sandbox.ports import free_port_block
     from opskit.sandbox.scale import add_brokers
 
     sb = Sandbox(f"bench-rp-{uuid.uuid4().hex[:6]}")
@@ -661,7 +663,8 @@ def bench_racks(partitions: int, scenarios: list[str], grow_to: int, runs: int,
     (continuing a, b, c) join empty. A comparison on the cluster at each stage."""
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    from opskit.sandbox.cluster import Sandbox, free_port_block
+    from opskit.sandbox.cluster import Sandbox
+    from opskit.sandbox.ports import free_port_block
     from opskit.sandbox.scale import add_brokers, add_node
 
     class _Rows(list[dict[str, Any]]):

@@ -62,9 +62,10 @@ from opskit.adapters.spark.submit import (
     ensure_spark_jars,
     run_spark_submit,
 )
-from opskit.sandbox.cluster import Sandbox, free_port_block
+from opskit.sandbox.cluster import Sandbox
 from opskit.sandbox.dist import ensure_kafka_dist
 from opskit.sandbox.load import make_event
+from opskit.sandbox.ports import free_port_block
 from tests.spark_cluster import SparkStandalone, start_standalone
 
 READ_COUNT = ROOT / "spark_jobs" / "bench_read_count.py"

@@ -218,7 +218,8 @@ def main() -> None:
     dynamic = not a.kafka_version.startswith("3.")
     throttle = int(a.throttle_mb * 1_000_000)
 
-    from opskit.sandbox.cluster import Sandbox, free_port_block
+    from opskit.sandbox.cluster import Sandbox
+    from opskit.sandbox.ports import free_port_block
 
     name = f"bench-so-{uuid.uuid4().hex[:6]}"
     load_before = _uptime()

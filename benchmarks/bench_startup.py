@@ -64,7 +64,8 @@ def main() -> int:
         from confluent_kafka import Consumer, TopicPartition
         from confluent_kafka.admin import AdminClient, NewTopic
 
-        from opskit.sandbox.cluster import Sandbox, free_port_block
+        from opskit.sandbox.cluster import Sandbox
+        from opskit.sandbox.ports import free_port_block
 
         sandbox = Sandbox(f"bench-startup-{uuid.uuid4().hex[:6]}")
         st, _ = sandbox.up(brokers=1, version="3.7", port=free_port_block(1))

@@ -58,7 +58,8 @@ class Cluster:
     """
 
     def __init__(self, name: str, brokers: int, version: str, security: str = "plaintext") -> None:
-        from opskit.sandbox.cluster import Sandbox, free_port_block
+        from opskit.sandbox.cluster import Sandbox
+        from opskit.sandbox.ports import free_port_block
 
         self.sandbox = Sandbox(name)
         st, _ = self.sandbox.up(brokers=brokers, version=version, port=free_port_block(brokers),

@@ -49,7 +49,8 @@ Where = str | Mapping[str, Any]
 def cli_sandbox(name: str, *up_args: str) -> Iterator[Any]:
     """A one-node sandbox started by ``opskit sandbox up --name NAME`` on a free port with
     ``up_args`` (version, quorum, security ...), removed afterwards (its playbook run too)."""
-    from opskit.sandbox.cluster import Sandbox, free_port_block
+    from opskit.sandbox.cluster import Sandbox
+    from opskit.sandbox.ports import free_port_block
 
     r = run_cli("sandbox", "up", "--name", name, "--port", str(free_port_block(1)), *up_args)
     assert r.code == 0, r.out + r.err

@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from opskit.sandbox.cluster import free_port_block  # below the ephemeral range
+from opskit.sandbox.ports import free_port_block  # below the ephemeral range
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -19,8 +19,8 @@ from typing import Any
 import yaml
 
 from opskit.paths import config_file, state_dir
-from opskit.sandbox.cluster import sandboxes_root
 from opskit.sandbox.security import PRINCIPALS
+from opskit.sandbox.state import sandboxes_root
 from tests.helpers import Where, commit, create_topic, produce
 
 PARTITIONS = 4

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from opskit.sandbox.cluster import free_port_block, port_free
+from opskit.sandbox.ports import free_port_block, port_free
 
 HOST = "127.0.0.1"
 MASTER_CLASS = "org.apache.spark.deploy.master.Master"

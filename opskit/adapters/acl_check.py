@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from opskit.adapters import confluent as ck
-from opskit.adapters.kafka_admin import KafkaAdmin, error_name
+from opskit.adapters.admin.errors import error_name
+from opskit.adapters.kafka_admin import KafkaAdmin
 from opskit.core.acl_needs import missing_acls
 from opskit.errors import NotAuthorisedError, OpskitError, UnsupportedError
 

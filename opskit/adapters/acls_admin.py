@@ -15,9 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Self
 
+from opskit.adapters.admin.errors import error_name, error_text
 from opskit.adapters.files.safe_read import parse_json, read_text
 from opskit.adapters.files.safe_write import write_file
-from opskit.adapters.kafka_admin import KafkaAdmin, error_name, error_text
+from opskit.adapters.kafka_admin import KafkaAdmin
 from opskit.adapters.offsets_admin import OffsetsAdmin
 from opskit.core.acls import AclEntry
 from opskit.errors import InvalidInputError, KafkaOperationError, NotAuthorisedError, OpskitError

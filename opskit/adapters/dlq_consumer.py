@@ -14,9 +14,9 @@ from typing import Self
 from confluent_kafka import Consumer, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as CkTP
 
+from opskit.adapters.admin.errors import error_text
 from opskit.adapters.files.safe_read import parse_json, read_text
 from opskit.adapters.files.safe_write import write_file
-from opskit.adapters.kafka_admin import error_text
 from opskit.core.connection import ConnectionConfig
 from opskit.core.dlq import DeadLetter, DlqState, parse_dead_letter
 from opskit.errors import (

@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from opskit.adapters import capabilities as caps_mod
+from opskit.adapters.admin.groups import CommittedOffsets
 from opskit.adapters.kafka_admin import ClusterMeta, KafkaAdmin
 from opskit.core.models import GroupDescription, GroupState, TopicPartition
 
@@ -59,13 +60,13 @@ def undescribed(ids: Sequence[str]) -> dict[str, GroupDescription]:
 
 
 def committed_on(admin: KafkaAdmin, ids: Sequence[str], partitions: Sequence[TopicPartition]
-                 ) -> dict[str, dict[TopicPartition, int]]:
+                 ) -> CommittedOffsets:
     """Committed offsets of the groups on the named partitions (librdkafka's OffsetFetch
-    with a partition list, which the gateway answers)."""
+    with a partition list, which the gateway answers), with the read's outcomes."""
     if not ids:
-        return {}
+        return CommittedOffsets()
     if not partitions:
-        return {gid: {} for gid in ids}
+        return CommittedOffsets({gid: {} for gid in ids})
     return admin.committed_offsets(ids, partitions)
 
 
@@ -79,9 +80,10 @@ def rescue_empty(read: Callable[[Sequence[str], Sequence[TopicPartition]], Commi
     that read's outcome). Costs a request only for such groups, which on Apache Kafka
     are groups that do not exist."""
     empty = [gid for gid in ids if not committed.get(gid) and not descs[gid].members]
-    if not empty:
+    named = named_partitions(md, topics) if empty else []
+    if not named:  # no such group, or no partition to name: the whole-group read stands
         return
-    got = read(empty, named_partitions(md, topics))
+    got = read(empty, named)
     for gid in empty:
         unreadable[gid] = dict(got.unreadable.get(gid, {}))
     for gid, offs in got.committed.items():

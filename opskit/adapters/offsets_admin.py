@@ -28,10 +28,11 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 )
 
 from opskit.adapters import group_blind
+from opskit.adapters.admin.errors import error_text
 from opskit.adapters.broker_quirks import BrokerQuirks
 from opskit.adapters.files.safe_read import parse_json, read_text
 from opskit.adapters.files.safe_write import safe_file_name, write_file
-from opskit.adapters.kafka_admin import KafkaAdmin, error_text
+from opskit.adapters.kafka_admin import KafkaAdmin
 from opskit.adapters.log_end_check import checked_log_offsets
 from opskit.adapters.record_times import ISOLATION_LEVEL, RecordTimeReader
 from opskit.core.connection import ConnectionConfig

@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import tempfile
 import zipfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -86,8 +87,11 @@ class KafkaDist:
         return new if self._has_class("kafka-tools-", new) else "kafka.admin.ConsumerGroupCommand"
 
     def java_cmd(self, main_class: str, *args: str, log4j: Path | None = None,
-                 heap: str = "256m") -> list[str]:
-        cmd = [java_binary(), f"-Xmx{heap}", *jvm_options(), "-cp", self.classpath]
+                 heap: str = "256m", options: Sequence[str] | None = None) -> list[str]:
+        """The java command line; ``options``: :func:`jvm_options` when the caller already
+        read them (else read here)."""
+        opts = jvm_options() if options is None else options
+        cmd = [java_binary(), f"-Xmx{heap}", *opts, "-cp", self.classpath]
         if log4j is not None:
             cmd.append(f"-Dlog4j.configuration=file:{log4j}")
         else:

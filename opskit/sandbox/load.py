@@ -288,7 +288,7 @@ class LoadRunner:
 
 # ----- detached mode -----
 def load_pid_path(name: str) -> Path:
-    from opskit.sandbox.cluster import sandboxes_root
+    from opskit.sandbox.state import sandboxes_root
 
     return sandboxes_root() / name / "load.pid"
 

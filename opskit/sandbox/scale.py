@@ -21,15 +21,11 @@ import time
 from pathlib import Path
 
 from opskit.errors import RefusedError, SandboxError, UsageError
-from opskit.sandbox.cluster import (
-    Node,
-    Sandbox,
-    SandboxState,
-    _pid_runs,
-    free_port_block,
-    parse_rack,
-)
+from opskit.sandbox.cluster import Sandbox
 from opskit.sandbox.dist import ensure_kafka_dist
+from opskit.sandbox.ports import free_port_block
+from opskit.sandbox.processes import pid_runs
+from opskit.sandbox.state import Node, SandboxState, parse_rack
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +54,7 @@ def add_node(sb: Sandbox, role: str = "broker", node_id: int | None = None,
         if rack is not None and parse_rack(rack) != existing.rack:
             raise RefusedError(f"node {node_id} exists in rack {existing.rack or '(none)'}, "
                                f"not {rack}")
-        if not _pid_runs(existing.pid, existing.config_path):
+        if not pid_runs(existing.pid, existing.config_path):
             # a run killed between starting the JVM and saving its pid left it running
             # unrecorded: adopt it rather than start a second JVM for the same node
             running = _find_node_pid(existing.config_path)
@@ -98,7 +94,7 @@ def add_node(sb: Sandbox, role: str = "broker", node_id: int | None = None,
 def _find_node_pid(config_path: Path) -> int | None:
     """The pid of a live JVM started with this node's config, if any (Linux /proc)."""
     for d in Path("/proc").iterdir():
-        if d.name.isdigit() and _pid_runs(int(d.name), config_path):
+        if d.name.isdigit() and pid_runs(int(d.name), config_path):
             return int(d.name)
     return None
 

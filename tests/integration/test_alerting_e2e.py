@@ -44,7 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from helpers import commit_retrying, create_topic, produce, run_cli
 from pd_receiver import PagerDutyReceiver, routing_key
 
-from opskit.sandbox.cluster import free_port_block  # below the ephemeral range
+from opskit.sandbox.ports import free_port_block  # below the ephemeral range
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNBOOK_BASE = "https://runbooks.example/kafka"

@@ -6,12 +6,12 @@ import time
 
 import pytest
 
-from opskit.adapters.lag_sampler import RETENTION_KEYS
 from opskit.adapters.lag_source import collect_lag
 from opskit.adapters.protocol import cluster as cluster_wire
 from opskit.adapters.protocol import offsets as offsets_wire
 from opskit.adapters.protocol.client import WireUnsupported
 from opskit.adapters.reader import open_reader
+from opskit.adapters.timed_lag.report import RETENTION_KEYS
 from opskit.core.connection import ConnectionConfig
 from opskit.core.models import TopicPartition
 from tests.helpers import commit_retrying, create_topic, produce
@@ -159,8 +159,8 @@ def test_lag_time_reads_are_prefetched(kafka, uniq) -> None:  # type: ignore[no-
     from confluent_kafka import TopicPartition as CkTP
     from confluent_kafka.admin import AdminClient
 
-    from opskit.adapters.lag_sampler import collect_timed_lag
     from opskit.adapters.record_times import RecordTimeReader
+    from opskit.adapters.timed_lag.collect import collect_timed_lag
 
     bs = kafka.bootstrap
     t = f"cw_ride_{uniq}"
@@ -205,10 +205,9 @@ def test_lag_time_when_the_prefetch_fails(kafka, uniq, monkeypatch) -> None:  # 
     """A prefetch the broker cannot decode (it drops those connections) costs nothing
     but time: the lag is read as usual, the record times are read the slow way, and the
     report is the same."""
-    from opskit.adapters import lag_sampler
-    from opskit.adapters.lag_sampler import collect_timed_lag
     from opskit.adapters.protocol import codec as kp
     from opskit.adapters.record_times import RecordTimeReader
+    from opskit.adapters.timed_lag.collect import collect_timed_lag
 
     bs = kafka.bootstrap
     t = f"cw_fail_{uniq}"
@@ -226,7 +225,7 @@ def test_lag_time_when_the_prefetch_fails(kafka, uniq, monkeypatch) -> None:  # 
         return [(node, kp.Request(req.api_key, req.version, b"\xff\xff", req.decode))
                 for node, req in calls], no_leader
 
-    monkeypatch.setattr(lag_sampler.offsets_wire, "fetch_calls", broken)
+    monkeypatch.setattr(offsets_wire, "fetch_calls", broken)
     with RecordTimeReader(admin.conn, timeout=READ_TIMEOUT) as reader:
         timed = collect_timed_lag(admin, reader, [g])
         # sent (and broken) twice: the prefetch, then the reader's own fetch
@@ -243,8 +242,8 @@ def test_lag_time_when_the_prefetch_fails(kafka, uniq, monkeypatch) -> None:  # 
 def test_lag_time_prefetch_on_three_brokers(kafka3, uniq) -> None:  # type: ignore[no-untyped-def]
     """Leaders spread over 3 brokers: the prefetch reaches every leader (the reader
     sends nothing of its own), and each partition's lag time is its committed record's."""
-    from opskit.adapters.lag_sampler import collect_timed_lag
     from opskit.adapters.record_times import RecordTimeReader
+    from opskit.adapters.timed_lag.collect import collect_timed_lag
 
     bs = kafka3.bootstrap
     t = f"cw_ride3_{uniq}"

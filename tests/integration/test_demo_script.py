@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.mark.timeout(1800)
 def test_demo_from_a_fresh_clone(tmp_path: Path) -> None:
-    from opskit.sandbox.cluster import free_port_block
+    from opskit.sandbox.ports import free_port_block
 
     clone = tmp_path / "opskit"
     if (ROOT / ".git").exists():

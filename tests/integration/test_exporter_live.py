@@ -239,7 +239,7 @@ def test_one_broker_down_of_three(kafka3, uniq):
 
 
 def _free_port() -> int:
-    from opskit.sandbox.cluster import free_port_block  # below the ephemeral range
+    from opskit.sandbox.ports import free_port_block  # below the ephemeral range
 
     return free_port_block(1)
 
@@ -258,7 +258,8 @@ def _wait(pred, timeout: float, what: str):  # type: ignore[no-untyped-def]
 def test_cli_exporter_survives_all_brokers_down_and_recovers(tmp_path: Path):
     """The real command, as Prometheus would run against it: the only broker is
     stopped and restarted; every scrape answers; data goes stale, then comes back."""
-    from opskit.sandbox.cluster import Sandbox, free_port_block
+    from opskit.sandbox.cluster import Sandbox
+    from opskit.sandbox.ports import free_port_block
 
     sb = Sandbox(f"exp-down-{uuid.uuid4().hex[:6]}")
     st, _ = sb.up(brokers=1, port=free_port_block(1))

@@ -36,7 +36,8 @@ from test_reassign_exec import Workload  # the idempotent acks=all producer + gr
 
 from opskit.adapters.reassign.journal import Journal
 from opskit.adapters.scaleout.runner import KILL_AT_ENV
-from opskit.sandbox.cluster import Sandbox, free_port_block
+from opskit.sandbox.cluster import Sandbox
+from opskit.sandbox.ports import free_port_block
 
 ROOT = Path(__file__).resolve().parents[2]
 #: RF 2, every replica on brokers 0 and 1: broker 2 holds none until the spread

@@ -30,7 +30,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from helpers import CliResult, commit, produce, run_cli
 from test_reassign_exec import Workload  # the idempotent acks=all producer + group
 
-from opskit.sandbox.cluster import Sandbox, free_port_block
+from opskit.sandbox.cluster import Sandbox
+from opskit.sandbox.ports import free_port_block
 
 RUNBOOK = Path(__file__).resolve().parents[2] / "runbooks" / "multi-rack.md"
 THROTTLE_KEYS = ("leader.replication.throttled.rate", "follower.replication.throttled.rate",

@@ -16,7 +16,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from helpers import run_cli
 
 from opskit.cli import exits
-from opskit.sandbox.cluster import Sandbox, free_port_block
+from opskit.sandbox.cluster import Sandbox
+from opskit.sandbox.ports import free_port_block
 
 
 def metadata_racks(sb: Sandbox) -> dict[int, str | None]:

@@ -22,7 +22,8 @@ from helpers import commit, create_topic, run_cli
 from test_racks_sandbox import metadata_racks
 from test_reassign_exec import Workload  # the idempotent acks=all producer + group
 
-from opskit.sandbox.cluster import Sandbox, free_port_block
+from opskit.sandbox.cluster import Sandbox
+from opskit.sandbox.ports import free_port_block
 
 
 @pytest.fixture(params=["3.7", "4.x"])

@@ -27,7 +27,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from helpers import produce, run_cli
 
-from opskit.sandbox.cluster import Sandbox, free_port_block
+from opskit.sandbox.cluster import Sandbox
+from opskit.sandbox.ports import free_port_block
 
 BIG = [[0, 1], [1, 0], [0, 1]]                      # the 10x topic, all on brokers 0 and 1
 SMALL = [[[2, 0], [1, 2], [2, 0]], [[2, 1], [0, 2], [2, 1]], [[0, 2], [2, 1], [1, 2]]]

@@ -55,7 +55,8 @@ KILLS = int(os.environ.get("OPSKIT_REASSIGN_KILLS", "10"))
 class _Cluster:
     def __init__(self, version: str) -> None:
         from opskit.errors import SandboxError
-        from opskit.sandbox.cluster import Sandbox, free_port_block
+        from opskit.sandbox.cluster import Sandbox
+        from opskit.sandbox.ports import free_port_block
 
         old = os.environ.get("OPSKIT_SANDBOX_HEAP")
         os.environ["OPSKIT_SANDBOX_HEAP"] = "512m"

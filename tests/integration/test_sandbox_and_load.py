@@ -6,7 +6,7 @@ import socket
 import time
 
 from opskit.cli import exits
-from opskit.sandbox.cluster import free_port_block
+from opskit.sandbox.ports import free_port_block
 from tests.helpers import run_cli
 
 

@@ -9,7 +9,8 @@ from collections.abc import Iterator
 import pytest
 from helpers import run_cli
 
-from opskit.sandbox.cluster import Sandbox, free_port_block
+from opskit.sandbox.cluster import Sandbox
+from opskit.sandbox.ports import free_port_block
 from opskit.sandbox.scale import voters
 
 

@@ -12,7 +12,7 @@ from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
 from opskit.cli import exits
-from opskit.sandbox.cluster import free_port_block
+from opskit.sandbox.ports import free_port_block
 from opskit.sandbox.security import HIP30_PRINCIPALS, MECHANISMS, PRINCIPALS
 from tests.helpers import commit, run_cli
 

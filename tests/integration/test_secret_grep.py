@@ -32,7 +32,7 @@ import pytest
 from helpers import stop_process
 from secured_scenario import Scenario, build, children, leaks, proc_text, secrets, written_files
 
-from opskit.sandbox.cluster import free_port_block  # below the ephemeral range
+from opskit.sandbox.ports import free_port_block  # below the ephemeral range
 
 REPO = Path(__file__).resolve().parents[2]
 #: how many of commands() only read (run 3 at a time); the rest change things, in order

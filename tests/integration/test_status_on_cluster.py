@@ -26,12 +26,8 @@ from confluent_kafka.admin import AdminClient
 from helpers import commit, create_topic, produce, run_cli
 
 from opskit.adapters.kafka_admin import KafkaAdmin
-from opskit.adapters.lag_sampler import (
-    Sampling,
-    collect_timed_lag,
-    judge_groups,
-    sample_lag,
-)
+from opskit.adapters.lag_sampler import Sampling, judge_groups, sample_lag
+from opskit.adapters.timed_lag.collect import collect_timed_lag
 from opskit.cli import exits
 from opskit.core.connection import ConnectionConfig
 from opskit.core.models import LagThresholds

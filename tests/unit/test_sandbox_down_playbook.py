@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from opskit.sandbox.cluster import Sandbox, SandboxState
+from opskit.sandbox.cluster import Sandbox
+from opskit.sandbox.state import SandboxState
 
 
 def test_down_removes_the_playbook_run_and_keep_does_not(tmp_path: Path,

@@ -15,14 +15,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from helpers import run_cli
 
 from opskit.errors import UsageError
-from opskit.sandbox.cluster import (
-    Node,
-    Sandbox,
-    SandboxState,
-    parse_rack,
-    parse_racks,
-    rack_of_index,
-)
+from opskit.sandbox.cluster import Sandbox
+from opskit.sandbox.state import Node, SandboxState, parse_rack, parse_racks, rack_of_index
 
 
 def test_racks_cycle_over_the_nodes() -> None:

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 from confluent_kafka import KafkaError
 
-from opskit.adapters.kafka_admin import _merge_committed
+from opskit.adapters.admin.groups import _merge_committed
 from opskit.adapters.protocol import codec as kp
 from opskit.adapters.protocol.groups import _offsets
 from opskit.core.lag import compute_group_lag

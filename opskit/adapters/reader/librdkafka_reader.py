@@ -131,11 +131,12 @@ def read_groups_per_group(admin: KafkaAdmin, ids: list[str]) -> GroupsRead:
     if not ids:
         return out
     out.descriptions.update(admin.describe_groups(ids))
-    out.committed.update(admin.committed_offsets(ids))
+    got = admin.committed_offsets(ids)
+    out.committed.update(got)
     for gid in ids:
-        if admin.invalid_commits.get(gid):
-            out.committed.setdefault(gid, {}).update(admin.invalid_commits[gid])
-        out.unreadable[gid] = dict(admin.unreadable_commits.get(gid, {}))
+        if got.invalid.get(gid):
+            out.committed.setdefault(gid, {}).update(got.invalid[gid])
+        out.unreadable[gid] = dict(got.unreadable.get(gid, {}))
     return out
 
 
@@ -143,5 +144,5 @@ def committed_on(admin: KafkaAdmin, ids: Sequence[str], partitions: Sequence[Top
                  ) -> CommitsRead:
     """librdkafka's OffsetFetch naming the partitions, with its per-partition outcomes."""
     got = group_blind.committed_on(admin, ids, partitions)
-    return CommitsRead(got, {gid: dict(admin.unreadable_commits.get(gid, {})) for gid in ids},
+    return CommitsRead(got, {gid: dict(got.unreadable.get(gid, {})) for gid in ids},
                        frozenset(admin.unauthorised_groups & set(ids)))

@@ -168,8 +168,6 @@ class WireReader(LibrdkafkaReader):
                 descs, committed, rest = wire.read_groups(rest)
                 out = GroupsRead(descs, committed,
                                  {gid: dict(wire.unreadable.get(gid, {})) for gid in descs})
-                # kept where the librdkafka path keeps them (the admin's last read of a group)
-                admin.unreadable_commits.update({gid: wire.unreadable.get(gid, {}) for gid in descs})
                 if descs:
                     admin.served("describe_groups")
             except WireUnsupported as e:

@@ -94,7 +94,7 @@ def require(name: str, what: str) -> Path:
 def free_port() -> int:
     """A TCP port free on 127.0.0.1 right now, outside the ephemeral range (the usual
     small race with other servers applies; none with outgoing connections)."""
-    from opskit.sandbox.cluster import free_port_block
+    from opskit.sandbox.ports import free_port_block
 
     return free_port_block(1)
 
