@@ -267,9 +267,10 @@ def status(sandbox: SandboxOpt = "default", platform: PlatformOpt = "local",
            namespace: NamespaceOpt = None, statefulset: StatefulSetOpt = None,
            context: KafkaContextOpt = None, kubeconfig: KubeconfigOpt = None,
            kube_context: KubeContextOpt = None, output: OutputOpt = Output.table) -> int:
-    """The journaled run (scale-out or multi-rack): steps done, the one in flight, why it
-    stopped; a run whose process is gone (kill -9, a reboot) is "interrupted", one that
-    halted or failed inside a step says so; both with the command that resumes it."""
+    """The journaled run (scale-out or multi-rack): steps done, the one in flight,
+    why it stopped; a run whose process is gone (kill -9, a reboot) is
+    "interrupted", one that halted or failed inside a step says so; both with the
+    command that resumes it."""
     from opskit.cli.playbook_run import describe, latest
 
     k8s = _platform(platform, namespace, statefulset, context, kubeconfig, kube_context)

@@ -53,9 +53,9 @@ def multi_rack(
         "that moves nothing")] = 300.0,
     output: OutputOpt = Output.table,
 ) -> int:
-    """Give every broker its rack (one restart per broker whose rack changes), add brokers
-    in their racks, spread every partition over the racks under a throttle; plan shown
-    without --execute, a journaled run resumed by 'opskit playbook resume'."""
+    """Give every broker its rack (one restart per broker whose rack changes), add
+    brokers in their racks, spread every partition over the racks under a throttle;
+    plan shown without --execute, a journaled run resumed by 'opskit playbook resume'."""
     from opskit.adapters.scaleout.journal import FileJournal
     from opskit.cli.playbook_inputs import check_run_inputs
     from opskit.cli.playbook_run import MULTI_RACK_DIR, refuse_other_unfinished, run_dir
