@@ -31,7 +31,7 @@ from typing import Any, ClassVar
 
 from opskit.core.reassign.model import Broker, Goal, GoalKind, Policy, Topology
 from opskit.core.reassign.plan import plan_reassignment
-from opskit.core.scaleout.plan import Step, StepKind
+from opskit.core.scaleout.plan import Step, StepKind, refuse_unhealthy
 from opskit.core.scaleout.window import Window
 from opskit.errors import RefusedError, UsageError
 
@@ -137,14 +137,8 @@ def plan_multi_rack(facts: RackFacts, request: MultiRackRequest, now: datetime) 
         raise UsageError("the replication throttle must be positive")
     if not request.racks:
         raise UsageError("--racks: name every broker's rack, e.g. 0=a,1=b,2=c")
-    if facts.problems:
-        raise RefusedError("preflight: the cluster is not healthy ("
-                           + "; ".join(facts.problems[:3])
-                           + (f"; +{len(facts.problems) - 3} more" if len(facts.problems) > 3
-                              else "") + "): fix it first, restarts and moves add load")
-    if facts.reassignment_in_progress:
-        raise RefusedError("preflight: a partition reassignment is in progress; let it finish "
-                           "(opskit reassign status) before spreading over racks")
+    refuse_unhealthy(facts.problems, facts.reassignment_in_progress,
+                     "restarts and moves add load", "spreading over racks")
     now_racks = facts.topology.racks()
     present = sorted(now_racks)
     unknown = sorted(set(request.racks) - set(present))

@@ -155,6 +155,20 @@ class ScaleOutPlan:
                 tuple(d["new_nodes"]) if d["quorum"] == QuorumKind.DYNAMIC.value else ()))
 
 
+def refuse_unhealthy(problems: tuple[str, ...], reassigning: bool, load: str,
+                     before: str) -> None:
+    """A playbook's preflight refusals (RefusedError, nothing changed): an unhealthy
+    cluster (the first three problems named) or a partition reassignment in flight."""
+    if problems:
+        raise RefusedError("preflight: the cluster is not healthy ("
+                           + "; ".join(problems[:3])
+                           + (f"; +{len(problems) - 3} more" if len(problems) > 3 else "")
+                           + f"): fix it first, {load}")
+    if reassigning:
+        raise RefusedError("preflight: a partition reassignment is in progress; let it finish "
+                           f"(opskit reassign status) before {before}")
+
+
 def plan_scale_out(facts: ClusterFacts, request: ScaleOutRequest) -> ScaleOutPlan:
     """The steps that take the cluster to ``request.target_brokers`` brokers with
     RF = min(3, brokers) everywhere, or RefusedError (nothing is changed)."""
@@ -162,14 +176,8 @@ def plan_scale_out(facts: ClusterFacts, request: ScaleOutRequest) -> ScaleOutPla
         raise UsageError(f"--brokers {request.target_brokers}: expected 2-32")
     if request.throttle_bytes_per_s <= 0:
         raise UsageError("the replication throttle must be positive")
-    if facts.problems:
-        raise RefusedError("preflight: the cluster is not healthy ("
-                           + "; ".join(facts.problems[:3])
-                           + (f"; +{len(facts.problems) - 3} more" if len(facts.problems) > 3
-                              else "") + "): fix it first, a scale-out adds load")
-    if facts.reassignment_in_progress:
-        raise RefusedError("preflight: a partition reassignment is in progress; let it finish "
-                           "(opskit reassign status) before scaling out")
+    refuse_unhealthy(facts.problems, facts.reassignment_in_progress,
+                     "a scale-out adds load", "scaling out")
     quorum = facts.quorum
     voters_now = len(set(facts.voters))
     if request.controllers is not None:
