@@ -33,13 +33,10 @@ from opskit.core.reassign.model import (
 )
 from opskit.core.reassign.plan import plan_reassignment
 from opskit.errors import RefusedError, UsageError
+from tests.unit.test_reassign_plan_racks import rack_limit
 
 NOW = datetime(2026, 11, 27, 18, 0, tzinfo=UTC)
 EXACT = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-
-
-def rack_limit(rf: int, rack_sizes: Counter[str]) -> int:
-    return next(lim for lim in range(1, rf + 1) if sum(min(lim, n) for n in rack_sizes.values()) >= rf)
 
 
 def tiny_case(rnd: random.Random) -> tuple[Topology, Goal, list[int], list[int], float]:
