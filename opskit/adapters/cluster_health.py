@@ -1,36 +1,41 @@
 """Gather the inputs of ``opskit.core.health`` from a live cluster.
 
-Metadata and topic configs are read through the reader port (a session of
-:func:`opskit.adapters.reader.open_reader`, librdkafka's view of the metadata).
-confluent-kafka has no DescribeQuorum or ListPartitionReassignments call, so
-those two come from kafka-python's ``KafkaAdminClient``
-(:mod:`opskit.adapters.kafka_python_reads`), with every wait bounded by the
-command's timeout. When the broker (or the installed client) cannot answer one
-of them, that check becomes UNKNOWN with a one-line reason; the rest of the
+Everything is read through the reader port (a session of
+:func:`opskit.adapters.reader.open_reader`): metadata (librdkafka's view) and topic
+configs, and the KRaft quorum and the reassignments in progress (``read_quorum``,
+``read_reassignments``: kafka-python's client, confluent-kafka has neither API).
+The session's kafka-python connect and reads are bounded by the command's timeout
+plus 2 s, and a failed connect names the bootstrap servers (:func:`kafka_python_read`).
+When the broker (or the installed client) cannot answer the quorum or the
+reassignments, that check becomes UNKNOWN with a one-line reason; the rest of the
 report still stands.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from contextlib import closing
+from typing import TypeVar
 
 from opskit.adapters.kafka_admin import ClusterMeta, KafkaAdmin
-from opskit.adapters.kafka_python import kafka_python_config
-from opskit.adapters.kafka_python_reads import bounded, describe_quorum, list_reassignments, reason
-from opskit.adapters.reader import ClusterReader, open_reader
-from opskit.core.connection import ConnectionConfig
+from opskit.adapters.kafka_python_reads import reason
+from opskit.adapters.reader import ClusterReader, KeptClients, open_reader
+from opskit.adapters.reader.kept import KafkaPythonConnectError
 from opskit.core.health import (
     ClusterHealthInput,
     PartitionState,
     QuorumInfo,
     Reassignment,
 )
-from opskit.errors import NotAuthorisedError, UnsupportedError
+from opskit.errors import NotAuthorisedError, OpskitError, UnsupportedError
 
 log = logging.getLogger(__name__)
 
+T = TypeVar("T")
+
+#: how much longer than the command's timeout kafka-python's connect and reads may take
+KAFKA_PYTHON_GRACE_S = 2.0
 
 
 def partitions_of(meta: ClusterMeta) -> tuple[PartitionState, ...]:
@@ -73,10 +78,13 @@ def gather_health_input(admin: KafkaAdmin, expected_brokers: int | None = None,
                         kafka_python: bool = True, reader: ClusterReader | None = None
                         ) -> ClusterHealthInput:
     """Read everything the health checks need. Raises opskit errors only for metadata/configs.
-    Metadata and configs are read through ``reader`` (else a session opened on ``admin``
-    and closed here)."""
+    Everything is read through ``reader`` (else a session opened on ``admin``, its
+    kafka-python connect and reads bounded by the timeout plus KAFKA_PYTHON_GRACE_S,
+    closed here)."""
     if reader is None:
-        with closing(open_reader(admin)) as r:
+        kept = KeptClients(admin.conn, admin.timeout,
+                           wait_s=admin.timeout + KAFKA_PYTHON_GRACE_S)
+        with closing(kept), closing(open_reader(admin, kept)) as r:
             return _gather(admin, r, expected_brokers, kafka_python)
     return _gather(admin, reader, expected_brokers, kafka_python)
 
@@ -109,7 +117,8 @@ def _gather(admin: KafkaAdmin, r: ClusterReader, expected_brokers: int | None,
     q_err: str | None = "not asked"
     r_err: str | None = "not asked"
     if kafka_python:
-        quorum, q_err, reassignments, r_err = _kafka_python_part(admin.conn, admin.timeout)
+        quorum, q_err = kafka_python_read(r.read_quorum)
+        reassignments, r_err = kafka_python_read(r.read_reassignments)
     return ClusterHealthInput(
         brokers=tuple(b.node_id for b in meta.brokers),
         controller_id=meta.controller_id,
@@ -122,25 +131,14 @@ def _gather(admin: KafkaAdmin, r: ClusterReader, expected_brokers: int | None,
     )
 
 
-def _kafka_python_part(conn: ConnectionConfig, timeout: float
-                       ) -> tuple[QuorumInfo | None, str | None,
-                                  tuple[Reassignment, ...] | None, str | None]:
+def kafka_python_read(read: Callable[[], T]) -> tuple[T | None, str | None]:
+    """The outcome of one of the session's kafka-python reads: the value, or None and
+    the one-line reason health shows (a failed connect names the bootstrap servers)."""
     try:
-        from kafka.admin import KafkaAdminClient  # type: ignore[import-untyped]
-    except ImportError:  # pragma: no cover - a declared dependency
-        msg = "kafka-python is not installed"
-        return None, msg, None, msg
-    try:
-        client = bounded(lambda: KafkaAdminClient(**kafka_python_config(conn, timeout)), timeout + 2)
-    except Exception as e:  # noqa: BLE001 - both checks become UNKNOWN
-        msg = f"kafka-python could not connect to {conn.bootstrap}: {reason(e)}"
-        return None, msg, None, msg
-    try:
-        quorum, q_err = describe_quorum(client, timeout + 2)
-        reassignments, r_err = list_reassignments(client, timeout)
-    finally:
-        try:
-            client.close()
-        except Exception:  # closing is best effort
-            log.debug("closing kafka-python client failed", exc_info=True)
-    return quorum, q_err, reassignments, r_err
+        return read(), None
+    except KafkaPythonConnectError as e:
+        if isinstance(e.cause, ImportError):  # pragma: no cover - a declared dependency
+            return None, "kafka-python is not installed"
+        return None, f"kafka-python could not connect to {e.bootstrap}: {reason(e.cause)}"
+    except OpskitError as e:  # the port's message is the reason (never "nothing there")
+        return None, str(e)

@@ -1,5 +1,6 @@
 """The reads opskit makes with kafka-python's admin client: the KRaft quorum and the
-partition reassignments in progress (confluent-kafka has neither API).
+partition reassignments in progress (confluent-kafka has neither API), made by the
+reader port's sessions (:mod:`opskit.adapters.reader.kept`).
 
 Every wait is bounded by the caller's timeout (:func:`bounded`). When the broker (or
 the installed client) cannot answer, the read gives None and a one-line reason.

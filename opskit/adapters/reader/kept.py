@@ -26,7 +26,7 @@ import threading
 from typing import Any
 
 from opskit.adapters.kafka_python import kafka_python_config
-from opskit.adapters.kafka_python_reads import describe_quorum, list_reassignments
+from opskit.adapters.kafka_python_reads import bounded, describe_quorum, list_reassignments
 from opskit.adapters.record_times import RecordTimeReader
 from opskit.core.connection import ConnectionConfig
 from opskit.core.health import QuorumInfo, Reassignment
@@ -35,14 +35,28 @@ from opskit.errors import KafkaOperationError, OpskitError, UnsupportedError
 log = logging.getLogger(__name__)
 
 
+class KafkaPythonConnectError(KafkaOperationError):
+    """kafka-python's admin client could not connect to ``bootstrap``; ``cause``: why."""
+
+    def __init__(self, bootstrap: str, cause: BaseException) -> None:
+        super().__init__(f"kafka-python could not connect: {type(cause).__name__}: {cause}")
+        self.bootstrap = bootstrap
+        self.cause = cause
+
+
 class KeptClients:
     """kafka-python's admin client and the record-time reader of one connection,
     made on first use and kept until :meth:`close` (kafka-python's also until a
     session drops it)."""
 
-    def __init__(self, conn: ConnectionConfig, timeout: float) -> None:
+    def __init__(self, conn: ConnectionConfig, timeout: float,
+                 wait_s: float | None = None) -> None:
         self.conn = conn
         self.timeout = timeout
+        #: when given, kafka-python's connect and the DescribeQuorum read wait at most this
+        #: long (``opskit health``: timeout + 2 s); else the connect waits on kafka-python's
+        #: own timeouts and DescribeQuorum at most the session's timeout
+        self.wait_s = wait_s
         self._lock = threading.Lock()
         #: held while kafka-python connects (up to the timeout): never the record reader's
         self._kp_lock = threading.Lock()
@@ -50,16 +64,17 @@ class KeptClients:
         self._records: RecordTimeReader | None = None
 
     def kafka_python(self) -> Any:
-        """kafka-python's admin client; KafkaOperationError when it cannot connect."""
+        """kafka-python's admin client; KafkaPythonConnectError when it cannot connect."""
         with self._kp_lock:
             if self._kp is None:
                 try:
                     from kafka.admin import KafkaAdminClient  # type: ignore[import-untyped]
 
-                    self._kp = KafkaAdminClient(**kafka_python_config(self.conn, self.timeout))
+                    def make() -> Any:
+                        return KafkaAdminClient(**kafka_python_config(self.conn, self.timeout))
+                    self._kp = make() if self.wait_s is None else bounded(make, self.wait_s)
                 except Exception as e:  # quorum and reassignments become unknown
-                    raise KafkaOperationError(
-                        f"kafka-python could not connect: {type(e).__name__}: {e}") from e
+                    raise KafkaPythonConnectError(self.conn.bootstrap, e) from e
             return self._kp
 
     def drop_kafka_python(self) -> None:
@@ -110,7 +125,8 @@ class KafkaPythonReads:
             raise
 
     def quorum(self) -> QuorumInfo:
-        quorum, err = describe_quorum(self._client(), self.timeout)
+        wait = self.timeout if self.kept.wait_s is None else self.kept.wait_s
+        quorum, err = describe_quorum(self._client(), wait)
         self._outcomes.append(quorum is not None)
         if quorum is None:
             raise _error(err or "could not describe the KRaft quorum")
