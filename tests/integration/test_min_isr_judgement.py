@@ -10,6 +10,7 @@ must say the real risk instead (WARNING ``min_isr_above_rf``).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -62,6 +63,28 @@ def make_topic(cluster: Any, topic: str) -> None:
             time.sleep(0.3)
 
 
+@pytest.fixture
+def rf1_min2() -> Iterator[Callable[[Any, str], None]]:
+    """Makes an RF 1 topic with min.insync.replicas=2 (:func:`make_topic`) and deletes
+    every one it made at teardown: the session clusters are shared, and a topic left
+    behind is a WARNING (min_isr_above_rf) in the health of every later test."""
+    made: list[tuple[Any, str]] = []
+
+    def make(cluster: Any, topic: str) -> None:
+        made.append((cluster, topic))
+        make_topic(cluster, topic)
+
+    yield make
+    for cluster, topic in made:
+        with cluster.admin() as admin:
+            if topic in admin.metadata().topics:
+                admin.delete_topics([topic])
+            deadline = time.monotonic() + 60
+            while topic in admin.metadata().topics:
+                assert time.monotonic() < deadline, f"{topic} not deleted"
+                time.sleep(0.3)
+
+
 def features(cluster: Any, *args: str) -> str:
     out = cluster.dist().run_tool("org.apache.kafka.tools.FeatureCommand", "--bootstrap-server",
                                   cluster.bootstrap, *args, timeout=120)
@@ -76,17 +99,18 @@ def elr_level(cluster: Any) -> int:
     return 0
 
 
-def test_kafka37_accepts_acks_all_below_min_isr(kafka: Any, uniq: str) -> None:
+def test_kafka37_accepts_acks_all_below_min_isr(kafka: Any, uniq: str,
+                                                rf1_min2: Callable[[Any, str], None]) -> None:
     topic = f"rf1_min2_{uniq}"
-    make_topic(kafka, topic)
+    rf1_min2(kafka, topic)
     assert produce_acks_all(kafka.bootstrap, topic) == []
     assert judge(kafka, topic) == {"under_min_isr": Severity.OK,
                                    "min_isr_above_rf": Severity.WARNING}
 
 
 @pytest.mark.kafka4
-def test_kafka4_accepts_acks_all_below_min_isr_with_and_without_elr(kafka4: Any,
-                                                                     uniq: str) -> None:
+def test_kafka4_accepts_acks_all_below_min_isr_with_and_without_elr(
+        kafka4: Any, uniq: str, rf1_min2: Callable[[Any, str], None]) -> None:
     before = elr_level(kafka4)
     try:
         for level in (before, 1 - before):
@@ -95,7 +119,7 @@ def test_kafka4_accepts_acks_all_below_min_isr_with_and_without_elr(kafka4: Any,
                          f"{ELR}={level}")
                 assert elr_level(kafka4) == level
             topic = f"rf1_min2_elr{level}_{uniq}"
-            make_topic(kafka4, topic)
+            rf1_min2(kafka4, topic)
             assert produce_acks_all(kafka4.bootstrap, topic) == [], f"ELR {level}"
             assert judge(kafka4, topic) == {"under_min_isr": Severity.OK,
                                             "min_isr_above_rf": Severity.WARNING}
@@ -106,8 +130,8 @@ def test_kafka4_accepts_acks_all_below_min_isr_with_and_without_elr(kafka4: Any,
 
 
 @pytest.mark.three_brokers
-def test_adding_replicas_raises_the_requirement(kafka3: Any, uniq: str,
-                                                tmp_path: Any) -> None:
+def test_adding_replicas_raises_the_requirement(kafka3: Any, uniq: str, tmp_path: Any,
+                                                rf1_min2: Callable[[Any, str], None]) -> None:
     """The risk the WARNING names, shown: the RF 1 topic with min.insync.replicas=2
     takes acks=all writes until a reassignment adds two replicas; while they copy
     (throttled), the leader requires 2 of 3 in sync and refuses acks=all writes, and
@@ -116,7 +140,7 @@ def test_adding_replicas_raises_the_requirement(kafka3: Any, uniq: str,
     import json
 
     topic = f"rf1_min2_moving_{uniq}"
-    make_topic(kafka3, topic)
+    rf1_min2(kafka3, topic)
     p = Producer({"bootstrap.servers": kafka3.bootstrap, "acks": "1", "linger.ms": 20})
     for i in range(3000):
         p.produce(topic, value=b"x" * 1000)
