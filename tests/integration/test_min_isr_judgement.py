@@ -19,6 +19,7 @@ from confluent_kafka import Producer
 from opskit.adapters.cluster_health import gather_health_input
 from opskit.core.health import evaluate_health
 from opskit.core.models import Severity
+from opskit.errors import NotFoundError
 
 ELR = "eligible.leader.replicas.version"
 
@@ -77,8 +78,10 @@ def rf1_min2() -> Iterator[Callable[[Any, str], None]]:
     yield make
     for cluster, topic in made:
         with cluster.admin() as admin:
-            if topic in admin.metadata().topics:
+            try:
                 admin.delete_topics([topic])
+            except NotFoundError:  # never made, or deleted by the test
+                pass
             deadline = time.monotonic() + 60
             while topic in admin.metadata().topics:
                 assert time.monotonic() < deadline, f"{topic} not deleted"
