@@ -374,7 +374,3 @@ class ReassignAdmin(ReassignConnection):
         now = dict(self.read_cordon(b for b, _ in pairs))
         return [f"broker {b} {CORDON_KEY}: {now.get(b)!r} (expected {v!r})"
                 for b, v in pairs if now.get(b) != v]
-
-
-def _op_names(ops: Iterable[Any] | None) -> frozenset[str] | None:
-    return None if ops is None else frozenset(o.name for o in ops)
