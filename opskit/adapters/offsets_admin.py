@@ -1,5 +1,6 @@
-"""Kafka I/O for ``opskit offsets`` (and ``opskit dr``): read what the reset
-planner needs, commit offsets for a group, peek at record timestamps.
+"""Kafka I/O for ``opskit offsets`` (and ``opskit dr``): commit offsets for a group,
+keep the backup files, peek at record timestamps (``dr``). The reads a reset plans
+from go through the reader port: :mod:`opskit.adapters.offsets_reads`.
 
 ``OffsetsAdmin`` extends ``KafkaAdmin`` with the calls it lacks; every vendor
 error still goes through ``KafkaAdmin.translate``. The decisions are made in
@@ -27,35 +28,28 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
     ResourceType,
 )
 
-from opskit.adapters import group_blind
 from opskit.adapters.admin.errors import error_text
 from opskit.adapters.broker_quirks import BrokerQuirks
 from opskit.adapters.files.safe_read import parse_json, read_text
 from opskit.adapters.files.safe_write import safe_file_name, write_file
 from opskit.adapters.kafka_admin import KafkaAdmin
-from opskit.adapters.log_end_check import checked_log_offsets
-from opskit.adapters.record_times import ISOLATION_LEVEL, RecordTimeReader
-from opskit.core.connection import ConnectionConfig
-from opskit.core.models import GroupDescription, GroupState, PartitionOffsets, TopicPartition
-from opskit.core.offset_reset.backup import OffsetsBackup
-from opskit.core.offset_reset.plan import ResetPlan
-from opskit.core.offset_reset.planner import (
-    partitions_in_scope,
-    plan_offset_reset,
-    timestamp_lookups_needed,
-    topics_to_describe,
+from opskit.adapters.offsets_reads import (
+    _COORDINATOR_LOADING,
+    GroupOffsetsState,
+    read_group_state,
+    read_log_offsets_of_topics,
+    reader_session,
 )
-from opskit.core.offset_reset.request import ResetRequest
-from opskit.core.time_lookup import SeenRecord, contradiction, positions_to_read
+from opskit.adapters.record_times import ISOLATION_LEVEL
+from opskit.core.connection import ConnectionConfig
+from opskit.core.models import GroupDescription, PartitionOffsets, TopicPartition
+from opskit.core.offset_reset.backup import OffsetsBackup
 from opskit.errors import (
-    InconsistentStateError,
     InvalidInputError,
     KafkaOperationError,
     KafkaUnavailableError,
     NotAuthorisedError,
-    NotFoundError,
     OpskitError,
-    UnsupportedError,
 )
 from opskit.paths import state_dir
 
@@ -63,28 +57,6 @@ log = logging.getLogger(__name__)
 
 #: the former name of ``safe_write.write_file`` (same signature for ``(path, text)``)
 write_atomically = write_file
-
-
-@dataclass(frozen=True)
-class GroupOffsetsState:
-    """A group's description and committed offsets, read together."""
-
-    group: GroupDescription
-    committed: dict[TopicPartition, int]
-    #: why the group's state and members are unknown (a broker without DescribeGroups)
-    state_note: str | None = None
-
-    @property
-    def exists(self) -> bool:
-        """False when the coordinator knows nothing of the group (no members, no offsets);
-        on a broker that cannot describe groups, when it has no committed offset."""
-        if self.state_note is not None:
-            return bool(self.committed)
-        return bool(self.committed) or self.group.state is not GroupState.DEAD
-
-
-_COORDINATOR_LOADING = ("NOT_COORDINATOR", "COORDINATOR_NOT_AVAILABLE",
-                        "COORDINATOR_LOAD_IN_PROGRESS")
 
 
 class OffsetsAdmin(KafkaAdmin):
@@ -117,101 +89,16 @@ class OffsetsAdmin(KafkaAdmin):
                 time.sleep(0.5)
 
     def group_state(self, group_id: str) -> GroupOffsetsState:
-        blind = group_blind.describe_unavailable(self)
-        if blind is None:
-            try:
-                group = self.describe_groups_settled([group_id])[group_id]
-            except UnsupportedError:  # advertised, then closed or unanswered (Heraclitus)
-                blind = group_blind.describe_unavailable(self)
-                if blind is None:
-                    raise
-        if blind is not None:  # e.g. the Hanzo gateway: offsets of named partitions only
-            named = group_blind.named_partitions(self.metadata(), None)
-            committed = group_blind.committed_on(self, [group_id], named)[group_id]
-            return GroupOffsetsState(group_blind.undescribed([group_id])[group_id], committed,
-                                     f"{blind}: a reset cannot be checked to be safe")
-        committed = self.committed_offsets([group_id])[group_id]
-        return GroupOffsetsState(group, committed)
+        """:func:`read_group_state` in a read session of its own."""
+        with reader_session(self) as reader:
+            return read_group_state(reader, group_id)
 
     def log_offsets_of_topics(
         self, topics: Iterable[str]
     ) -> tuple[dict[TopicPartition, PartitionOffsets], str | None]:
-        """Log start and end of every partition of ``topics`` (missing topics are
-        simply absent), and the cluster id."""
-        wanted = set(topics)
-        md = self.metadata()
-        tps = [
-            TopicPartition(t, p.partition)
-            for t, parts in md.topics.items()
-            if t in wanted
-            for p in parts
-        ]
-        res, checks = checked_log_offsets(self, tps, md)
-        if res.errors:
-            tp, msg = min(res.errors.items())
-            raise KafkaOperationError(
-                f"cannot read log offsets of {len(res.errors)} partitions (e.g. {tp}: {msg}); "
-                "is a partition offline?"
-            )
-        bad = sorted(tp for tp, v in checks.items() if v.log_end is None)
-        if bad:
-            raise InconsistentStateError(
-                f"the broker's answers about the log end of {bad[0]} contradict each other "
-                f"({checks[bad[0]].detail}): refusing to plan on them")
-        return res.offsets, md.cluster_id
-
-    def plan_reset(
-        self, request: ResetRequest, state: GroupOffsetsState, now_ms: int
-    ) -> tuple[ResetPlan, str | None]:
-        """Read the log offsets (and offsets by time) the request needs and plan it."""
-        log_offsets, cluster_id = self.log_offsets_of_topics(
-            topics_to_describe(request, state.committed)
-        )
-        by_time: dict[TopicPartition, int | None] = {}
-        ts = timestamp_lookups_needed(request, now_ms)
-        if ts is not None:
-            tps = partitions_in_scope(request, state.committed, log_offsets)
-            by_time = self.checked_offsets_for_times(tps, ts, log_offsets) if tps else {}
-        plan = plan_offset_reset(request, state.group, state.committed, log_offsets, by_time,
-                                 now_ms)
-        return plan, cluster_id
-
-    def checked_offsets_for_times(self, tps: Iterable[TopicPartition], ts_ms: int,
-                                  log_offsets: Mapping[TopicPartition, PartitionOffsets]
-                                  ) -> dict[TopicPartition, int | None]:
-        """``offsets_for_times``, every answer checked against the records at and before
-        it (:mod:`opskit.core.time_lookup`): a broker whose answer a record disproves
-        (the Hanzo gateway answers 0, Heraclitus the log end, whatever the time) is
-        remembered for the run and refused with InconsistentStateError (exit 3).
-        Records that cannot be read in time settle nothing."""
-        where = self.capabilities.broker or self.conn.bootstrap
-        seen_before = self.quirks.untrusted_time_lookups
-        if seen_before is not None:
-            raise InconsistentStateError(_untrusted_times(where, seen_before.detail))
-        answers = self.offsets_for_times(tps, ts_ms)
-        positions = [(tp, off) for tp, ans in answers.items() if tp in log_offsets
-                     for off in positions_to_read(ans, log_offsets[tp].log_start,
-                                                  log_offsets[tp].log_end)]
-        if not positions:
-            return answers
-        with RecordTimeReader(self.conn, timeout=min(self.timeout, 5.0)) as reader:
-            seen = reader.read(positions)
-
-        def record(tp: TopicPartition, off: int) -> SeenRecord | None:
-            rt = seen.get((tp, off))
-            return None if rt is None else SeenRecord(rt.offset, rt.timestamp_ms)
-
-        for tp, ans in sorted(answers.items()):
-            lo = log_offsets.get(tp)
-            if lo is None:
-                continue
-            at = lo.log_end if ans is None else ans
-            why = contradiction(tp, ts_ms, ans, lo.log_start, lo.log_end, record(tp, at),
-                                record(tp, at - 1))
-            if why is not None:
-                self.quirks.note_untrusted_time_lookups(where, why)
-                raise InconsistentStateError(_untrusted_times(where, why))
-        return answers
+        """:func:`read_log_offsets_of_topics` in a read session of its own."""
+        with reader_session(self) as reader:
+            return read_log_offsets_of_topics(reader, topics)
 
     # ----- writes -----
     def alter_group_offsets(self, group_id: str, offsets: Mapping[TopicPartition, int]) -> None:
@@ -324,16 +211,6 @@ class OffsetsAdmin(KafkaAdmin):
 
 
 _AUTHZ_NAMES = {"GROUP_AUTHORIZATION_FAILED", "TOPIC_AUTHORIZATION_FAILED"}
-
-
-def _untrusted_times(where: str, why: str) -> str:
-    return (f"the broker at {where} cannot be trusted with offsets by time: {why}; refusing "
-            "to plan from its lookups by time (nothing was changed)")
-
-
-def ensure_group_exists(group_id: str, state: GroupOffsetsState) -> None:
-    if not state.exists:
-        raise NotFoundError(f"consumer group {group_id!r} does not exist (no members, no offsets)")
 
 
 # --------------------------------------------------------------------------- backup files

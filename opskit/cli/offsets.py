@@ -27,12 +27,16 @@ import typer
 from rich.markup import escape
 
 from opskit.adapters.files.safe_read import read_text
-from opskit.adapters.offsets_admin import (
+from opskit.adapters.offsets_admin import OffsetsAdmin, load_backup
+from opskit.adapters.offsets_reads import (
     GroupOffsetsState,
-    OffsetsAdmin,
     ensure_group_exists,
-    load_backup,
+    plan_reset,
+    read_group_state,
+    read_log_offsets_of_topics,
+    reader_session,
 )
+from opskit.adapters.reader import ClusterReader
 from opskit.cli import exits
 from opskit.cli.common import (
     ApplyPlanOpt,
@@ -159,13 +163,14 @@ def run_reset(
         raise UsageError("one of --all-topics or --topic is required")
     single_group = len(set(groups)) == 1 and not all_groups
     now_ms = epoch_ms()
-    with _admin(bootstrap, context, timeout) as admin:
-        group_ids = sorted(admin.list_groups()) if all_groups else list(dict.fromkeys(groups))
+    with _admin(bootstrap, context, timeout) as admin, reader_session(admin) as reader:
+        group_ids = (reader.group_ids(reader.metadata()) if all_groups
+                     else list(dict.fromkeys(groups)))
         if not group_ids:
             raise NotFoundError("there are no consumer groups")
         results: list[GroupResult] = []
         try:
-            _plan_groups(admin, group_ids, strategy, file_offsets, scope, single_group,
+            _plan_groups(reader, admin, group_ids, strategy, file_offsets, scope, single_group,
                          allow_new_group, now_ms, results)
         except NotAuthorisedError:
             # name the ACLs the principal lacks (a service principal's usual mistake)
@@ -175,14 +180,15 @@ def run_reset(
                          topics=[t.topic for t in scope.topics] if scope else
                          [tp.topic for offs in (file_offsets or {}).values() for tp in offs])
             raise
-        return finish_plans(admin, results, execute=execute, yes=yes, export=export,
+        return finish_plans(admin, reader, results, execute=execute, yes=yes, export=export,
                             single_group=single_group, allow_noop=allow_noop, output=output,
                             backup_dir=backup_dir, reason=f"offsets reset {results[0].plan.strategy.describe()}"
                             if len(results) == 1 else "offsets reset", noop_code=exits.WARNING,
                             times=times)
 
 
-def _plan_groups(admin: OffsetsAdmin, group_ids: list[str], strategy: ResetStrategy | None,
+def _plan_groups(reader: ClusterReader, admin: OffsetsAdmin, group_ids: list[str],
+                 strategy: ResetStrategy | None,
                  file_offsets: dict[str | None, dict[TopicPartition, int]] | None,
                  scope: ResetScope | None, single_group: bool, allow_new_group: bool,
                  now_ms: int, results: list[GroupResult]) -> None:
@@ -194,7 +200,7 @@ def _plan_groups(admin: OffsetsAdmin, group_ids: list[str], strategy: ResetStrat
                 offsets_for_group(file_offsets, gid, single_group=single_group))
         assert strat is not None
         request = ResetRequest(gid, strat, scope)
-        state: GroupOffsetsState = admin.group_state(gid)
+        state: GroupOffsetsState = read_group_state(reader, gid)
         if state.state_note:
             stderr().print(f"warning: {escape(gid)}: {escape(state.state_note)}")
         if not allow_new_group:
@@ -202,7 +208,7 @@ def _plan_groups(admin: OffsetsAdmin, group_ids: list[str], strategy: ResetStrat
                 ensure_group_exists(gid, state)
             except NotFoundError as e:
                 raise NotFoundError(f"{e}; pass --allow-new-group to give it offsets") from None
-        plan, cluster_id = admin.plan_reset(request, state, now_ms)
+        plan, cluster_id = plan_reset(reader, admin, request, state, now_ms)
         results.append(GroupResult(plan, cluster_id))
 
 
@@ -293,10 +299,10 @@ def restore(
     """
     saved = load_backup(backup_file)
     backup = saved.backup
-    with _admin(bootstrap_server, context, timeout) as admin:
-        state = admin.group_state(backup.group_id)
+    with _admin(bootstrap_server, context, timeout) as admin, reader_session(admin) as reader:
+        state = read_group_state(reader, backup.group_id)
         topics = {tp.topic for tp in backup.offsets} | {tp.topic for tp in backup.uncommitted}
-        log_offsets, cluster_id = admin.log_offsets_of_topics(topics)
+        log_offsets, cluster_id = read_log_offsets_of_topics(reader, topics)
         if (backup.cluster_id and cluster_id and backup.cluster_id != cluster_id
                 and not allow_other_cluster):
             raise RefusedError(
@@ -304,7 +310,7 @@ def restore(
                 "pass --allow-other-cluster if that is intended")
         plan = plan_restore(backup, state.group, state.committed, log_offsets, epoch_ms(),
                             skip_missing=skip_missing)
-        code = finish_plans(admin, [GroupResult(plan, cluster_id)], execute=execute, yes=yes,
+        code = finish_plans(admin, reader, [GroupResult(plan, cluster_id)], execute=execute, yes=yes,
                             export=False, single_group=True, allow_noop=True, output=output,
                             backup_dir=backup_dir, reason=f"offsets restore {backup_file}",
                             noop_code=exits.OK, times=times)
@@ -335,8 +341,8 @@ def export(
     timeout: TimeoutOpt = 30.0,
 ) -> int:
     """Print a group's committed offsets (CSV that offsets import / --from-file read)."""
-    with _admin(bootstrap_server, context, timeout) as admin:
-        state = admin.group_state(group)
+    with _admin(bootstrap_server, context, timeout) as admin, reader_session(admin) as reader:
+        state = read_group_state(reader, group)
     ensure_group_exists(group, state)
     if output is ExportFormat.csv:
         # same quoting as the tool's --export, so the tool can read it too

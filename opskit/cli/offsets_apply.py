@@ -31,6 +31,8 @@ from opskit.adapters.offsets_admin import (
     mark_backup,
     save_backup,
 )
+from opskit.adapters.offsets_reads import read_group_state, read_record_timestamps, reader_session
+from opskit.adapters.reader import ClusterReader
 from opskit.cli import exits
 from opskit.cli.common import Output, emit, fmt_int, stderr
 from opskit.core.models import TopicPartition
@@ -98,7 +100,7 @@ def _range(row: ResetRow) -> tuple[int, int] | None:
     return (lo, hi) if hi >= lo else None
 
 
-def _read_times(admin: OffsetsAdmin, results: list[GroupResult]) -> None:
+def _read_times(reader: ClusterReader, results: list[GroupResult]) -> None:
     wanted: dict[TopicPartition, tuple[int, int]] = {}
     for r in results:
         for row in r.plan.changed_rows:
@@ -111,12 +113,13 @@ def _read_times(admin: OffsetsAdmin, results: list[GroupResult]) -> None:
         stderr().print(f"note: {len(wanted)} partitions change; record times are not read "
                        f"for more than {MAX_TIME_PREVIEW}")
         return
-    firsts = admin.record_timestamps({tp: lo for tp, (lo, _hi) in wanted.items()})
-    lasts = admin.record_timestamps({tp: hi for tp, (_lo, hi) in wanted.items()})
+    seen = read_record_timestamps(reader, [(tp, off) for tp, span in wanted.items()
+                                           for off in span])
     for r in results:
         for row in r.plan.rows:
             if row.tp in wanted:
-                r.times[row.tp] = (firsts.get(row.tp), lasts.get(row.tp))
+                lo, hi = wanted[row.tp]
+                r.times[row.tp] = (seen.get((row.tp, lo)), seen.get((row.tp, hi)))
 
 
 def _fmt_ts(ms: int | None) -> str:
@@ -181,7 +184,8 @@ def _apply(
                    f"  undo: opskit offsets restore {r.backup.path} --execute")
     _test_pause(PAUSE_BEFORE_COMMIT_ENV, "before the compare-and-set check and commit")
     try:
-        now = admin.group_state(plan.group_id)
+        with reader_session(admin) as reader:  # a session of its own: read right before
+            now = read_group_state(reader, plan.group_id)
         check_unchanged(plan, now.group, now.committed)
     except RefusedError as e:
         r.backup = mark_backup(r.backup, BackupStatus.ABORTED, str(e), epoch_ms())
@@ -198,6 +202,7 @@ def _apply(
 
 def finish_plans(
     admin: OffsetsAdmin,
+    reader: ClusterReader,
     results: list[GroupResult],
     *,
     execute: bool,
@@ -219,7 +224,7 @@ def finish_plans(
     refused = [r for r in results if r.plan.is_refused]
     to_apply = [r for r in results if not r.plan.is_refused and not r.plan.is_noop]
     if times and not export:
-        _read_times(admin, results)
+        _read_times(reader, results)
 
     def show() -> None:
         if export:

@@ -163,6 +163,12 @@ class FakeReader:
     def close(self) -> None:
         self.closed += 1
 
+    # offset resets
+    def offsets_for_times(self, tps: Iterable[TopicPartition], ts_ms: int, md: ClusterMeta
+                          ) -> dict[TopicPartition, int | None]:
+        self.calls.append("offsets_for_times")
+        return {tp: 40 if tp == T0 else None for tp in tps}
+
 
 def test_the_fake_is_a_cluster_reader() -> None:
     reader: ClusterReader = FakeReader()  # mypy checks the protocol here

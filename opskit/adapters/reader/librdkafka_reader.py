@@ -123,6 +123,11 @@ class LibrdkafkaReader:
         if self._own_kept:
             self.kept.close()
 
+    # offset resets
+    def offsets_for_times(self, tps: Iterable[TopicPartition], ts_ms: int, md: ClusterMeta
+                          ) -> dict[TopicPartition, int | None]:
+        return self.admin.offsets_for_times(tps, ts_ms)
+
 
 def read_groups_per_group(admin: KafkaAdmin, ids: list[str]) -> GroupsRead:
     """Descriptions and committed offsets through librdkafka (several requests per

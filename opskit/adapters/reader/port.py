@@ -208,3 +208,11 @@ class ClusterReader(Protocol):
     def close(self) -> None:
         """Close the session's connections (the connection's admin stays open)."""
         ...
+
+    # offset resets
+    def offsets_for_times(self, tps: Iterable[TopicPartition], ts_ms: int, md: ClusterMeta
+                          ) -> dict[TopicPartition, int | None]:
+        """The earliest offset whose record's timestamp is at or after ``ts_ms``, per
+        partition (ListOffsets by timestamp; None: no such record). A lookup that failed
+        raises (UnsupportedError, KafkaUnavailableError, KafkaOperationError), never None."""
+        ...

@@ -245,6 +245,14 @@ class WireReader(LibrdkafkaReader):
                 client.close()
         return admin.topic_configs(wanted)
 
+    # offset resets
+    def offsets_for_times(self, tps: Iterable[TopicPartition], ts_ms: int, md: ClusterMeta
+                          ) -> dict[TopicPartition, int | None]:
+        """Through librdkafka: a reset checks each answer against the records
+        (:mod:`opskit.core.time_lookup`), and its errors (a request the broker failed,
+        an API it lacks) are the ones those checks and the exit codes were written for."""
+        return super().offsets_for_times(tps, ts_ms, md)
+
 
 def first_try_client(admin: KafkaAdmin) -> WireClient:
     """A protocol-level client on the first bootstrap server only, bounded by FIRST_TRY_S."""
