@@ -10,7 +10,7 @@ import logging
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from opskit.adapters import group_blind
 from opskit.adapters.kafka_admin import ClusterMeta, KafkaAdmin
@@ -45,6 +45,8 @@ class GroupOffsetsState:
     committed: dict[TopicPartition, int]
     #: why the group's state and members are unknown (a broker without DescribeGroups)
     state_note: str | None = None
+    #: partitions whose commit the broker would not give, with its answer (never "no commit")
+    unreadable: dict[TopicPartition, str] = field(default_factory=dict)
 
     @property
     def exists(self) -> bool:
@@ -94,11 +96,13 @@ def read_group_state(reader: ClusterReader, group_id: str, wait: float = 20.0
         return GroupOffsetsState(group_blind.undescribed([group_id])[group_id],
                                  _committed_of(reader, group_id, read.committed,
                                                read.unauthorised),
-                                 f"{blind}: a reset cannot be checked to be safe")
+                                 f"{blind}: a reset cannot be checked to be safe",
+                                 dict(read.unreadable.get(group_id, {})))
     if group_id not in got.descriptions:
         raise NotAuthorisedError(f"describing group {group_id}: refused to {reader.principal}")
     return GroupOffsetsState(got.descriptions[group_id],
-                             _committed_of(reader, group_id, got.committed, frozenset()))
+                             _committed_of(reader, group_id, got.committed, frozenset()),
+                             unreadable=dict(got.unreadable.get(group_id, {})))
 
 
 def _read_group_settled(reader: ClusterReader, group_id: str, md: ClusterMeta, wait: float
@@ -165,7 +169,13 @@ def plan_reset(reader: ClusterReader, admin: KafkaAdmin, request: ResetRequest,
                state: GroupOffsetsState, now_ms: int) -> tuple[ResetPlan, str | None]:
     """Read the log offsets (and offsets by time) the request needs and plan it.
     ``admin``: the run's record of what its brokers were seen to do wrong."""
-    log_offsets, md = _checked_log_offsets(reader, topics_to_describe(request, state.committed))
+    topics = topics_to_describe(request, state.committed)
+    log_offsets, md = _checked_log_offsets(reader, topics)
+    # --all-topics covers the topics of the unreadable commits too
+    every = {**state.committed, **dict.fromkeys(state.unreadable, -1)}
+    refuse_unreadable_commits(request.group_id, state,
+                              set(topics_to_describe(request, every))
+                              | {tp.topic for tp in log_offsets})
     by_time: dict[TopicPartition, int | None] = {}
     ts = timestamp_lookups_needed(request, now_ms)
     if ts is not None:
@@ -173,6 +183,26 @@ def plan_reset(reader: ClusterReader, admin: KafkaAdmin, request: ResetRequest,
         by_time = checked_offsets_for_times(reader, admin, tps, ts, log_offsets, md) if tps else {}
     plan = plan_offset_reset(request, state.group, state.committed, log_offsets, by_time, now_ms)
     return plan, md.cluster_id
+
+
+def refuse_unreadable_commits(group_id: str, state: GroupOffsetsState,
+                              topics: Iterable[str]) -> None:
+    """A partition in the reset's topics whose commit the broker would not give (e.g.
+    TOPIC_AUTHORIZATION_FAILED) is not a partition without a commit: the plan, its
+    backup and its undo would be wrong. Refused: NotAuthorisedError when the broker
+    refused the principal, else KafkaOperationError."""
+    scope = set(topics)
+    bad = sorted((tp, why) for tp, why in state.unreadable.items() if tp.topic in scope)
+    if not bad:
+        return
+    shown = ", ".join(f"{tp.topic}-{tp.partition}: {why}" for tp, why in bad[:5])
+    more = f" and {len(bad) - 5} more" if len(bad) > 5 else ""
+    msg = (f"reading committed offsets of group {group_id}: the broker would not give "
+           f"{len(bad)} partition(s) in the reset's topics ({shown}{more}); a reset needs "
+           f"every current commit for its plan, backup and undo")
+    if any("AUTHORIZATION" in why for _, why in bad):
+        raise NotAuthorisedError(msg)
+    raise KafkaOperationError(msg)
 
 
 def checked_offsets_for_times(reader: ClusterReader, admin: KafkaAdmin,

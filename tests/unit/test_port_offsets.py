@@ -77,6 +77,8 @@ class FakeReader:
     time_answers: dict[TopicPartition, int | None] | None = None
     #: read_groups raises this many times the coordinator-loading error first
     loading: int = 0
+    #: partitions whose commit the broker answered with an error instead
+    unreadable: dict[TopicPartition, str] = field(default_factory=dict)
     calls: list[str] = field(default_factory=list)
     closed: int = 0
 
@@ -114,7 +116,8 @@ class FakeReader:
         if self.unauthorised:
             raise NotAuthorisedError("describing group billing: GROUP_AUTHORIZATION_FAILED")
         d = GroupDescription("billing", self.state, self.members)
-        return GroupsRead({"billing": d}, {"billing": dict(self.commits)}, {"billing": {}})
+        return GroupsRead({"billing": d}, {"billing": dict(self.commits)},
+                          {"billing": dict(self.unreadable)})
 
     def committed_offsets(self, ids: Sequence[str], partitions: Sequence[TopicPartition]
                           ) -> CommitsRead:
@@ -274,6 +277,28 @@ def test_refused_commits_are_not_a_group_without_commits() -> None:
         read_group_state(FakeReader(unauthorised=True), "billing")
     with pytest.raises(NotAuthorisedError, match="refused to User:ops"):
         read_group_state(FakeReader(unauthorised=True, blind="no DescribeGroups"), "billing")
+
+
+def test_a_commit_the_broker_would_not_give_refuses_the_reset() -> None:
+    """Not "no commit": the plan's current offsets, the backup and the undo would be wrong."""
+    fake = FakeReader(commits={T0: 40}, unreadable={T1: "TOPIC_AUTHORIZATION_FAILED"})
+    with pytest.raises(NotAuthorisedError, match=r"1 partition\(s\).*orders-1: TOPIC_AUTH"):
+        _plan(fake, ResetStrategy.to_earliest())
+    fake = FakeReader(commits={T0: 40}, unreadable={T1: "UNSTABLE_OFFSET_COMMIT"})
+    with pytest.raises(KafkaOperationError, match="undo"):
+        _plan(fake, ResetStrategy.to_earliest())
+    # a partition of a topic outside the reset's scope does not stop it
+    other = TopicPartition("hidden", 0)
+    plan, _ = _plan(FakeReader(unreadable={other: "TOPIC_AUTHORIZATION_FAILED"}),
+                    ResetStrategy.to_earliest())
+    assert {r.tp for r in plan.rows} == {T0, T1}
+    # ... but one of the group's topics does when the reset covers all of them
+    state = read_group_state(FakeReader(unreadable={other: "TOPIC_AUTHORIZATION_FAILED"}),
+                             "billing")
+    request = ResetRequest("billing", ResetStrategy.to_earliest(), ResetScope.of_all_topics())
+    with pytest.raises(NotAuthorisedError, match="hidden-0"):
+        plan_reset(FakeReader(unreadable={other: "TOPIC_AUTHORIZATION_FAILED"}), _admin(),
+                   request, state, NOW_MS)
 
 
 def test_a_blind_broker_gives_commits_of_named_partitions_and_says_so() -> None:
