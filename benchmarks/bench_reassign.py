@@ -256,8 +256,8 @@ def bench_exec(mb_per_broker: int, throttle_mb: float, partitions: int) -> dict[
 
 
 def _sizes_and_replicas(bootstrap: str) -> tuple[Any, dict[tuple[str, int], int]]:
-    from opskit.adapters.kafka_admin import KafkaAdmin
-    from opskit.adapters.topology import read_topology
+    from opskit.adapters.kafka.admin.client import KafkaAdmin
+    from opskit.adapters.reassign.topology import read_topology
     from opskit.core.connection import ConnectionConfig
 
     with KafkaAdmin(ConnectionConfig(bootstrap), timeout=60) as admin:

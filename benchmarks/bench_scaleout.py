@@ -101,8 +101,8 @@ def _fill(bootstrap: str, topics: dict[str, int], total_bytes: int) -> None:
 
 def _bytes_to_copy(sb: Any, target_rf: int) -> tuple[int, int]:
     """(bytes of one copy of everything, bytes the RF raise copies) from DescribeLogDirs."""
-    from opskit.adapters.kafka_admin import KafkaAdmin
-    from opskit.adapters.log_dirs import read_partition_sizes
+    from opskit.adapters.kafka.admin.client import KafkaAdmin
+    from opskit.adapters.kafka.log_dirs import read_partition_sizes
     from opskit.core.models import TopicPartition
 
     with KafkaAdmin(sb.connection(), timeout=30.0) as admin:
@@ -232,7 +232,7 @@ def main() -> None:
         _opskit("topics", "apply", "--context", ctx, "--execute")
         _opskit("sandbox", "load", "--name", name, "--rate", "200", "--duration", "5",
                 check=False)   # exit 1 only tells of the HIP-30 groups' staged errors
-        from opskit.adapters.kafka_admin import KafkaAdmin
+        from opskit.adapters.kafka.admin.client import KafkaAdmin
 
         with KafkaAdmin(sb.connection(), timeout=30.0) as admin:
             topics = {t: len(ps) for t, ps in admin.metadata().topics.items()

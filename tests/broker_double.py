@@ -47,7 +47,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Self
 
-from opskit.adapters.capabilities import api_versions
+from opskit.adapters.kafka.capabilities import api_versions
 
 API_VERSIONS, OFFSET_FETCH, LIST_OFFSETS, FETCH, LIST_GROUPS = 18, 9, 2, 1, 16
 #: every API key a client may send (for "all but ApiVersions" behaviours)

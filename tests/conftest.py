@@ -130,7 +130,7 @@ class Cluster:
         return ensure_kafka_dist(self.version)
 
     def admin(self):  # type: ignore[no-untyped-def]
-        from opskit.adapters.kafka_admin import KafkaAdmin
+        from opskit.adapters.kafka.admin.client import KafkaAdmin
         from opskit.core.connection import ConnectionConfig
 
         return KafkaAdmin(self.conn() if self.secured else ConnectionConfig(self.bootstrap), timeout=15)

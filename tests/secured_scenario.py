@@ -70,7 +70,7 @@ def build(cluster: Any, tmp: Path) -> Scenario:
         "security": {"principals": [{"name": s.service, "topics": {s.topic: ["WRITE"]}}]},
     }))
     if cluster.secured:
-        from opskit.adapters.acls_admin import AclsAdmin
+        from opskit.adapters.acls.admin import AclsAdmin
         from opskit.core.acls import AclEntry, monitor_acls
 
         with AclsAdmin(cluster.conn("admin"), timeout=15) as a:

@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from opskit.adapters.acls_admin import AclsAdmin, load_acl_backup, save_acl_backup
+from opskit.adapters.acls.admin import AclsAdmin, load_acl_backup, save_acl_backup
 from opskit.adapters.files.registry_file import DEFAULT_REGISTRY, load_registry
 from opskit.cli import exits
 from opskit.cli.common import (
@@ -92,7 +92,7 @@ def _change(admin: AclsAdmin, current: tuple[AclEntry, ...], create: tuple[AclEn
     principal without Alter on the cluster is refused first: no backup, nothing sent."""
     if not (create or delete):
         return
-    from opskit.adapters.acl_check import require_acls
+    from opskit.adapters.acls.check import require_acls
 
     require_acls(admin, command)
     saved = save_acl_backup(current, admin.conn.bootstrap, reason, backup_dir)

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from opskit.adapters.files.config_file import OpskitConfig
-    from opskit.adapters.kafka_admin import KafkaAdmin
+    from opskit.adapters.kafka.admin.client import KafkaAdmin
 
 
 class Output(str, Enum):
@@ -110,7 +110,7 @@ def stderr() -> Console:
 
 
 def connect(bootstrap: str | None, context: str | None, timeout: float) -> KafkaAdmin:
-    from opskit.adapters.kafka_admin import KafkaAdmin
+    from opskit.adapters.kafka.admin.client import KafkaAdmin
 
     return connect_as(KafkaAdmin, bootstrap, context, timeout)
 
@@ -122,7 +122,7 @@ def connect_as(kind: type[AdminT], bootstrap: str | None, context: str | None, t
     from opskit.adapters.files.config_file import resolve_connection
 
     if kafka_python:
-        from opskit.adapters.kafka_python import quiet_kafka_python
+        from opskit.adapters.kafka.kafka_python import quiet_kafka_python
 
         quiet_kafka_python(STATE.debug)
     return kind(resolve_connection(bootstrap, context), timeout=timeout)
@@ -248,8 +248,7 @@ def _read_command_config(ctx: Any, param: Any, value: str | None) -> None:
     """Read ``--command-config`` as soon as it is parsed: a malformed file is one line
     (exit 2) before the command starts; properties opskit does not use are named in one
     warning line."""
-    from opskit.adapters import command_config
-
+    from opskit.adapters.files import command_config
     command_config.use(None)
     if value is None:
         return

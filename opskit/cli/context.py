@@ -41,7 +41,7 @@ def _protocol(entry: dict[str, Any]) -> str:
     """A context's security protocol; of an imported context, the one its file names."""
     if entry.get("command_config") is None:
         return str((entry.get("security") or {}).get("protocol", "PLAINTEXT"))
-    from opskit.adapters.command_config import load_command_config
+    from opskit.adapters.files.command_config import load_command_config
     from opskit.errors import OpskitError
 
     try:
@@ -129,7 +129,7 @@ def import_(
     import os
     import sys
 
-    from opskit.adapters.command_config import load_command_config
+    from opskit.adapters.files.command_config import load_command_config
     from opskit.adapters.files.config_file import context_to_connection
 
     loaded = load_command_config(file)

@@ -15,10 +15,10 @@ from typing import Annotated
 
 import typer
 
-from opskit.adapters.dlq_consumer import DeadLetterConsumer, load_state, save_state
+from opskit.adapters.dlq.consumer import DeadLetterConsumer, load_state, save_state
 from opskit.adapters.files.config_file import resolve_connection
 from opskit.adapters.files.safe_write import safe_file_name
-from opskit.adapters.pagerduty_events import (
+from opskit.adapters.paging.pagerduty import (
     DEFAULT_BASE_URL,
     PagerDutyEvents,
     build_event,

@@ -19,10 +19,10 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from opskit.adapters.acls_admin import DrAdmin, NoAuthorizerError, save_acl_backup
+from opskit.adapters.acls.admin import DrAdmin, NoAuthorizerError, save_acl_backup
 from opskit.adapters.files.safe_read import parse_json, read_text
 from opskit.adapters.files.safe_write import check_writable_target, write_file
-from opskit.adapters.offsets_admin import save_backup
+from opskit.adapters.offsets.admin import save_backup
 from opskit.cli import exits
 from opskit.cli.common import (
     ApplyPlanOpt,
@@ -219,7 +219,7 @@ def restore(
                     raise typer.Abort()
             creates = [(t.name, t.partitions, t.replication_factor, dict(t.configs))
                        for t in plan.create]
-            from opskit.adapters.acl_check import require_dr_restore
+            from opskit.adapters.acls.check import require_dr_restore
 
             # every ACL the plan needs, before its first change (exit 6, each one named)
             require_dr_restore(admin, creates, plan.add_partitions, plan.set_configs,

@@ -21,7 +21,7 @@ import typer
 
 from opskit.adapters.files.config_file import resolve_connection
 from opskit.adapters.files.safe_read import read_secret, read_text
-from opskit.adapters.streamnest import is_http_bootstrap
+from opskit.adapters.http.streamnest import is_http_bootstrap
 from opskit.cli.common import STATE, BootstrapOpt, ContextOpt, load_config, setup_logging
 from opskit.cli.validate import DAY, HOUR, parse_duration_option
 from opskit.errors import (
@@ -117,7 +117,7 @@ def exporter(
         return streamnest.exporter(conn, web, interval_s, timeout, once)
     cfg = load_config()
     if once:
-        from opskit.adapters.kafka_python import quiet_kafka_python
+        from opskit.adapters.kafka.kafka_python import quiet_kafka_python
         from opskit.exporter.collector import KafkaSource
         from opskit.exporter.engine import Exporter
 
@@ -151,7 +151,7 @@ def exporter(
         return 0
     engine: Exporter | ProcessExporter
     if collector == "thread":
-        from opskit.adapters.kafka_python import quiet_kafka_python
+        from opskit.adapters.kafka.kafka_python import quiet_kafka_python
         from opskit.exporter.collector import KafkaSource
         from opskit.exporter.engine import Exporter
 

@@ -8,10 +8,10 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from opskit.adapters.cluster_health import gather_health_input
 from opskit.adapters.files.config_file import resolve_connection
-from opskit.adapters.kafka_python import quiet_kafka_python
-from opskit.adapters.streamnest import is_http_bootstrap
+from opskit.adapters.health.cluster import gather_health_input
+from opskit.adapters.http.streamnest import is_http_bootstrap
+from opskit.adapters.kafka.kafka_python import quiet_kafka_python
 from opskit.cli import streamnest
 from opskit.cli.common import (
     STATE,

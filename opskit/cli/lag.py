@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from opskit.adapters.lag_sampler import (
+from opskit.adapters.kafka.record_times import RecordTimeReader
+from opskit.adapters.lag.sampler import (
     GroupJudgement,
     RetentionConfig,
     Sampling,
@@ -28,7 +29,6 @@ from opskit.adapters.lag_sampler import (
     policy_for_window,
     sample_lag,
 )
-from opskit.adapters.record_times import RecordTimeReader
 from opskit.cli.common import (
     BootstrapOpt,
     ContextOpt,
@@ -51,7 +51,7 @@ from opskit.errors import InvisibleError, NotAuthorisedError, UsageError
 if TYPE_CHECKING:  # rendering imports rich only for tables (JSON output never needs it)
     from rich.console import Console, RenderableType
 
-    from opskit.adapters.kafka_admin import KafkaAdmin
+    from opskit.adapters.kafka.admin.client import KafkaAdmin
 
 SEVERITY_STYLE = {Severity.OK: "green", Severity.WARNING: "yellow", Severity.CRITICAL: "red",
                   Severity.UNKNOWN: "magenta"}
@@ -183,7 +183,7 @@ def lag(
 
 
 def _limited(admin: KafkaAdmin) -> bool:
-    from opskit.adapters.acls_admin import limited_principal  # confluent-kafka: only when asked
+    from opskit.adapters.acls.admin import limited_principal  # confluent-kafka: only when asked
 
     return limited_principal(admin)
 

@@ -69,14 +69,14 @@ COMMANDS: dict[str, tuple[str, str, bool]] = {
     "sandbox": ("opskit.cli.sandbox", "app", True),
     "topics": ("opskit.cli.topics", "app", True),
     "acls": ("opskit.cli.acls", "app", True),
-    "offsets": ("opskit.cli.offsets", "app", True),
+    "offsets": ("opskit.cli.offsets.commands", "app", True),
     "dr": ("opskit.cli.dr", "app", True),
     "alerts": ("opskit.cli.alerts", "app", True),
     "dashboards": ("opskit.cli.dashboards", "app", True),
     "page": ("opskit.cli.page", "app", True),
     "dlq": ("opskit.cli.dlq", "app", True),
-    "reassign": ("opskit.cli.reassign", "app", True),
-    "playbook": ("opskit.cli.playbook", "app", True),
+    "reassign": ("opskit.cli.reassign.commands", "app", True),
+    "playbook": ("opskit.cli.playbook.commands", "app", True),
     "completion": ("opskit.cli.completion", "completion", False),
 }
 #: the first paragraph of each command's help, as ``opskit --help`` lists it: the root
@@ -321,7 +321,7 @@ def _complete() -> int:
 
 def _forget_command_config() -> None:
     """A ``--command-config`` holds for one run (tests call main() many times)."""
-    properties = sys.modules.get("opskit.adapters.command_config")
+    properties = sys.modules.get("opskit.adapters.files.command_config")
     if properties is not None:
         properties.use(None)
 

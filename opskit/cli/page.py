@@ -12,7 +12,7 @@ from typing import Annotated
 
 import typer
 
-from opskit.adapters.pagerduty_events import (
+from opskit.adapters.paging.pagerduty import (
     DEFAULT_BASE_URL,
     PagerDutyEvents,
     PagerDutySettings,

@@ -33,8 +33,8 @@ from rich.table import Table
 
 from opskit.adapters.files.config_file import resolve_connection
 from opskit.adapters.files.safe_read import parse_json, read_text
-from opskit.adapters.offsets_admin import OffsetsAdmin
-from opskit.adapters.replay_io import (
+from opskit.adapters.offsets.admin import OffsetsAdmin
+from opskit.adapters.spark.replay_io import (
     default_replay_dir,
     guarded_commit,
     load_manifest,
@@ -43,7 +43,7 @@ from opskit.adapters.replay_io import (
     read_result_dir,
     save_manifest,
 )
-from opskit.adapters.secret_pipe import served_secret
+from opskit.adapters.spark.secret_pipe import served_secret
 from opskit.adapters.spark.submit import (
     SubmitOptions,
     build_command,

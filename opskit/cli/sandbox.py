@@ -228,7 +228,7 @@ def _check_reachable(conn: ConnectionConfig, timeout: float) -> None:
     errs = conn.validate()
     if errs:
         raise UsageError(f"--bootstrap-server: {errs[0]}")
-    from opskit.adapters.kafka_admin import KafkaAdmin
+    from opskit.adapters.kafka.admin.client import KafkaAdmin
 
     with KafkaAdmin(conn, timeout=timeout) as admin:
         admin.metadata()

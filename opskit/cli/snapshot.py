@@ -18,9 +18,9 @@ from typing import Annotated, Any
 import typer
 
 from opskit.adapters.files.safe_write import check_writable_target, write_file
-from opskit.adapters.kafka_admin import ClusterMeta
-from opskit.adapters.lag_sampler import collect_timed_lag, judge_invisible_groups
-from opskit.adapters.record_times import RecordTimeReader
+from opskit.adapters.kafka.admin.client import ClusterMeta
+from opskit.adapters.kafka.record_times import RecordTimeReader
+from opskit.adapters.lag.sampler import collect_timed_lag, judge_invisible_groups
 from opskit.cli.common import BootstrapOpt, ContextOpt, TimeoutOpt, connect, load_config, stderr
 from opskit.cli.lag import fmt_seconds
 from opskit.core.models import GroupDescription

@@ -1,7 +1,7 @@
 """``health``, ``throughput`` and ``exporter`` for a StreamNest cluster (``-b http://...``).
 
 The Kafka versions of these commands hand over here when the bootstrap is a list
-of ``http://HOST:PORT`` endpoints (see :mod:`opskit.adapters.streamnest`); every
+of ``http://HOST:PORT`` endpoints (see :mod:`opskit.adapters.http.streamnest`); every
 other command refuses such a bootstrap with one line (exit 3).
 """
 
@@ -16,7 +16,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from opskit.adapters import streamnest as sn
+from opskit.adapters.http import streamnest as sn
 from opskit.cli.common import Output, emit, stderr
 from opskit.core.connection import ConnectionConfig
 from opskit.core.models import Severity

@@ -17,11 +17,11 @@ from rich.console import Console
 from rich.table import Table
 
 from opskit.adapters.files.config_file import resolve_connection
-from opskit.adapters.kafka_admin import ClusterMeta, KafkaAdmin
-from opskit.adapters.kafka_python import quiet_kafka_python
-from opskit.adapters.log_dirs import PartitionSizes, read_partition_sizes
-from opskit.adapters.log_end_check import checked_log_offsets
-from opskit.adapters.streamnest import is_http_bootstrap
+from opskit.adapters.http.streamnest import is_http_bootstrap
+from opskit.adapters.kafka.admin.client import ClusterMeta, KafkaAdmin
+from opskit.adapters.kafka.kafka_python import quiet_kafka_python
+from opskit.adapters.kafka.log_dirs import PartitionSizes, read_partition_sizes
+from opskit.adapters.kafka.log_end_check import checked_log_offsets
 from opskit.cli import streamnest
 from opskit.cli.common import (
     STATE,

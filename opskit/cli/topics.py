@@ -7,7 +7,7 @@ from rich.console import Console
 from rich.table import Table
 
 from opskit.adapters.files.registry_file import load_registry
-from opskit.adapters.kafka_admin import KafkaAdmin
+from opskit.adapters.kafka.admin.client import KafkaAdmin
 from opskit.cli import exits
 from opskit.cli.common import (
     BootstrapOpt,
@@ -135,7 +135,7 @@ def apply(
                     parts[spec.name] = spec.partitions
                 elif c.kind is ChangeKind.SET_CONFIG and c.config and c.desired is not None:
                     cfgs.setdefault(spec.name, {})[c.config] = c.desired
-            from opskit.adapters.acl_check import require_topic_changes
+            from opskit.adapters.acls.check import require_topic_changes
 
             require_topic_changes(admin, creates, parts, cfgs)   # before the first change
             admin.create_topics(creates)

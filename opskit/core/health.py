@@ -1,6 +1,6 @@
 """Cluster health: evaluate a plain snapshot of a cluster into Nagios-style findings (pure).
 
-Input is plain data gathered by ``opskit.adapters.cluster_health``: registered
+Input is plain data gathered by ``opskit.adapters.health.cluster``: registered
 brokers, the expected broker count, every partition's leader / replicas / ISR,
 each topic's ``min.insync.replicas``, the KRaft quorum (or why it is unknown)
 and the reassignments in progress (or why they are unknown). Output is a

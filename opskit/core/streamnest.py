@@ -11,7 +11,7 @@ This module parses the brokers' answers and decides: health findings (every
 broker answers ``/metadata``, the brokers agree on who owns what, every
 partition's owner answers), throughput between two readings of the counters,
 and the exporter's metric text. No I/O, no clock: the adapter
-(:mod:`opskit.adapters.streamnest`) reads, this module judges.
+(:mod:`opskit.adapters.http.streamnest`) reads, this module judges.
 """
 
 from __future__ import annotations

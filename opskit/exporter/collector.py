@@ -1,7 +1,7 @@
 """Collection against a live cluster: broker answers -> CycleInputs, family by family.
 
 Each cycle reads the *fast* families, in this order (see
-``opskit.adapters.lag_source``): metadata; the consumer groups and their committed
+``opskit.adapters.lag.source``): metadata; the consumer groups and their committed
 offsets; then log offsets, so lag is never negative. The *slow* families -- topic
 configs (retention, min.insync.replicas, throttled replicas), the brokers'
 replication throttle rates, record timestamps for lag in seconds, partition sizes
@@ -33,10 +33,10 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from typing import TypeVar
 
-from opskit.adapters.cluster_health import min_isr_value
-from opskit.adapters.kafka_admin import ClusterMeta, KafkaAdmin
-from opskit.adapters.lag_sampler import RetentionConfig
-from opskit.adapters.reader import ClusterReader, KeptClients, open_reader
+from opskit.adapters.health.cluster import min_isr_value
+from opskit.adapters.kafka.admin.client import ClusterMeta, KafkaAdmin
+from opskit.adapters.kafka.reader import ClusterReader, KeptClients, open_reader
+from opskit.adapters.lag.sampler import RetentionConfig
 from opskit.core.connection import ConnectionConfig
 from opskit.core.models import GroupLag, LagThresholds, PartitionOffsets, TopicPartition
 from opskit.errors import AuthenticationError, KafkaOperationError, UnsupportedError

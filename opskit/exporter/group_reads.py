@@ -1,7 +1,7 @@
 """The exporter cycle's fast reads: the consumer groups with their lag, then log offsets.
 
 Both read through the cycle's one session of the reader port, in the order of
-:mod:`opskit.adapters.lag_source` (groups and commits, then log offsets: lag is never
+:mod:`opskit.adapters.lag.source` (groups and commits, then log offsets: lag is never
 negative). A listing that failed raises (the groups family fails); it is never "no
 groups". A broker without ListGroups (the Hanzo gateway), or one seen not to serve it
 (Heraclitus closes the connection), has the groups named in ``--group-allow`` read.
@@ -12,9 +12,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 
-from opskit.adapters.kafka_admin import ClusterMeta
-from opskit.adapters.lag_source import LagReport, collect_lag
-from opskit.adapters.reader import ClusterReader
+from opskit.adapters.kafka.admin.client import ClusterMeta
+from opskit.adapters.kafka.reader import ClusterReader
+from opskit.adapters.lag.source import LagReport, collect_lag
 from opskit.core.models import GroupLag, LagThresholds, PartitionOffsets, TopicPartition
 from opskit.errors import AuthenticationError, KafkaOperationError, NotFoundError, UnsupportedError
 from opskit.exporter.options import ExporterOptions, literal_name

@@ -56,7 +56,7 @@ def _child_main(conn: ConnectionConfig, options: ExporterOptions,
 
     redact.register(conn.password)  # a fresh interpreter: the parent's registry is not here
     redact.install()
-    from opskit.adapters.kafka_python import quiet_kafka_python
+    from opskit.adapters.kafka.kafka_python import quiet_kafka_python
     from opskit.exporter.collector import KafkaSource
     from opskit.exporter.engine import Exporter
 

@@ -16,7 +16,7 @@ import yaml
 from helpers import run_cli
 from secured_scenario import build
 
-from opskit.adapters.acls_admin import AclsAdmin
+from opskit.adapters.acls.admin import AclsAdmin
 from opskit.cli.exits import exit_code_for
 from opskit.core.acls import AclEntry
 from opskit.errors import NotAuthorisedError

@@ -186,8 +186,8 @@ def test_gateway_double_answers_like_the_gateway(scenario: Scenario) -> None:
     for a whole-group OffsetFetch, the offsets for one that names the partitions."""
     from broker_double import HANZO_APIS, hanzo_gateway
 
-    from opskit.adapters import capabilities
-    from opskit.adapters.kafka_admin import KafkaAdmin
+    from opskit.adapters.kafka import capabilities
+    from opskit.adapters.kafka.admin.client import KafkaAdmin
     from opskit.core.connection import ConnectionConfig
     from opskit.core.models import TopicPartition
 

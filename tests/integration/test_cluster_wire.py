@@ -6,12 +6,12 @@ import time
 
 import pytest
 
-from opskit.adapters.lag_source import collect_lag
-from opskit.adapters.protocol import cluster as cluster_wire
-from opskit.adapters.protocol import offsets as offsets_wire
-from opskit.adapters.protocol.client import WireUnsupported
-from opskit.adapters.reader import open_reader
-from opskit.adapters.timed_lag.report import RETENTION_KEYS
+from opskit.adapters.kafka.protocol import cluster as cluster_wire
+from opskit.adapters.kafka.protocol import offsets as offsets_wire
+from opskit.adapters.kafka.protocol.client import WireUnsupported
+from opskit.adapters.kafka.reader import open_reader
+from opskit.adapters.lag.source import collect_lag
+from opskit.adapters.lag.timed.report import RETENTION_KEYS
 from opskit.core.connection import ConnectionConfig
 from opskit.core.models import TopicPartition
 from tests.helpers import commit_retrying, create_topic, produce
@@ -159,8 +159,8 @@ def test_lag_time_reads_are_prefetched(kafka, uniq) -> None:  # type: ignore[no-
     from confluent_kafka import TopicPartition as CkTP
     from confluent_kafka.admin import AdminClient
 
-    from opskit.adapters.record_times import RecordTimeReader
-    from opskit.adapters.timed_lag.collect import collect_timed_lag
+    from opskit.adapters.kafka.record_times import RecordTimeReader
+    from opskit.adapters.lag.timed.collect import collect_timed_lag
 
     bs = kafka.bootstrap
     t = f"cw_ride_{uniq}"
@@ -205,9 +205,9 @@ def test_lag_time_when_the_prefetch_fails(kafka, uniq, monkeypatch) -> None:  # 
     """A prefetch the broker cannot decode (it drops those connections) costs nothing
     but time: the lag is read as usual, the record times are read the slow way, and the
     report is the same."""
-    from opskit.adapters.protocol import codec as kp
-    from opskit.adapters.record_times import RecordTimeReader
-    from opskit.adapters.timed_lag.collect import collect_timed_lag
+    from opskit.adapters.kafka.protocol import codec as kp
+    from opskit.adapters.kafka.record_times import RecordTimeReader
+    from opskit.adapters.lag.timed.collect import collect_timed_lag
 
     bs = kafka.bootstrap
     t = f"cw_fail_{uniq}"
@@ -242,8 +242,8 @@ def test_lag_time_when_the_prefetch_fails(kafka, uniq, monkeypatch) -> None:  # 
 def test_lag_time_prefetch_on_three_brokers(kafka3, uniq) -> None:  # type: ignore[no-untyped-def]
     """Leaders spread over 3 brokers: the prefetch reaches every leader (the reader
     sends nothing of its own), and each partition's lag time is its committed record's."""
-    from opskit.adapters.record_times import RecordTimeReader
-    from opskit.adapters.timed_lag.collect import collect_timed_lag
+    from opskit.adapters.kafka.record_times import RecordTimeReader
+    from opskit.adapters.lag.timed.collect import collect_timed_lag
 
     bs = kafka3.bootstrap
     t = f"cw_ride3_{uniq}"
@@ -271,8 +271,7 @@ def test_lag_time_prefetch_on_three_brokers(kafka3, uniq) -> None:  # type: igno
 def test_partition_sizes_equal_kafka_pythons(kafka3, uniq, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """DescribeLogDirs at the protocol level, asked of every broker, gives the sizes
     kafka-python's describe_log_dirs gives: the leader's replica of each partition."""
-    from opskit.adapters import log_dirs
-
+    from opskit.adapters.kafka import log_dirs
     bs = kafka3.bootstrap
     t = f"cw_sizes_{uniq}"
     create_topic(bs, t, 4, rf=3, config={"retention.bytes": "10000000"})

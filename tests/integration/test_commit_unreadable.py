@@ -27,7 +27,7 @@ import pytest
 from helpers import ActiveMember, commit, create_topic, parse_describe, produce, run_cli
 from prometheus_client.parser import text_string_to_metric_families
 
-from opskit.adapters.acls_admin import AclsAdmin
+from opskit.adapters.acls.admin import AclsAdmin
 from opskit.core.acls import monitor_acls
 
 
@@ -76,7 +76,7 @@ def test_a_topic_hidden_by_acls_is_unreadable_never_ok(scene: Hidden, path: str,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     s = scene
     if path == "librdkafka":  # the same broker read through librdkafka (no protocol client)
-        monkeypatch.setattr("opskit.adapters.reader.usable", lambda _c: False)
+        monkeypatch.setattr("opskit.adapters.kafka.reader.usable", lambda _c: False)
     r = run_cli("lag", "-g", s.live, "-o", "json", *s.cluster.cli_args("monitor"))
     assert r.code == 3, (r.code, r.out, r.err)
     d = r.json()

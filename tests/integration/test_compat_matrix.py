@@ -167,7 +167,7 @@ EXPECTED.update({
 #: what an xfail cell is to become once opskit is fixed (default: works), with its exit code
 GOAL: dict[tuple[str, str], tuple[str, int]] = {}
 #: StreamNest speaks HTTP only: health and throughput have their own adapter
-#: (opskit/adapters/streamnest.py), every other command refuses with one line
+#: (opskit/adapters/http/streamnest.py), every other command refuses with one line
 _SN_NA = ("StreamNest has no consumer groups, no committed offsets and no Kafka protocol: "
           "exit 3 with one line saying so")
 for _cmd in COMMANDS:
@@ -570,7 +570,7 @@ def test_cell(target: Target, command: str, tmp_path: Path,
 
 def test_api_versions_probe(target: Target) -> None:
     """The capability probe on each real broker: what it advertises decides the cells."""
-    from opskit.adapters import capabilities
+    from opskit.adapters.kafka import capabilities
     from opskit.core.connection import ConnectionConfig
 
     if target.streamnest is not None:  # HTTP only: nothing to probe, named as not Kafka

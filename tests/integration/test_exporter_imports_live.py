@@ -52,8 +52,8 @@ run()
 
 #: the collection code and what only it needs: never in the serving process
 COLLECTION = {"opskit.exporter.collector", "opskit.exporter.engine", "opskit.exporter.assemble",
-              "opskit.exporter.history", "opskit.adapters.kafka_admin",
-              "opskit.adapters.lag_source", "opskit.core.status.quick"}
+              "opskit.exporter.history", "opskit.adapters.kafka.admin.client",
+              "opskit.adapters.lag.source", "opskit.core.status.quick"}
 #: top-level packages the serving process must not hold
 NOT_IN_SERVER = {"kafka", "confluent_kafka", "asyncio", "rich"}
 

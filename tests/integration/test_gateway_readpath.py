@@ -180,7 +180,7 @@ def test_exporter_once_gives_the_true_numbers(gateway: Gateway) -> None:
 def test_an_unanswered_describe_configs_is_waited_for_once(gateway: Gateway) -> None:
     """The gateway advertises DescribeConfigs and never answers it. Before: every read
     waited out its timeout again (health 13 s, exporter --once 27 s at --timeout 10)."""
-    from opskit.adapters.kafka_admin import KafkaAdmin
+    from opskit.adapters.kafka.admin.client import KafkaAdmin
     from opskit.core.connection import ConnectionConfig
     from opskit.errors import UnsupportedError
 

@@ -6,8 +6,8 @@ import socket
 
 import pytest
 
-from opskit.adapters.protocol.groups import GroupWire, Node, WireUnsupported
-from opskit.adapters.reader.wire_reader import WireReader
+from opskit.adapters.kafka.protocol.groups import GroupWire, Node, WireUnsupported
+from opskit.adapters.kafka.reader.wire_reader import WireReader
 from opskit.core.connection import ConnectionConfig
 from opskit.core.models import GroupState
 from opskit.errors import KafkaUnavailableError

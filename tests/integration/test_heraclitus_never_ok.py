@@ -27,8 +27,8 @@ from compat_fixtures import create_topics
 from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as CkTP
 
-from opskit.adapters.kafka_admin import KafkaAdmin
-from opskit.adapters.log_end_check import checked_log_offsets
+from opskit.adapters.kafka.admin.client import KafkaAdmin
+from opskit.adapters.kafka.log_end_check import checked_log_offsets
 from opskit.core.connection import ConnectionConfig
 from opskit.core.log_end import LogEndSource
 from opskit.core.models import TopicPartition

@@ -7,7 +7,7 @@ import time
 from confluent_kafka import TopicPartition as CkTP
 from confluent_kafka.admin import AdminClient
 
-from opskit.adapters.record_times import RecordTimeReader
+from opskit.adapters.kafka.record_times import RecordTimeReader
 from opskit.core.connection import ConnectionConfig
 from opskit.core.models import TopicPartition
 from tests.helpers import commit, create_topic, produce, run_cli

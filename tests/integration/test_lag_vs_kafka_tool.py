@@ -102,7 +102,7 @@ def test_a_negative_commit_is_listed_and_unknown_never_ok(kafka, uniq, path, mon
     _commit_raw(bs, g, (t, 0), -5)
     try:
         if path == "librdkafka":  # the same broker read through librdkafka (no protocol client)
-            monkeypatch.setattr("opskit.adapters.reader.usable", lambda _c: False)
+            monkeypatch.setattr("opskit.adapters.kafka.reader.usable", lambda _c: False)
         dist = kafka.dist()
         proc = dist.run_tool(dist.consumer_groups_class, "--bootstrap-server", bs, "--describe",
                              "--group", g)

@@ -13,7 +13,7 @@ import yaml
 from helpers import run_cli
 from secured_scenario import Scenario, build
 
-from opskit.adapters.acls_admin import AclsAdmin
+from opskit.adapters.acls.admin import AclsAdmin
 from opskit.core.acls import AclEntry
 
 

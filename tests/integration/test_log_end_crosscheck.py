@@ -19,7 +19,7 @@ import pytest
 from broker_double import BrokerDouble, misreporting
 from helpers import commit, create_topic, produce, run_cli
 
-from opskit.adapters.capabilities import api_versions
+from opskit.adapters.kafka.capabilities import api_versions
 from opskit.cli import exits
 
 RECORDS = 5

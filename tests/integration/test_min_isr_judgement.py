@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Producer
 
-from opskit.adapters.cluster_health import gather_health_input
+from opskit.adapters.health.cluster import gather_health_input
 from opskit.core.health import evaluate_health
 from opskit.core.models import Severity
 from opskit.errors import NotFoundError

@@ -10,8 +10,8 @@ import time
 
 from confluent_kafka import Producer
 
-from opskit.adapters.protocol import offsets as offsets_wire
-from opskit.adapters.record_times import RecordTimeReader
+from opskit.adapters.kafka.protocol import offsets as offsets_wire
+from opskit.adapters.kafka.record_times import RecordTimeReader
 from opskit.core.connection import ConnectionConfig
 from opskit.core.models import TopicPartition
 from tests.helpers import create_topic, produce

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from opskit.adapters.pagerduty_events import (
+from opskit.adapters.paging.pagerduty import (
     PagerDutyEvents,
     PagerDutyRejectedError,
     PagerDutySettings,

@@ -36,8 +36,8 @@ from helpers import cli_sandbox, create_topic, run_cli
 from hip30_k8s import hip30_statefulset
 from k8s_apiserver import ApiServer
 
-from opskit.adapters.k8s_api import KubeApi, KubeTarget
-from opskit.adapters.kafka_admin import KafkaAdmin
+from opskit.adapters.k8s.api import KubeApi, KubeTarget
+from opskit.adapters.kafka.admin.client import KafkaAdmin
 from opskit.adapters.scaleout.runner import KILL_AT_ENV
 from opskit.core.scaleout.k8s import env_changes, with_env
 from opskit.sandbox.cluster import Sandbox

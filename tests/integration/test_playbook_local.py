@@ -28,7 +28,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, Producer
 from helpers import cli_sandbox, run_cli
 
-from opskit.adapters.kafka_admin import KafkaAdmin
+from opskit.adapters.kafka.admin.client import KafkaAdmin
 from opskit.adapters.reassign.journal import Journal
 from opskit.adapters.scaleout.runner import KILL_AT_ENV
 from opskit.sandbox.cluster import Sandbox

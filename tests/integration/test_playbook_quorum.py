@@ -11,8 +11,8 @@ import pytest
 from confluent_kafka import Producer
 from helpers import cli_sandbox, create_topic, run_cli
 
-from opskit.adapters.kafka_admin import KafkaAdmin
-from opskit.adapters.kraft_features import read_kraft_version
+from opskit.adapters.kafka.admin.client import KafkaAdmin
+from opskit.adapters.kafka.kraft_features import read_kraft_version
 from opskit.sandbox.cluster import Sandbox
 from opskit.sandbox.scale import voters
 

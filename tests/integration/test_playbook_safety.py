@@ -23,7 +23,7 @@ from confluent_kafka.admin import AdminClient
 from helpers import cli_sandbox, create_topic, run_cli
 from pd_receiver import PagerDutyReceiver, routing_key
 
-from opskit.adapters.kafka_admin import KafkaAdmin
+from opskit.adapters.kafka.admin.client import KafkaAdmin
 from opskit.sandbox.cluster import Sandbox
 
 ROOT = Path(__file__).resolve().parents[2]

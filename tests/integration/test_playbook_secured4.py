@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from helpers import cli_sandbox
 
-from opskit.adapters.kafka_admin import KafkaAdmin
+from opskit.adapters.kafka.admin.client import KafkaAdmin
 from opskit.adapters.scaleout.local import LocalSteps
 from opskit.cli.main import main
 from opskit.errors import OpskitError

@@ -42,8 +42,8 @@ def metadata_racks(sb: Sandbox) -> dict[int, str | None]:
 
 def opskit_racks(bootstrap: str) -> dict[int, str | None]:
     """broker id -> rack as ``reassign plan`` reads them (DescribeCluster)."""
-    from opskit.adapters.kafka_admin import KafkaAdmin
-    from opskit.adapters.topology import read_topology
+    from opskit.adapters.kafka.admin.client import KafkaAdmin
+    from opskit.adapters.reassign.topology import read_topology
     from opskit.core.connection import ConnectionConfig
 
     with KafkaAdmin(ConnectionConfig(bootstrap), timeout=15) as admin:

@@ -42,7 +42,7 @@ from helpers import cli_sandbox, commit, run_cli
 from hip30_k8s import hip30_statefulset
 from k8s_apiserver import ApiServer
 
-from opskit.adapters.kafka_admin import KafkaAdmin
+from opskit.adapters.kafka.admin.client import KafkaAdmin
 from opskit.sandbox.cluster import Sandbox
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -271,7 +271,7 @@ def test_kubernetes_commands_of_the_runbook(apiserver: ApiServer, uniq: str,
     test-played kubelet, by test_playbook_k8s.py."""
     from kubernetes import client
 
-    from opskit.adapters.k8s_api import KubeApi, KubeTarget
+    from opskit.adapters.k8s.api import KubeApi, KubeTarget
 
     namespace = f"rb-{uniq}"
     token = tmp_path / "token"

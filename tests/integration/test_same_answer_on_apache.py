@@ -8,7 +8,7 @@
 * ``offsets reset`` read record times with librdkafka's default read_committed while
   ``lag`` reads read_uncommitted: behind an open transaction the reset found no record
   (waiting out its timeout twice, then "?"), where lag showed the record's time. Both
-  now read read_uncommitted (opskit.adapters.record_times.ISOLATION_LEVEL).
+  now read read_uncommitted (opskit.adapters.kafka.record_times.ISOLATION_LEVEL).
 """
 
 from __future__ import annotations

@@ -53,7 +53,7 @@ def test_keep_then_restart_keeps_data(uniq):
         assert st.code == exits.UNKNOWN and not st.json()["running"]
         again = run_cli("sandbox", "up", "--name", name)
         assert again.code == 0 and "restarted" in again.out
-        from opskit.adapters.kafka_admin import KafkaAdmin
+        from opskit.adapters.kafka.admin.client import KafkaAdmin
         from opskit.core.connection import ConnectionConfig
 
         md = KafkaAdmin(ConnectionConfig(bs), timeout=15).metadata()

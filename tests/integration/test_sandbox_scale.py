@@ -43,7 +43,7 @@ def test_static_quorum_grows_by_broker_only_nodes(fresh) -> None:  # type: ignor
     assert r.code == 5 and "static" in r.err and len(r.err.strip().splitlines()) == 1
     assert len(sb.require().nodes) == 2
     assert voters(sb) == [0]
-    from opskit.adapters.kafka_admin import KafkaAdmin
+    from opskit.adapters.kafka.admin.client import KafkaAdmin
 
     assert sorted(b.node_id for b in KafkaAdmin(sb.connection()).metadata().brokers) == [0, 1]
 

@@ -19,7 +19,7 @@ import pytest
 from hip30_k8s import hip30_statefulset
 from k8s_apiserver import ApiServer
 
-from opskit.adapters.k8s_api import KubeApi, KubernetesError, KubeTarget
+from opskit.adapters.k8s.api import KubeApi, KubernetesError, KubeTarget
 from opskit.adapters.scaleout.journal import ConfigMapJournal
 from opskit.core.scaleout.k8s import broker_headless_service, broker_statefulset
 from opskit.core.scaleout.machine import RunState, StepSucceeded, Tick, transition
@@ -84,7 +84,7 @@ def test_journal_in_a_configmap_resumes_in_another_process(kube: KubeApi,
     token.write_text(apiserver.token)
     code = f"""
 import json, sys
-from opskit.adapters.k8s_api import KubeApi, KubeTarget
+from opskit.adapters.k8s.api import KubeApi, KubeTarget
 from opskit.adapters.scaleout.journal import ConfigMapJournal
 from opskit.core.scaleout.machine import StepSucceeded, Tick, transition
 api = KubeApi(KubeTarget(host={apiserver.host!r}, token_file={str(token)!r},

@@ -92,7 +92,7 @@ def test_no_password_in_any_output_or_file(scenario: Scenario, role: str, tmp_pa
     found: list[str] = []
     ran = 0
     if role == "admin":  # so that `acls apply --execute` changes something (and backs up)
-        from opskit.adapters.acls_admin import AclsAdmin
+        from opskit.adapters.acls.admin import AclsAdmin
         from opskit.core.acls import AclEntry
 
         with AclsAdmin(scenario.cluster.conn("admin"), timeout=15) as a:

@@ -385,7 +385,7 @@ def test_replay_on_sasl_ssl(secured: Scenario, tmp_path: Path) -> None:
     expected = sum(e - COMMITTED for e in ends.values())
     written = next(h for h in manifest["events"] if h["event"] == "written")
     assert written["records"] == expected and written["dead_letters"] == expected
-    from opskit.adapters.kafka_admin import KafkaAdmin
+    from opskit.adapters.kafka.admin.client import KafkaAdmin
     from opskit.core.models import TopicPartition
 
     with KafkaAdmin(s.cluster.conn("admin", MECHANISM), timeout=15) as a:

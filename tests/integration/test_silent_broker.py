@@ -15,8 +15,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from opskit.adapters import capabilities
-from opskit.adapters.kafka_admin import KafkaAdmin
+from opskit.adapters.kafka import capabilities
+from opskit.adapters.kafka.admin.client import KafkaAdmin
 from opskit.cli import exits
 from opskit.core.connection import ConnectionConfig
 from opskit.errors import KafkaUnavailableError

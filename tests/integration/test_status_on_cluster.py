@@ -4,7 +4,7 @@ STALL and OK are in test_watch_throughput_snapshot.py. Here: WARN, REWIND,
 STOP and both ways to ERR (records lost; a stopped partition in a critical
 group). WARN and ERR (records lost) go through `opskit lag --window`;
 REWIND, STOP and ERR (critical) use the sampler API that `--window` runs
-(:func:`opskit.adapters.lag_sampler.sample_lag` with the real collector), because:
+(:func:`opskit.adapters.lag.sampler.sample_lag` with the real collector), because:
 
 * STOP needs a committed offset unchanged for *longer than the window spans*,
   which one `--window W` run (samples from 0 to W) can never see: the sampler
@@ -25,9 +25,9 @@ from confluent_kafka import TopicPartition as CkTP
 from confluent_kafka.admin import AdminClient
 from helpers import commit, create_topic, produce, run_cli
 
-from opskit.adapters.kafka_admin import KafkaAdmin
-from opskit.adapters.lag_sampler import Sampling, judge_groups, sample_lag
-from opskit.adapters.timed_lag.collect import collect_timed_lag
+from opskit.adapters.kafka.admin.client import KafkaAdmin
+from opskit.adapters.lag.sampler import Sampling, judge_groups, sample_lag
+from opskit.adapters.lag.timed.collect import collect_timed_lag
 from opskit.cli import exits
 from opskit.core.connection import ConnectionConfig
 from opskit.core.models import LagThresholds

@@ -17,9 +17,9 @@ import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as CkTP
 
-from opskit.adapters.protocol import offsets as offsets_wire
-from opskit.adapters.protocol.groups import GroupWire, Node
-from opskit.adapters.record_times import RecordTimeReader
+from opskit.adapters.kafka.protocol import offsets as offsets_wire
+from opskit.adapters.kafka.protocol.groups import GroupWire, Node
+from opskit.adapters.kafka.record_times import RecordTimeReader
 from opskit.core.connection import ConnectionConfig
 from opskit.core.models import TopicPartition
 from opskit.errors import KafkaUnavailableError

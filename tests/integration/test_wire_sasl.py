@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import pytest
 
-from opskit.adapters import confluent as ck
-from opskit.adapters.protocol import offsets as offsets_wire
-from opskit.adapters.protocol.cluster import read_cluster
-from opskit.adapters.protocol.connect import open_connection
-from opskit.adapters.protocol.sasl import MECHANISMS
+from opskit.adapters.kafka import confluent as ck
+from opskit.adapters.kafka.protocol import offsets as offsets_wire
+from opskit.adapters.kafka.protocol.cluster import read_cluster
+from opskit.adapters.kafka.protocol.connect import open_connection
+from opskit.adapters.kafka.protocol.sasl import MECHANISMS
 from opskit.cli import exits
 from tests.helpers import commit, create_topic, produce, run_cli
 

@@ -10,7 +10,7 @@ ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "architecture.md"
 MAX_LINES = 500
 #: the codec tables (generated-like data), exempt by the architecture issue
-EXEMPT = {"opskit/adapters/protocol/codec.py"}
+EXEMPT = {"opskit/adapters/kafka/protocol/codec.py"}
 #: modules over the limit on 2026-11-27 and their size then: they may shrink, never grow
 KNOWN_LARGE = {
 }
@@ -23,7 +23,7 @@ def _tree_packages() -> set[str]:
 
 def _mapped_packages(text: str) -> set[str]:
     section = text.split("## Package map", 1)[1].split("\n## ", 1)[0]
-    return set(re.findall(r"^\| `(opskit/[a-z_/]+/)` \|", section, flags=re.MULTILINE))
+    return set(re.findall(r"^\| `(opskit/[a-z0-9_/]+/)` \|", section, flags=re.MULTILINE))
 
 
 def test_the_package_map_matches_the_tree() -> None:

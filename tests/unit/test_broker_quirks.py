@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from opskit.adapters.broker_quirks import BrokerQuirks
+from opskit.adapters.kafka.broker_quirks import BrokerQuirks
 
 
 def test_a_dead_api_is_remembered_then_tried_again_after_recheck() -> None:

@@ -16,9 +16,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from opskit.adapters import capabilities as caps
-from opskit.adapters.capabilities import Capabilities
-from opskit.adapters.protocol import codec as kp
+from opskit.adapters.kafka import capabilities as caps
+from opskit.adapters.kafka.capabilities import Capabilities
+from opskit.adapters.kafka.protocol import codec as kp
 from opskit.core.connection import ConnectionConfig
 from opskit.errors import UnsupportedError
 
@@ -152,7 +152,7 @@ def test_tls_context_verifies_and_reports_a_missing_ca() -> None:
 
     import pytest
 
-    from opskit.adapters.protocol.connect import tls_context
+    from opskit.adapters.kafka.protocol.connect import tls_context
     from opskit.core.connection import ConnectionConfig
     from opskit.errors import AuthenticationError
 

@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 #: modules only some commands need; none of them belongs in the root help's start-up
 HEAVY = ("confluent_kafka", "kafka", "grafanalib", "pagerduty", "prometheus_client",
-         "kubernetes", "yaml", "opskit.adapters.kafka_admin")
+         "kubernetes", "yaml", "opskit.adapters.kafka.admin.client")
 
 
 def _modules_after(args: list[str]) -> tuple[int, set[str]]:

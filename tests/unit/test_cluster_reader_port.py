@@ -12,16 +12,15 @@ from collections.abc import Iterable, Mapping, Sequence
 import pytest
 from kafka.admin import KafkaAdminClient  # type: ignore[import-untyped]
 
-from opskit.adapters.kafka_admin import (
+from opskit.adapters.kafka.admin.client import (
     BrokerMeta,
     ClusterMeta,
     KafkaAdmin,
     OffsetsResult,
     PartitionMeta,
 )
-from opskit.adapters.lag_source import collect_lag
-from opskit.adapters.log_dirs import PartitionSizes
-from opskit.adapters.reader import (
+from opskit.adapters.kafka.log_dirs import PartitionSizes
+from opskit.adapters.kafka.reader import (
     ClusterReader,
     CommitsRead,
     GroupsRead,
@@ -29,7 +28,8 @@ from opskit.adapters.reader import (
     Prefetch,
     TopicConfigs,
 )
-from opskit.adapters.record_times import Position, RecordTime, RecordTimeReader
+from opskit.adapters.kafka.record_times import Position, RecordTime, RecordTimeReader
+from opskit.adapters.lag.source import collect_lag
 from opskit.core.connection import ConnectionConfig
 from opskit.core.health import QuorumInfo, QuorumReplica, Reassignment
 from opskit.core.log_end import LogEndVerdict
@@ -378,7 +378,7 @@ def test_a_session_that_failed_does_not_poison_the_next_cycle() -> None:
 
 def test_health_reads_metadata_and_configs_through_the_reader(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    from opskit.adapters.cluster_health import gather_health_input
+    from opskit.adapters.health.cluster import gather_health_input
 
     def boom(*_a: object, **_k: object) -> None:
         raise AssertionError("read through the admin, not the reader port")
@@ -400,7 +400,7 @@ def test_health_reads_metadata_and_configs_through_the_reader(
 
 
 def test_health_refused_configs_are_unknown_not_min_isr_one() -> None:
-    from opskit.adapters.cluster_health import gather_health_input
+    from opskit.adapters.health.cluster import gather_health_input
     from opskit.errors import NotAuthorisedError
 
     class Refused(FakeReader):

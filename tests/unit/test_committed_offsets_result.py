@@ -13,9 +13,9 @@ from typing import Any, ClassVar
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from opskit.adapters.capabilities import Capabilities
-from opskit.adapters.kafka_admin import KafkaAdmin
-from opskit.adapters.reader.librdkafka_reader import committed_on, read_groups_per_group
+from opskit.adapters.kafka.admin.client import KafkaAdmin
+from opskit.adapters.kafka.capabilities import Capabilities
+from opskit.adapters.kafka.reader.librdkafka_reader import committed_on, read_groups_per_group
 from opskit.core.connection import ConnectionConfig
 from opskit.core.models import TopicPartition
 
@@ -57,8 +57,8 @@ class FakeAdminClient:
 
 @pytest.fixture
 def admin(monkeypatch: pytest.MonkeyPatch) -> KafkaAdmin:
-    monkeypatch.setattr("opskit.adapters.confluent.AdminClient", FakeAdminClient)
-    monkeypatch.setattr("opskit.adapters.capabilities.probe",
+    monkeypatch.setattr("opskit.adapters.kafka.confluent.AdminClient", FakeAdminClient)
+    monkeypatch.setattr("opskit.adapters.kafka.capabilities.probe",
                         lambda conn, timeout: Capabilities(conn.bootstrap, "127.0.0.1:1"))
     FakeAdminClient.answers = {
         "g1": [_row(A0, 5), _row(A1, -5), _row(A2, -1), _row(B0, 3)],

@@ -7,7 +7,7 @@ import struct
 from hypothesis import given
 from hypothesis import strategies as st
 
-from opskit.adapters.protocol.groups import decode_assignment
+from opskit.adapters.kafka.protocol.groups import decode_assignment
 from opskit.core.models import TopicPartition
 
 

@@ -28,9 +28,9 @@ from kafka.protocol.metadata.metadata import MetadataRequest, MetadataResponse
 from kafka.record.default_records import DefaultRecordBatchBuilder
 from kafka.record.memory_records import MemoryRecords
 
-from opskit.adapters.protocol import codec as kp
-from opskit.adapters.protocol.client import WireUnsupported
-from opskit.adapters.protocol.offsets import first_record_at_or_after
+from opskit.adapters.kafka.protocol import codec as kp
+from opskit.adapters.kafka.protocol.client import WireUnsupported
+from opskit.adapters.kafka.protocol.offsets import first_record_at_or_after
 
 CID, CLIENT = 0x1234, "opskit-test"
 

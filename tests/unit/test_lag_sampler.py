@@ -5,10 +5,10 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from opskit.adapters.lag_sampler import Sampling, judge_groups, policy_for_window, sample_lag
-from opskit.adapters.lag_source import LagReport
-from opskit.adapters.record_times import RecordTime
-from opskit.adapters.timed_lag.report import RetentionConfig, TimedLagReport, add_lag_times
+from opskit.adapters.kafka.record_times import RecordTime
+from opskit.adapters.lag.sampler import Sampling, judge_groups, policy_for_window, sample_lag
+from opskit.adapters.lag.source import LagReport
+from opskit.adapters.lag.timed.report import RetentionConfig, TimedLagReport, add_lag_times
 from opskit.core.lag import compute_group_lag
 from opskit.core.models import GroupDescription, GroupState, PartitionOffsets, TopicPartition
 from opskit.core.status.rank import Status

@@ -58,14 +58,14 @@ def test_the_import_check_refuses_adapters_cli_exporter_and_clients(tmp_path: Pa
     mod = tmp_path / "opskit" / "core" / "sub" / "mod.py"
     mod.parent.mkdir(parents=True)
     mod.write_text(
-        "import confluent_kafka\nfrom opskit.adapters.offsets_admin import OffsetsAdmin\n"
+        "import confluent_kafka\nfrom opskit.adapters.offsets.admin import OffsetsAdmin\n"
         "from opskit.cli import main\nimport opskit.exporter.assemble\nfrom ...sandbox import x\n"
         "from ..models import TopicPartition\nimport json\n"
     )
     stdlib = sys.stdlib_module_names
     refused = [m for m in _imports(mod, tmp_path)
                if not (m.startswith(ALLOWED_PREFIXES) or m.split(".")[0] in stdlib)]
-    assert refused == ["confluent_kafka", "opskit.adapters.offsets_admin", "opskit.cli",
+    assert refused == ["confluent_kafka", "opskit.adapters.offsets.admin", "opskit.cli",
                        "opskit.exporter.assemble", "opskit.sandbox"]
 
 
@@ -194,7 +194,7 @@ def _breaches(graph: dict[str, set[str]]) -> set[tuple[str, str]]:
 
 def test_no_import_circles() -> None:
     graph = _graph(PACKAGE)
-    assert len(graph) > 150 and "opskit.adapters.confluent" in graph["opskit.adapters.kafka_admin"]
+    assert len(graph) > 150 and "opskit.adapters.kafka.confluent" in graph["opskit.adapters.kafka.admin.client"]
     assert _circles(graph) == []
 
 

@@ -4,7 +4,7 @@ tests/integration/test_exporter_not_served.py)."""
 
 from __future__ import annotations
 
-from opskit.adapters.kafka_admin import KafkaAdmin
+from opskit.adapters.kafka.admin.client import KafkaAdmin
 from opskit.core.connection import ConnectionConfig
 
 

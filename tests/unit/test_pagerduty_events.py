@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from opskit.adapters.pagerduty_events import SUMMARY_MAX, build_event, read_routing_key
+from opskit.adapters.paging.pagerduty import SUMMARY_MAX, build_event, read_routing_key
 from opskit.errors import ConfigError, InvalidInputError, NotFoundError
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))

@@ -159,8 +159,8 @@ def test_the_exit_line_of_a_halted_scale_out(tmp_path: Path, monkeypatch: pytest
     """The exit of the CLI's run (``finish`` with what ``step_throttles`` read for the
     sandbox): exit 3, the line says what the journal says."""
     from opskit.cli.exits import exit_code_for
-    from opskit.cli.playbook_run import finish
-    from opskit.cli.playbook_run import step_throttles as cli_throttles
+    from opskit.cli.playbook.run import finish
+    from opskit.cli.playbook.run import step_throttles as cli_throttles
 
     monkeypatch.setenv("OPSKIT_STATE", str(tmp_path))
     run_dir = _sandbox("pbt", "cid-1")

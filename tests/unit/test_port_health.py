@@ -14,13 +14,13 @@ from typing import Any
 import pytest
 from kafka.admin import KafkaAdminClient  # type: ignore[import-untyped]
 
-from opskit.adapters import cluster_health
-from opskit.adapters.cluster_health import gather_health_input
-from opskit.adapters.kafka_admin import BrokerMeta, ClusterMeta, KafkaAdmin, PartitionMeta
-from opskit.adapters.kafka_python_reads import NO_QUORUM_API
-from opskit.adapters.reader import KeptClients, TopicConfigs
-from opskit.adapters.reader.kept import KafkaPythonConnectError, KafkaPythonReads
-from opskit.adapters.reader.librdkafka_reader import LibrdkafkaReader
+from opskit.adapters.health import cluster as cluster_health
+from opskit.adapters.health.cluster import gather_health_input
+from opskit.adapters.kafka.admin.client import BrokerMeta, ClusterMeta, KafkaAdmin, PartitionMeta
+from opskit.adapters.kafka.kafka_python_reads import NO_QUORUM_API
+from opskit.adapters.kafka.reader import KeptClients, TopicConfigs
+from opskit.adapters.kafka.reader.kept import KafkaPythonConnectError, KafkaPythonReads
+from opskit.adapters.kafka.reader.librdkafka_reader import LibrdkafkaReader
 from opskit.core.connection import ConnectionConfig
 from opskit.core.health import (
     HealthPolicy,

@@ -12,25 +12,31 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from opskit.adapters import offsets_reads
-from opskit.adapters.capabilities import Capabilities
-from opskit.adapters.kafka_admin import (
+from opskit.adapters.kafka.admin.client import (
     BrokerMeta,
     ClusterMeta,
     KafkaAdmin,
     OffsetsResult,
     PartitionMeta,
 )
-from opskit.adapters.log_dirs import PartitionSizes
-from opskit.adapters.offsets_admin import OffsetsAdmin
-from opskit.adapters.offsets_reads import (
+from opskit.adapters.kafka.capabilities import Capabilities
+from opskit.adapters.kafka.log_dirs import PartitionSizes
+from opskit.adapters.kafka.reader import (
+    ClusterReader,
+    CommitsRead,
+    GroupsRead,
+    Prefetch,
+    TopicConfigs,
+)
+from opskit.adapters.kafka.record_times import Position, RecordTime, RecordTimeReader
+from opskit.adapters.offsets import reads as offsets_reads
+from opskit.adapters.offsets.admin import OffsetsAdmin
+from opskit.adapters.offsets.reads import (
     GroupOffsetsState,
     plan_reset,
     read_group_state,
     read_log_offsets_of_topics,
 )
-from opskit.adapters.reader import ClusterReader, CommitsRead, GroupsRead, Prefetch, TopicConfigs
-from opskit.adapters.record_times import Position, RecordTime, RecordTimeReader
 from opskit.cli import exits
 from opskit.cli.main import main
 from opskit.core.connection import ConnectionConfig

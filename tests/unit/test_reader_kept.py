@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from opskit.adapters.reader.kept import KafkaPythonReads, KeptClients
+from opskit.adapters.kafka.reader.kept import KafkaPythonReads, KeptClients
 from opskit.core.connection import ConnectionConfig
 from opskit.errors import KafkaOperationError, UnsupportedError
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from opskit.adapters.secret_pipe import served_secret
+from opskit.adapters.spark.secret_pipe import served_secret
 from opskit.core.acl_needs import missing_acls
 from opskit.core.connection import ConnectionConfig
 from opskit.core.replay_security import spark_kafka_login, spark_kafka_options

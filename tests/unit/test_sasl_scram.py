@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from opskit.adapters.protocol.sasl import PlainLogin, ScramLogin
+from opskit.adapters.kafka.protocol.sasl import PlainLogin, ScramLogin
 
 
 def test_plain_token_is_authzid_user_password() -> None:

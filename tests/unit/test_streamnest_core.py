@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from opskit.adapters.streamnest import is_http_bootstrap, parse_endpoints
+from opskit.adapters.http.streamnest import is_http_bootstrap, parse_endpoints
 from opskit.core.models import Severity
 from opskit.core.streamnest import (
     CONSUMED,

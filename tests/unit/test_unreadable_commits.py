@@ -7,9 +7,9 @@ from types import SimpleNamespace
 
 from confluent_kafka import KafkaError
 
-from opskit.adapters.admin.groups import _merge_committed
-from opskit.adapters.protocol import codec as kp
-from opskit.adapters.protocol.groups import _offsets
+from opskit.adapters.kafka.admin.groups import _merge_committed
+from opskit.adapters.kafka.protocol import codec as kp
+from opskit.adapters.kafka.protocol.groups import _offsets
 from opskit.core.lag import compute_group_lag
 from opskit.core.models import (
     Anomaly,

@@ -39,9 +39,9 @@ from pathlib import Path
 from typing import Any
 
 from opskit import redact
-from opskit.adapters import streamnest
 from opskit.adapters.files.safe_read import parse_yaml, read_secret, read_text
 from opskit.adapters.files.safe_write import write_file
+from opskit.adapters.http import streamnest
 from opskit.core.connection import ConnectionConfig
 from opskit.core.models import LagThresholds
 from opskit.errors import ConfigError, InvalidInputError, NotFoundError, UsageError
@@ -206,7 +206,7 @@ def _properties_context(name: str, entry: dict[str, Any]) -> ConnectionConfig:
     """A context that names a Kafka client properties file for its security settings."""
     from dataclasses import replace
 
-    from opskit.adapters.command_config import load_command_config
+    from opskit.adapters.files.command_config import load_command_config
 
     path, bootstrap = entry.get("command_config"), entry.get("bootstrap")
     if not isinstance(path, str) or not path.strip():
@@ -232,15 +232,14 @@ def resolve_connection(
     A bootstrap of ``http://`` URLs names a StreamNest cluster (HTTP only): refused with
     one line saying why (UnsupportedError, exit 3) unless ``allow_http`` (the commands
     that support StreamNest), which returns it unvalidated for
-    :func:`opskit.adapters.streamnest.parse_endpoints`."""
+    :func:`opskit.adapters.http.streamnest.parse_endpoints`."""
     # an empty value is a mistake (an unset variable in a script), never "use the
     # current context": that could act on another cluster
     if bootstrap is not None and not bootstrap.strip():
         raise UsageError("--bootstrap-server is empty")
     if context is not None and not context.strip():
         raise UsageError("--context is empty")
-    from opskit.adapters import command_config
-
+    from opskit.adapters.files import command_config
     properties = command_config.current()
     if properties is not None:
         if context is not None:

@@ -24,7 +24,7 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from opskit.adapters import confluent as ck
+from opskit.adapters.kafka import confluent as ck
 from opskit.adapters.reassign.connection import ReassignConnection
 from opskit.core.models import TopicPartition
 from opskit.core.reassign.checks import ClusterView

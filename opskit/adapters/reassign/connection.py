@@ -19,10 +19,10 @@ import logging
 from collections.abc import Iterable
 from typing import Any, Self
 
-from opskit.adapters import capabilities as caps_mod
-from opskit.adapters import confluent as ck
-from opskit.adapters.kafka_admin import KafkaAdmin
-from opskit.adapters.kafka_python import kafka_python_config, quiet_kafka_python
+from opskit.adapters.kafka import capabilities as caps_mod
+from opskit.adapters.kafka import confluent as ck
+from opskit.adapters.kafka.admin.client import KafkaAdmin
+from opskit.adapters.kafka.kafka_python import kafka_python_config, quiet_kafka_python
 from opskit.core.connection import ConnectionConfig
 from opskit.errors import (
     AuthenticationError,
@@ -139,8 +139,8 @@ class ReassignConnection:
                      label: str | None = None) -> None:
         """Before a mutation: NotAuthorisedError (exit 6) naming every required ACL of
         ``command`` (:data:`opskit.core.acl_needs.COMMAND_NEEDS`) the principal lacks
-        (:func:`opskit.adapters.acl_check.require_acls`), so a refused run changes nothing."""
-        from opskit.adapters.acl_check import require_acls
+        (:func:`opskit.adapters.acls.check.require_acls`), so a refused run changes nothing."""
+        from opskit.adapters.acls.check import require_acls
 
         require_acls(self.admin, command, topics, only=only, label=label)
 

@@ -17,7 +17,7 @@ from typing import Protocol
 
 from opskit.adapters.files.safe_read import parse_json, read_text
 from opskit.adapters.files.safe_write import write_file
-from opskit.adapters.k8s_api import KubeApi
+from opskit.adapters.k8s.api import KubeApi
 from opskit.core.scaleout.k8s import JOURNAL_KEY, journal_configmap
 from opskit.core.scaleout.machine import RunState
 from opskit.errors import InvalidInputError, RefusedError

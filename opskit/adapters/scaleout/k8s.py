@@ -36,8 +36,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from opskit.adapters.k8s_api import KubeApi
-from opskit.adapters.kafka_admin import KafkaAdmin
+from opskit.adapters.k8s.api import KubeApi
+from opskit.adapters.kafka.admin.client import KafkaAdmin
 from opskit.adapters.scaleout.kafka_steps import STATIC_DEFAULTS, KafkaSteps, read_kafka_facts
 from opskit.core.scaleout import k8s as objs
 from opskit.core.scaleout.plan import ClusterFacts, ScaleOutPlan, Step, StepKind

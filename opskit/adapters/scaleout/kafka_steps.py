@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol, TextIO
 
-from opskit.adapters.kafka_admin import KafkaAdmin
+from opskit.adapters.kafka.admin.client import KafkaAdmin
 from opskit.core.connection import ConnectionConfig
 from opskit.core.scaleout.plan import INTERNAL_TOPICS, ClusterFacts, ScaleOutPlan
 from opskit.errors import InconsistentStateError, OpskitError, RefusedError
@@ -46,8 +46,8 @@ def read_kafka_facts(admin: KafkaAdmin, *, kafka_version: str, kraft_version: in
                      voters: tuple[int, ...]) -> ClusterFacts:
     """Preflight facts Kafka itself answers (brokers, health, reassignments, RF and
     bytes per topic); the platform gives what it knows better (version, quorum)."""
-    from opskit.adapters.cluster_health import gather_health_input
-    from opskit.adapters.log_dirs import read_partition_sizes
+    from opskit.adapters.health.cluster import gather_health_input
+    from opskit.adapters.kafka.log_dirs import read_partition_sizes
     from opskit.core.health import HealthPolicy, evaluate_health
     from opskit.core.models import Severity, TopicPartition
 
@@ -359,7 +359,7 @@ class KafkaSteps:
         return f"; {len(away) - len(failed)} partition(s) led by their preferred replica again"
 
     def final_health(self, plan: ScaleOutPlan) -> str:
-        from opskit.adapters.cluster_health import gather_health_input
+        from opskit.adapters.health.cluster import gather_health_input
         from opskit.core.health import HealthPolicy, evaluate_health
         from opskit.core.models import Severity
 
@@ -381,7 +381,7 @@ class KafkaSteps:
     def settled(self, expected_brokers: int) -> str | None:
         """None when every broker is registered, a controller leads a quorum without
         lagging voters and every partition has all its replicas in ISR; else what is not."""
-        from opskit.adapters.cluster_health import gather_health_input
+        from opskit.adapters.health.cluster import gather_health_input
         from opskit.core.health import HealthPolicy, evaluate_health
         from opskit.core.models import Severity
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from opskit.adapters.kafka_admin import KafkaAdmin
+from opskit.adapters.kafka.admin.client import KafkaAdmin
 from opskit.adapters.scaleout.kafka_steps import (
     BLOCKING_CHECKS,
     STATIC_DEFAULTS,
@@ -33,7 +33,7 @@ __all__ = ["BLOCKING_CHECKS", "STATIC_DEFAULTS", "LocalSteps", "quorum_upgrade_p
 def read_local_facts(sb: Sandbox, admin: KafkaAdmin) -> ClusterFacts:
     """Preflight facts of a sandbox: version, quorum (the cluster's finalized
     kraft.version), voters, brokers, health, data."""
-    from opskit.adapters.kraft_features import read_kraft_version
+    from opskit.adapters.kafka.kraft_features import read_kraft_version
     from opskit.sandbox.scale import voters
 
     st = sb.require()
@@ -50,7 +50,7 @@ def read_local_facts(sb: Sandbox, admin: KafkaAdmin) -> ClusterFacts:
 
 def quorum_upgrade_plan(sb: Sandbox) -> QuorumUpgradePlan:
     """What ``playbook upgrade-quorum`` would do on sandbox ``sb`` (RefusedError: nothing)."""
-    from opskit.adapters.kraft_features import read_kraft_version
+    from opskit.adapters.kafka.kraft_features import read_kraft_version
     from opskit.sandbox.scale import voters
 
     st = sb.require()
@@ -67,7 +67,7 @@ def upgrade_quorum(sb: Sandbox, plan: QuorumUpgradePlan, record: Path) -> dict[s
 
     from opskit.adapters.files.safe_read import parse_json, read_text
     from opskit.adapters.files.safe_write import write_file
-    from opskit.adapters.kraft_features import read_kraft_version, upgrade_kraft_version
+    from opskit.adapters.kafka.kraft_features import read_kraft_version, upgrade_kraft_version
     from opskit.sandbox.scale import use_dynamic_quorum_config, voters
 
     conn = sb.connection()

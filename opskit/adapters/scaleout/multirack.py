@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from opskit.adapters.kafka_admin import KafkaAdmin
+from opskit.adapters.kafka.admin.client import KafkaAdmin
 from opskit.adapters.scaleout.kafka_steps import KafkaSteps, read_kafka_facts
 from opskit.core.connection import ConnectionConfig
 from opskit.core.scaleout.multirack import (
@@ -40,7 +40,7 @@ def spread_plan_path(run_dir: Path, run_id: str) -> Path:
 def read_rack_facts(sb: Sandbox, admin: KafkaAdmin) -> RackFacts:
     """Preflight facts of a sandbox: the topology with the racks its brokers report
     (DescribeCluster), the voters, health and reassignments."""
-    from opskit.adapters.topology import read_topology
+    from opskit.adapters.reassign.topology import read_topology
     from opskit.sandbox.scale import voters
 
     st = sb.require()
@@ -238,7 +238,7 @@ class MultiRackSteps:
         return f"{len(reps)} partition(s) each span min(RF, {n_racks}) racks{checked}"
 
     def _final_health(self, plan: MultiRackPlan) -> str:
-        from opskit.adapters.cluster_health import gather_health_input
+        from opskit.adapters.health.cluster import gather_health_input
         from opskit.core.health import HealthPolicy, evaluate_health
         from opskit.core.models import Severity
 

@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from opskit.adapters.kafka_admin import KafkaAdmin
+from opskit.adapters.kafka.admin.client import KafkaAdmin
 from opskit.core.connection import ConnectionConfig
 from opskit.core.scaleout.plan import INTERNAL_TOPICS, ScaleOutPlan
 from opskit.errors import InconsistentStateError, RefusedError

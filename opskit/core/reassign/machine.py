@@ -1,6 +1,6 @@
 """Executing a reassignment plan: a pure state machine.
 
-``transition(state, event) -> (state, actions)``. A runner (``opskit.cli.reassign_exec``
+``transition(state, event) -> (state, actions)``. A runner (``opskit.cli.reassign.execute``
 with ``opskit.adapters.reassign.admin``) performs the actions, turns their outcome
 into the next event, and persists the state *before* performing the actions it
 returned (``opskit.adapters.reassign.journal``). So after a ``kill -9`` at any point

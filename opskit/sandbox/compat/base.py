@@ -32,7 +32,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Self
 
-from opskit.adapters import capabilities
+from opskit.adapters.kafka import capabilities
 from opskit.errors import SandboxError
 
 INSTALL_HINT = "install it with scripts/install-compat.sh"
@@ -112,7 +112,7 @@ def tail(path: Path, lines: int = 12) -> str:
 def api_versions(host: str, port: int, timeout: float = 5.0) -> dict[int, tuple[int, int]]:
     """Ask the broker for its ApiVersions (request v0); returns ``{api_key: (min, max)}``.
 
-    The same probe opskit uses before commands (:mod:`opskit.adapters.capabilities`).
+    The same probe opskit uses before commands (:mod:`opskit.adapters.kafka.capabilities`).
     Raises ``OSError``/``ConnectionError``/``ValueError`` when the broker does not answer
     with a well-formed, error-free v0 response.
     """

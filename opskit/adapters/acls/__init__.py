@@ -1,0 +1,1 @@
+"""ACL I/O: the principal's ACL check before a mutation, ACL reads and changes with their backups."""

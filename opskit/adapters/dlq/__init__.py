@@ -1,0 +1,1 @@
+"""Dead-letter topic reading and the watcher's state."""

@@ -1,0 +1,1 @@
+"""HTTP: a wall-clock deadline for one exchange, StreamNest's HTTP reads."""

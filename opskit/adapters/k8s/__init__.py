@@ -1,0 +1,1 @@
+"""Kubernetes: the one package that imports the kubernetes client."""

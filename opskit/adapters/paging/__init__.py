@@ -1,0 +1,1 @@
+"""PagerDuty Events API v2."""

@@ -1,0 +1,69 @@
+"""Read the cluster topology a reassignment plan is made from.
+
+- brokers and partitions (replicas in order, ISR, leader): Metadata through
+  confluent-kafka (:meth:`KafkaAdmin.metadata`);
+- racks: DescribeCluster (:meth:`KafkaAdmin.broker_racks`); a broker that cannot answer
+  it leaves every rack unknown (the plan then ignores racks, and says so);
+- partition sizes: DescribeLogDirs (:func:`opskit.adapters.kafka.log_dirs.read_partition_sizes`,
+  the leader's replica); when unavailable every size is 0 and the reason is returned;
+- disk space per broker (total and usable bytes of its log directories' volumes): the
+  same DescribeLogDirs answers, v4+ (Kafka 3.3+); brokers that do not report it are
+  absent from ``disks``;
+- ``min.insync.replicas`` of every topic: DescribeConfigs (the effective value, a broker
+  default included).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+from opskit.adapters.kafka.admin.client import KafkaAdmin
+from opskit.adapters.kafka.log_dirs import read_partition_sizes
+from opskit.core.models import TopicPartition
+from opskit.core.reassign.model import Broker, PartitionState, Topology
+from opskit.errors import OpskitError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class TopologyRead:
+    topology: Topology
+    #: why partition sizes are missing (None when they were read)
+    sizes_unavailable: str | None = None
+    #: why racks are unknown (None when they were read)
+    racks_unavailable: str | None = None
+    #: broker -> (total, usable) bytes of its log directories' volumes, where reported
+    disks: dict[int, tuple[int, int]] = field(default_factory=dict)
+
+
+def read_topology(admin: KafkaAdmin) -> TopologyRead:
+    """The cluster as a :class:`Topology` (see the module docstring)."""
+    meta = admin.metadata()
+    racks_note: str | None = None
+    try:
+        racks = admin.broker_racks()
+    except OpskitError as e:
+        log.debug("DescribeCluster failed: %s", e)
+        racks, racks_note = {}, f"racks unknown ({e})"
+    brokers = tuple(Broker(b.node_id, racks.get(b.node_id)) for b in meta.brokers)
+    topics = sorted(meta.topics)
+    leaders = {TopicPartition(t, p.partition): p.leader
+               for t in topics for p in meta.topics[t] if p.leader >= 0}
+    sizes = read_partition_sizes(admin.conn, topics, leaders, admin.timeout)
+    min_isr: dict[str, int] = {}
+    for topic, cfg in admin.topic_configs(topics).items():
+        raw = cfg.get("min.insync.replicas", (None, True))[0]
+        min_isr[topic] = int(raw) if raw is not None and raw.isdigit() else 1
+    parts = tuple(
+        PartitionState(
+            topic=t, partition=p.partition, replicas=tuple(p.replicas), isr=tuple(p.isr),
+            leader=p.leader if p.leader >= 0 else None,
+            size_bytes=sizes.sizes.get(TopicPartition(t, p.partition), 0),
+            offline=p.leader < 0,
+        )
+        for t in topics for p in meta.topics[t]
+    )
+    return TopologyRead(Topology(brokers, parts, min_isr), sizes.unavailable, racks_note,
+                        dict(sizes.disks))

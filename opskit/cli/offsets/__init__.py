@@ -1,0 +1,1 @@
+"""`opskit offsets`: the commands and the apply path."""

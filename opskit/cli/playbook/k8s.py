@@ -1,0 +1,207 @@
+"""``opskit playbook ... --platform kubernetes`` and ``opskit playbook cronjob``: the
+Kubernetes half of cli/playbook.py (the commands and their options live there; the
+work they do on Kubernetes lives here)."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import socket
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from opskit.cli.common import Output, stderr, stdout
+from opskit.errors import NotFoundError, RefusedError, UsageError
+
+
+@dataclass(frozen=True)
+class K8sArgs:
+    namespace: str | None
+    statefulset: str | None
+    context: str | None            # the opskit (Kafka) context
+    kubeconfig: Path | None = None
+    kube_context: str | None = None
+
+    def require(self, kafka: bool = True) -> tuple[str, str]:
+        missing = [o for o, v in (("--namespace", self.namespace),
+                                  ("--statefulset", self.statefulset),
+                                  ("--context", self.context if kafka else "-")) if not v]
+        if missing:
+            raise UsageError(f"--platform kubernetes needs {', '.join(missing)}")
+        from opskit.cli.playbook.inputs import check_k8s_names
+
+        check_k8s_names(self.namespace, self.statefulset)
+        if kafka:       # an unknown context: before the API server is asked anything
+            from opskit.adapters.files.config_file import resolve_connection
+
+            resolve_connection(None, self.context)
+        assert self.namespace and self.statefulset
+        return self.namespace, self.statefulset
+
+    def api(self) -> Any:
+        from opskit.adapters.k8s.api import KubeApi, KubeTarget
+
+        return KubeApi(KubeTarget(kubeconfig=str(self.kubeconfig) if self.kubeconfig else None,
+                                  context=self.kube_context))
+
+
+def local_only(args: K8sArgs) -> None:
+    """Kubernetes options given with --platform local are a mistake, not ignored."""
+    given = [o for o, v in (("--namespace", args.namespace), ("--statefulset", args.statefulset),
+                            ("--kubeconfig", args.kubeconfig),
+                            ("--kube-context", args.kube_context)) if v]
+    if given:
+        raise UsageError(f"{', '.join(given)} need(s) --platform kubernetes")
+
+
+def _run_dir(namespace: str, statefulset: str) -> Path:
+    from opskit.adapters.files.safe_write import safe_file_name
+    from opskit.paths import state_dir
+
+    return state_dir() / "playbooks" / safe_file_name(f"k8s-{namespace}-{statefulset}")
+
+
+def _store(api: Any, namespace: str, statefulset: str) -> Any:
+    from opskit.adapters.scaleout.journal import ConfigMapJournal
+    from opskit.core.scaleout.k8s import journal_name
+
+    return ConfigMapJournal(api, namespace, journal_name(statefulset))
+
+
+def scale_out(args: K8sArgs, *, brokers: int, throttle: str, window: str | None,
+              registry: Path | None, pager: Callable[[str], Any], execute: bool,
+              output: Output, show: Callable[[dict[str, Any], Output], None],
+              finish: Callable[[Any, Callable[[], None]], int],
+              idle: Callable[[Any, Any, int, Output], bool], wait_s: float = 300.0) -> int:
+    from opskit.adapters.files.config_file import resolve_connection
+    from opskit.adapters.kafka.admin.client import KafkaAdmin
+    from opskit.adapters.scaleout.k8s import read_k8s_facts
+    from opskit.core.reassign.plan_input import parse_rate
+    from opskit.core.scaleout.machine import RunState
+    from opskit.core.scaleout.plan import ScaleOutRequest, plan_scale_out
+    from opskit.core.scaleout.window import parse_window
+
+    ns, sts = args.require()
+    rate = parse_rate(throttle)
+    win = parse_window(window) if window else None
+    conn = resolve_connection(None, args.context)
+    api = args.api()
+    store = _store(api, ns, sts)
+    existing, _ = store.load()
+    if existing is not None and existing.phase.value not in ("done", "aborted"):
+        if not execute:
+            show({**existing.to_dict(), "dry_run": True}, output)
+            stderr().print("a run is journaled; add --execute to resume it")
+            return 0
+        return drive(args, existing, throttle, win, registry, pager, output, show, finish,
+                     wait_s=wait_s)
+    with KafkaAdmin(conn, timeout=10.0) as admin:
+        facts = read_k8s_facts(api, ns, sts, admin)
+    if idle(existing, facts, brokers, output):
+        return 0
+    # the rolling restart (restart_node:N, then verify_defaults) sets the KAFKA_CFG_*
+    # values in the StatefulSets and restarts one pod at a time (adapters.scaleout.k8s)
+    plan = plan_scale_out(facts, ScaleOutRequest(target_brokers=brokers,
+                                                 throttle_bytes_per_s=rate, window=win))
+    if not execute:
+        show({"dry_run": True, "plan": plan.to_dict()}, output)
+        return 0
+    state = RunState(f"so-{secrets.token_hex(4)}", plan)
+    return drive(args, state, throttle, win, registry, pager, output, show, finish,
+                 wait_s=wait_s)
+
+
+def drive(args: K8sArgs, state: Any, throttle: str, win: Any, registry: Path | None,
+          pager: Callable[[str], Any], output: Output,
+          show: Callable[[dict[str, Any], Output], None],
+          finish: Callable[[Any, Callable[[], None]], int], wait_s: float = 300.0) -> int:
+    """Hold the run's Lease, then run (or resume) ``state`` to its end or a safe point
+    (a new run replaces a finished journal)."""
+    from opskit.adapters.files.config_file import resolve_connection
+    from opskit.adapters.scaleout.k8s import ConfigMapAbort, ConfigMapPlans, K8sSteps, RunLease
+    from opskit.adapters.scaleout.kafka_steps import KafkaSteps
+    from opskit.adapters.scaleout.runner import drive as run
+
+    ns, sts = args.require()
+    assert args.context is not None
+    conn = resolve_connection(None, args.context)    # an unknown context: before the Lease
+    api = args.api()
+    lease = RunLease(api, ns, sts, f"{socket.gethostname()}-{os.getpid()}-"
+                                   f"{secrets.token_hex(3)}")
+    lease.acquire()
+    try:
+        store = _store(api, ns, sts)
+        loaded, version = store.load()
+        if loaded is not None and loaded.run_id == state.run_id:
+            state = loaded          # the journal as saved (another run may have moved it)
+        elif loaded is not None and loaded.phase.value not in ("done", "aborted"):
+            raise RefusedError(f"another run ({loaded.run_id}) was started meanwhile on "
+                               f"{ns}/{sts}")
+        run_dir = _run_dir(ns, sts)
+        err = stderr()
+        from opskit.cli.main import main  # (loaded: it is running this command)
+
+        kafka = KafkaSteps(conn, args.context, run_dir,
+                           throttle, registry, wait_s, plans=ConfigMapPlans(api, ns, sts),
+                           say=lambda m: err.print(m, highlight=False), cli=main)
+        abort = ConfigMapAbort(api, ns, sts)
+        end = run(state, version, store, K8sSteps(api, ns, sts, kafka), window=win,
+                  abort_marker=abort, pager=pager(state.run_id),
+                  say=lambda m: err.print(m, highlight=False))
+        show(end.to_dict(), output)
+        return finish(end, abort.clear)
+    finally:
+        lease.release()
+
+
+def load(args: K8sArgs) -> Any:
+    """The journaled run (for status), or NotFoundError."""
+    ns, sts = args.require(kafka=False)
+    state, _ = _store(args.api(), ns, sts).load()
+    if state is None:
+        raise NotFoundError(f"no scale-out run is journaled in ConfigMap {ns}/"
+                            f"opskit-scaleout-{sts}")
+    return state
+
+
+def unfinished(args: K8sArgs) -> Any:
+    state = load(args)
+    if state.phase.value in ("done", "aborted"):
+        raise NotFoundError(f"no unfinished scale-out run for StatefulSet {args.namespace}/"
+                            f"{args.statefulset}")
+    return state
+
+
+def abort(args: K8sArgs, execute: bool) -> int:
+    from opskit.adapters.scaleout.k8s import ConfigMapAbort
+
+    ns, sts = args.require(kafka=False)
+    state = unfinished(args)
+    if not execute:
+        stdout().print(f"would ask run {state.run_id} to stop at its next safe point "
+                       f"(in flight: {state.in_flight or 'nothing'}); add --execute")
+        return 0
+    ConfigMapAbort(args.api(), ns, sts).request(state.run_id)
+    stdout().print(f"run {state.run_id}: abort requested (ConfigMap {ns}/opskit-scaleout-"
+                   f"{sts}-abort); it stops at its next safe point")
+    return 0
+
+
+def cronjob(spec: Any, write: Path | None) -> int:
+    import yaml
+
+    from opskit.core.scaleout.cronjob import cronjob_objects
+
+    text = yaml.safe_dump_all(cronjob_objects(spec), sort_keys=False)
+    if write is None:
+        stdout().out(text, end="", highlight=False)
+        return 0
+    from opskit.adapters.files.safe_write import write_file
+
+    write_file(write, text, what="CronJob manifest", mode=0o644)
+    stderr().print(f"wrote {write} (ServiceAccount, Role, RoleBinding, CronJob); the Secret "
+                   f"{spec.config_secret!r} with key config.yaml (an opskit config whose "
+                   f"context {spec.context!r} reaches Kafka) must exist", highlight=False)
+    return 0

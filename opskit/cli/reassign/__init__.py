@@ -1,0 +1,1 @@
+"""`opskit reassign`: plan, execute, control (status, cancel, verify)."""
