@@ -6,10 +6,10 @@ scaling path.
 - ``--platform kubernetes --namespace NS --statefulset NAME --context KAFKA_CONTEXT``
   drives HIP-30's bitnami-style combined StatefulSet (static quorum only): a broker-only
   StatefulSet beside it, the journal in a ConfigMap, one run at a time by a Lease, an
-  abort as a ConfigMap (cli/playbook_k8s.py, adapters/scaleout/k8s.py).
+  abort as a ConfigMap (cli/playbook/k8s.py, adapters/scaleout/k8s.py).
 - ``upgrade-quorum --sandbox N`` (Kafka 4.1+): the explicit, irreversible static ->
   dynamic controller quorum upgrade of a sandbox; never done by ``scale-out``.
-- ``multi-rack --sandbox N --racks 0=a,1=b,2=c`` (cli/playbook_multirack.py): every broker
+- ``multi-rack --sandbox N --racks 0=a,1=b,2=c`` (cli/playbook/multirack.py): every broker
   in its rack, every partition spread over the racks; local platform only.
 - ``cronjob`` prints or writes the CronJob (+ ServiceAccount/Role/RoleBinding) that runs
   the Kubernetes scale-out on a schedule inside a window.
