@@ -30,6 +30,8 @@ the scrapes (`opskit_exporter_schedule_aligned`), so its ages are also reported
 over the aligned scrapes only (it needs 4 scrapes, a minute at 15 s, to align).
 `--opskit-fixed` adds a second opskit exporter with `--no-align-to-scrapes`, scraped
 the same way in the same run, as the fixed-schedule baseline at the same load.
+`--opskit-baseline TREE` adds the exporter of another checkout (for example a `git
+archive` of main), scraped the same way in the same run: before/after at the same load.
 A probe producer writes one record a second to a one-partition probe topic whose
 group committed offset 0, noting when each record was acknowledged: the probe
 group's lag in a scrape names the last record the exporter had seen, so the age
@@ -293,10 +295,12 @@ def lag_table(text: bytes) -> dict[tuple[str, str, str], float]:
 # --------------------------------------------------------------------------- exporters
 
 
-def start_opskit(bs: str, port: int, interval: str, extra: list[str]) -> subprocess.Popen[bytes]:
+def start_opskit(bs: str, port: int, interval: str, extra: list[str],
+                 tree: Path = ROOT) -> subprocess.Popen[bytes]:
+    """`opskit exporter` of the checkout at ``tree`` (default: this one)."""
     cmd = [sys.executable, "-m", "opskit.cli.main", "exporter", "-b", bs, "--port", str(port),
            "--listen", "127.0.0.1", "--interval", interval, "--timeout", "30", *extra]
-    return subprocess.Popen(cmd, env={**os.environ, "PYTHONPATH": str(ROOT)},
+    return subprocess.Popen(cmd, env={**os.environ, "PYTHONPATH": str(tree)}, cwd=str(tree),
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
 
@@ -593,11 +597,16 @@ def run_compare(size: str, args: argparse.Namespace) -> dict[str, Any]:
         topics = build_cluster(bs, partitions, groups)
         probe = Probe(bs)
         ports = {n: base + 1 + i if base else free_port()
-                 for i, n in enumerate(("opskit", "kminion", "kafka_exporter", "opskit_fixed"))}
+                 for i, n in enumerate(("opskit", "kminion", "kafka_exporter", "opskit_fixed",
+                                        "opskit_baseline"))}
         procs["opskit"] = start_opskit(bs, ports["opskit"], args.interval, args.exporter_args.split())
         if args.opskit_fixed:  # the same exporter on the fixed schedule, in the same run
             procs["opskit_fixed"] = start_opskit(bs, ports["opskit_fixed"], args.interval,
                                                  args.exporter_args.split() + ["--no-align-to-scrapes"])
+        if args.opskit_baseline:  # another checkout's exporter (before/after), same run
+            procs["opskit_baseline"] = start_opskit(bs, ports["opskit_baseline"], args.interval,
+                                                    args.exporter_args.split(),
+                                                    Path(args.opskit_baseline).resolve())
         for name in ("kminion", "kafka_exporter"):
             p = start_competitor(name, bs, ports[name])
             if p is None:
@@ -608,10 +617,11 @@ def run_compare(size: str, args: argparse.Namespace) -> dict[str, Any]:
         wait_http(f"http://127.0.0.1:{ports['opskit']}/ready", 900, procs["opskit"])
         while not ready_text(f"http://127.0.0.1:{ports['opskit']}/ready").startswith("kafka up"):
             time.sleep(1)  # /ready, not /metrics: the only /metrics scrapes are the measured ones
-        if "opskit_fixed" in procs:
-            wait_http(f"http://127.0.0.1:{ports['opskit_fixed']}/ready", 900, procs["opskit_fixed"])
+        for n in ("opskit_fixed", "opskit_baseline"):
+            if n in procs:
+                wait_http(f"http://127.0.0.1:{ports[n]}/ready", 900, procs[n])
         for n, proc in list(procs.items()):
-            if n in ("opskit", "opskit_fixed"):
+            if n in ("opskit", "opskit_fixed", "opskit_baseline"):
                 continue
             try:
                 # listening, then one warm-up scrape (they read Kafka on every scrape, and
@@ -650,7 +660,7 @@ def run_compare(size: str, args: argparse.Namespace) -> dict[str, Any]:
 
 
 def print_compare(res: dict[str, Any]) -> None:
-    names = [n for n in ("opskit", "kminion", "kafka_exporter", "opskit_fixed")
+    names = [n for n in ("opskit", "kminion", "kafka_exporter", "opskit_fixed", "opskit_baseline")
              if "scrapes" in res.get(n, {})]
 
     def f(v: Any, fmt: str) -> str:
@@ -797,8 +807,11 @@ def main() -> int:
     ap.add_argument("--every", type=float, default=15.0, help="--compare: seconds between scrapes")
     ap.add_argument("--opskit-fixed", action="store_true",
                     help="--compare: also run opskit with --no-align-to-scrapes in the same run")
+    ap.add_argument("--opskit-baseline", metavar="TREE",
+                    help="--compare: also run the opskit exporter of the checkout at TREE (e.g. a "
+                         "`git archive` of main) in the same run, scraped the same way: before/after")
     ap.add_argument("--port-base", type=int, default=0,
-                    help="--compare: broker at this port, the exporters at the next four "
+                    help="--compare: broker at this port, the exporters at the next five "
                          "(the sandbox's controller at +1000); default: free ports")
     ap.add_argument("--phase", choices=("random", "fixed"), default="random",
                     help="--compare: a new random phase every period, or one random offset per "

@@ -175,6 +175,9 @@ class StreamNestExporter:
     def healthy(self) -> tuple[bool, str]:
         return True, "ok"
 
+    def scrape_arrived(self, at: float, client: str) -> None:
+        """A scrape arrived: StreamNest collects on its own fixed schedule, so ignored."""
+
     def ready(self) -> tuple[bool, str]:
         with self._lock:
             if self._text is None:

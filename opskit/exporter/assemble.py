@@ -111,16 +111,30 @@ def read_position(p: PartitionLag) -> Position | None:
     return None if off is None else (p.tp, off)
 
 
-def lag_time_positions(groups: Iterable[GroupLag]) -> list[Position]:
-    """Positions whose record timestamp gives lag in seconds, most lagging first
-    (so a read budget spends itself where lag is largest)."""
+def read_positions(groups: Iterable[GroupLag]) -> dict[Position, int]:
+    """Positions whose record timestamp gives lag in seconds, each with the largest
+    lag of a group partition reading there (in no particular order)."""
     best: dict[Position, int] = {}
     for g in groups:
         for p in g.partitions:
-            pos = read_position(p)
-            if pos is not None:
+            off = oldest_unconsumed_offset(p)
+            if off is not None:
+                pos = (p.tp, off)
                 best[pos] = max(best.get(pos, 0), p.lag or 0)
-    return sorted(best, key=lambda pos: (-best[pos], pos))
+    return best
+
+
+def most_lagging_first(best: Mapping[Position, int], positions: Iterable[Position] | None = None
+                       ) -> list[Position]:
+    """``positions`` (default: all of ``best``) most lagging first, then by position
+    (so a read budget spends itself where lag is largest)."""
+    return sorted(best if positions is None else positions, key=lambda pos: (-best[pos], pos))
+
+
+def lag_time_positions(groups: Iterable[GroupLag]) -> list[Position]:
+    """Positions whose record timestamp gives lag in seconds, most lagging first
+    (so a read budget spends itself where lag is largest)."""
+    return most_lagging_first(read_positions(groups))
 
 
 def _min_isr_unknown(inp: CycleInputs) -> str | None:

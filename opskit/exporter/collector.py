@@ -28,7 +28,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from typing import TypeVar
@@ -36,11 +36,18 @@ from typing import TypeVar
 from opskit.adapters.health.cluster import min_isr_value
 from opskit.adapters.kafka.admin.client import ClusterMeta, KafkaAdmin
 from opskit.adapters.kafka.reader import ClusterReader, KeptClients, open_reader
+from opskit.adapters.kafka.record_times import DEFAULT_CACHE_SIZE as RECORD_CACHE_SIZE
 from opskit.adapters.lag.sampler import RetentionConfig
 from opskit.core.connection import ConnectionConfig
 from opskit.core.models import GroupLag, LagThresholds, PartitionOffsets, TopicPartition
 from opskit.errors import AuthenticationError, KafkaOperationError, UnsupportedError
-from opskit.exporter.assemble import ClusterExtras, CycleInputs, Position, lag_time_positions
+from opskit.exporter.assemble import (
+    ClusterExtras,
+    CycleInputs,
+    Position,
+    most_lagging_first,
+    read_positions,
+)
 from opskit.exporter.freshness import FamilyRead, error_kind, first_line
 from opskit.exporter.group_reads import GroupReads
 from opskit.exporter.options import ExporterOptions
@@ -380,17 +387,19 @@ class KafkaSource:
 
     def _record_times(self, r: ClusterReader, groups: list[GroupLag]
                       ) -> tuple[dict[Position, int | None], int]:
-        positions = lag_time_positions(groups)
-        if not positions:
+        best = read_positions(groups)
+        if not best:
             return {}, 0
         out: dict[Position, int | None] = {}
         todo: list[Position] = []
-        for pos in positions:
+        for pos in self._touch_order(best):
             hit = r.cached_record_time(pos)
             if hit is not None:
                 out[pos] = hit.timestamp_ms if hit.timestamp_ms >= 0 else None
             else:
                 todo.append(pos)
+        # the budget goes to the most lagging positions not read yet (only those sorted)
+        todo = most_lagging_first(best, todo)
         budget = self.options.lag_time_budget
         batch, skipped = todo[:budget], max(0, len(todo) - budget)
         if batch:
@@ -399,16 +408,25 @@ class KafkaSource:
                 out[pos] = rt.timestamp_ms if ok and rt is not None else None
         return out, skipped
 
+    def _touch_order(self, best: dict[Position, int]) -> Iterable[Position]:
+        """The order to look positions up in the reader's cache: any, when they and a
+        pass's reads all fit in it (a lookup moves an entry to the end of the LRU, so
+        the order then decides nothing); else most lagging first, as they are read (the
+        order then decides which entries the next reads evict)."""
+        if len(best) + self.options.lag_time_budget <= RECORD_CACHE_SIZE:
+            return best
+        return most_lagging_first(best)
+
     def _cached_record_times(self, r: ClusterReader, groups: list[GroupLag]
                              ) -> tuple[dict[Position, int | None], int]:
         """Record timestamps already read (by the background reads); the others count as
-        skipped and are estimated from the timeline this cycle."""
-        positions = lag_time_positions(groups)
+        skipped and are estimated from the timeline this cycle (no order needed here)."""
+        positions = read_positions(groups)
         if not positions:
             return {}, 0
         out: dict[Position, int | None] = {}
         skipped = 0
-        for pos in positions:
+        for pos in self._touch_order(positions):
             hit = r.cached_record_time(pos)
             if hit is None:
                 skipped += 1

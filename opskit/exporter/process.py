@@ -24,6 +24,7 @@ around them (:mod:`opskit.exporter.schedule`).
 
 from __future__ import annotations
 
+import gc
 import logging
 import multiprocessing as mp
 import os
@@ -61,6 +62,10 @@ def _child_main(conn: ConnectionConfig, options: ExporterOptions,
     from opskit.exporter.engine import Exporter
 
     quiet_kafka_python(log_level <= logging.DEBUG)
+    # what is loaded by now (modules, classes, the parent's objects copied by the fork)
+    # lives as long as the process: kept out of every garbage collection from here on,
+    # so the full collection after each cycle walks only what the cycles made
+    gc.freeze()
     source = KafkaSource(conn, options, thresholds)
     sent: list[Rendered | None] = [None]
     lock = threading.Lock()

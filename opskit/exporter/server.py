@@ -38,6 +38,9 @@ class Servable(Protocol):
 
     def ready(self) -> tuple[bool, str]: ...
 
+    def scrape_arrived(self, at: float, client: str) -> None:
+        """A GET of /metrics arrived (monotonic time, client address); may ignore it."""
+
 log = logging.getLogger(__name__)
 
 
@@ -107,9 +110,7 @@ class _Handler(BaseHTTPRequestHandler):
         if path == "/metrics":
             if self.command == "GET":
                 # when scrapes arrive, and from where: the collection schedule follows them
-                arrived = getattr(ex, "scrape_arrived", None)
-                if arrived is not None:
-                    arrived(time.monotonic(), str(self.client_address[0]))
+                ex.scrape_arrived(time.monotonic(), str(self.client_address[0]))
             gz = "gzip" in self.headers.get("Accept-Encoding", "")
             body = ex.scrape(gzipped=gz)
             self._send(200, body, CONTENT_TYPE, {"Content-Encoding": "gzip"} if gz else None)
