@@ -259,3 +259,45 @@ def test_web_config_validation():
         WebConfig(tls_cert="c.pem")
     with pytest.raises(UsageError):
         WebConfig(basic_auth_user="u")
+
+
+def test_scrape_arrived_is_part_of_servable():
+    """The endpoint tells every Servable when a GET of /metrics arrives (HEAD and the
+    other paths are no scrapes); StreamNest's engine takes it and ignores it."""
+    from opskit.cli.streamnest import StreamNestExporter
+
+    class Recording:
+        def __init__(self) -> None:
+            self.arrived: list[str] = []
+
+        def scrape(self, gzipped: bool = False) -> bytes:
+            return b"x 1\n"
+
+        def healthy(self) -> tuple[bool, str]:
+            return True, "ok"
+
+        def ready(self) -> tuple[bool, str]:
+            return True, "ok"
+
+        def scrape_arrived(self, at: float, client: str) -> None:
+            self.arrived.append(client)
+
+    rec = Recording()
+    srv = ExporterHTTPServer(rec, WebConfig("127.0.0.1", 0))
+    serve_in_thread(srv)
+    try:
+        base = f"http://127.0.0.1:{srv.port}"
+        assert _get(base + "/metrics")[0] == 200
+        assert _get(base + "/ready")[0] == 200
+        conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=10)
+        conn.request("HEAD", "/metrics")
+        assert conn.getresponse().status == 200
+        conn.close()
+        assert rec.arrived == ["127.0.0.1"]
+    finally:
+        srv.shutdown()
+        srv.server_close()
+    sn = StreamNestExporter(["127.0.0.1:1"], 15.0, 1.0)
+    before = sn.scrape()
+    assert sn.scrape_arrived(0.0, "127.0.0.1") is None
+    assert sn.scrape() == before
