@@ -70,6 +70,9 @@ class _SlowInput:
     md: ClusterMeta
     topics: list[str]
     groups: list[GroupLag]
+    #: read positions whose record time the cycle did not find in the cache, with
+    #: their largest lag (None: not looked up, e.g. a single cycle run directly)
+    missing: dict[Position, int] | None = None
 
 
 class KafkaSource:
@@ -216,13 +219,18 @@ class KafkaSource:
         offsets, off_error = self._groups.offsets(r, md, topics, groups, offset_errors)
         self._ran("offsets", t0, off_error)
         if self._background:
+            record_ts: dict[Position, int | None] = {}
+            missing: dict[Position, int] = {}
+            skipped = 0
+            if opts.lag_time:
+                record_ts, missing = self._cached_record_times(r, groups)
+                skipped = len(missing)
             with self._lock:
-                self._slow_input = _SlowInput(md, topics, groups)
+                self._slow_input = _SlowInput(md, topics, groups, missing)
             self._slow_wake.set()
-            record_ts, skipped = self._cached_record_times(r, groups) if opts.lag_time else ({}, 0)
         else:
             self._read_slow(r, _SlowInput(md, topics, groups), inline=True)
-            record_ts, skipped = ({}, 0)
+            record_ts, skipped = {}, 0
             if opts.lag_time:
                 t0 = time.monotonic()
                 try:
@@ -314,7 +322,10 @@ class KafkaSource:
         if opts.lag_time and not inline and self._is_due("record_times", inline):
             t0 = time.monotonic()
             try:
-                self._record_times(r, inp.groups)
+                if inp.missing is None:
+                    self._record_times(r, inp.groups)
+                else:
+                    self._read_missing_record_times(r, inp.missing)
                 self._ran("record_times", t0, None)
             except Exception as e:  # noqa: BLE001 - lag in seconds is then estimated
                 self._ran("record_times", t0, e)
@@ -417,22 +428,31 @@ class KafkaSource:
             return best
         return most_lagging_first(best)
 
+    def _read_missing_record_times(self, r: ClusterReader, missing: dict[Position, int]) -> None:
+        """The background pass: read (into the reader's cache) the record times the cycle
+        did not find there, most lagging first, ``lag_time_budget`` of them -- what
+        :meth:`_record_times` reads, without looking every position up again (the cycle
+        just did, in the same order)."""
+        todo = [pos for pos in most_lagging_first(missing) if r.cached_record_time(pos) is None]
+        batch = todo[:self.options.lag_time_budget]
+        if batch:
+            r.read_record_times(batch)
+
     def _cached_record_times(self, r: ClusterReader, groups: list[GroupLag]
-                             ) -> tuple[dict[Position, int | None], int]:
-        """Record timestamps already read (by the background reads); the others count as
-        skipped and are estimated from the timeline this cycle (no order needed here)."""
+                             ) -> tuple[dict[Position, int | None], dict[Position, int]]:
+        """Record timestamps already read (by the background reads), and the positions
+        not read yet with their lag: these count as skipped and are estimated from the
+        timeline this cycle; the background pass reads them."""
         positions = read_positions(groups)
-        if not positions:
-            return {}, 0
         out: dict[Position, int | None] = {}
-        skipped = 0
+        missing: dict[Position, int] = {}
         for pos in self._touch_order(positions):
             hit = r.cached_record_time(pos)
             if hit is None:
-                skipped += 1
+                missing[pos] = positions[pos]
             else:
                 out[pos] = hit.timestamp_ms if hit.timestamp_ms >= 0 else None
-        return out, skipped
+        return out, missing
 
 
 def _attempt(read: Callable[[], T]) -> tuple[T | None, BaseException | None]:

@@ -160,16 +160,31 @@ def render_partition_families(snap: Snapshot, granularity: Granularity = Granula
         yield from _chunks(name, (
             f"{name}{lbl}{_num(v)}\n" for p, lbl in labels if _kept(v := value(p))), chunk_series)
     topic_lbl: dict[str, str] = {}
-    groups = []
+    group_labels: list[tuple[GroupPartitionSnap, str]] = []
     for g in snap.groups:
+        gid = f'{{consumergroup="{_esc(g.group_id)}'
         for gp in g.partitions:
-            if gp.topic not in topic_lbl:
-                topic_lbl[gp.topic] = f'",topic="{_esc(gp.topic)}",partition="'
-        groups.append((f'{{consumergroup="{_esc(g.group_id)}', g.partitions))
+            tl = topic_lbl.get(gp.topic)
+            if tl is None:
+                tl = topic_lbl[gp.topic] = f'",topic="{_esc(gp.topic)}",partition="'
+            group_labels.append((gp, f'{gid}{tl}{gp.partition}"}} '))
     for name, gvalue in _GROUP_PARTITION_VALUES.items():
-        yield from _chunks(name, (
-            f'{name}{gid}{topic_lbl[gp.topic]}{gp.partition}"}} {_num(v)}\n'
-            for gid, gps in groups for gp in gps if _kept(v := gvalue(gp))), chunk_series)
+        yield from _chunks(name, _lines(name, group_labels, gvalue), chunk_series)
+
+
+def _lines(name: str, labelled: list[tuple[GroupPartitionSnap, str]],
+           value: Callable[[GroupPartitionSnap], float | int | None]) -> Iterator[str]:
+    """One family's lines of the labelled group partitions whose value is served (as
+    :func:`_kept` and :func:`_num` decide; an int, the usual value, is checked inline)."""
+    for gp, lbl in labelled:
+        v = value(gp)
+        if v is None:
+            continue
+        if type(v) is int:
+            if v >= 0:
+                yield f"{name}{lbl}{v}\n"
+        elif _kept(v):
+            yield f"{name}{lbl}{_num(v)}\n"
 
 
 def _chunks(name: str, lines: Iterator[str], chunk_series: int) -> Iterator[tuple[str, int]]:
