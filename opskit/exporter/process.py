@@ -63,9 +63,12 @@ def _child_main(conn: ConnectionConfig, options: ExporterOptions,
 
     quiet_kafka_python(log_level <= logging.DEBUG)
     # what is loaded by now (modules, classes, the parent's objects copied by the fork)
-    # lives as long as the process: kept out of every garbage collection from here on,
-    # so the full collection after each cycle walks only what the cycles made
+    # lives as long as the process: kept out of every garbage collection from here on.
+    # No automatic collections either: the engine collects after every cycle (the young
+    # generations; everything every FULL_GC_EVERY cycles), where an automatic full
+    # collection would walk every long-lived object again at some allocation count
     gc.freeze()
+    gc.disable()
     source = KafkaSource(conn, options, thresholds)
     sent: list[Rendered | None] = [None]
     lock = threading.Lock()
