@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from opskit.adapters.record_times import RecordTime
+from opskit.adapters.kafka.record_times import RecordTime
 from opskit.core.connection import ConnectionConfig
 from opskit.core.lag import compute_group_lag
 from opskit.core.models import (
