@@ -1,0 +1,70 @@
+"""The planner's output pinned by a hash (targets, bases, estimates, bounds, bytes per
+broker): speed work on opskit/core/reassign must not change any plan. The digests were
+taken from the planner before that work (main 814fa7d); a change of plan is a behaviour
+change and needs its own reason, and new digests, in its commit.
+
+Cases: the benchmark's shapes at 1,000 partitions (tests/unit/reassign_shapes.py), with and
+without byte balance, and the tiny random topologies of test_reassign_plan_racks and
+test_reassign_plan_bytes (drains, adds, infeasible racks), hashed together per group."""
+
+from __future__ import annotations
+
+import hashlib
+import random
+
+import pytest
+
+from opskit.core.reassign.model import Goal, Policy, Topology
+from opskit.core.reassign.plan import plan_reassignment
+from opskit.errors import OpskitError
+from tests.unit.reassign_shapes import plan_digest, shape
+from tests.unit.test_reassign_plan_bytes import tiny_case as bytes_case
+from tests.unit.test_reassign_plan_racks import NOW
+from tests.unit.test_reassign_plan_racks import tiny_case as racks_case
+
+PINNED = {
+    ("zone", None): "9b4d1e27dd1f60b0",
+    ("grow1", None): "d4a52b42695ae14d",
+    ("grow2", None): "0c97239d39113823",
+    ("grow3", None): "d54de6cab2ae7680",
+    ("norack", None): "4f383aa97f9cd260",
+    ("drain", None): "a0aef4a3db0daa09",
+    ("zone", 10.0): "12b5dfbe403e066d",
+    ("grow3", 10.0): "fe58c774b248003b",
+    ("norack", 10.0): "777d953488f04719",
+    ("drain", 10.0): "253cd9b71301aa7d",
+}
+TINY_RACKS = "4426ba35f64ceb96"
+TINY_BYTES = "f475277c66d0534c"
+
+
+@pytest.mark.parametrize(("name", "tolerance"), sorted(PINNED, key=str))
+def test_benchmark_shapes_plan_as_pinned(name: str, tolerance: float | None) -> None:
+    topology, goal = shape(name, 1000 if tolerance is None else 400)
+    plan = plan_reassignment(topology, goal, Policy(byte_tolerance_pct=tolerance), NOW)
+    assert plan_digest(plan) == PINNED[(name, tolerance)]
+
+
+def _outcome(topology: Topology, goal: Goal, policy: Policy) -> str:
+    try:
+        return plan_digest(plan_reassignment(topology, goal, policy, NOW))
+    except OpskitError as e:  # a refusal is an outcome too
+        return f"{type(e).__name__}: {e}"
+
+
+def test_tiny_rack_cases_plan_as_pinned() -> None:
+    h = hashlib.sha256()
+    for seed in range(300):
+        topology, goal, _stay, _drained = racks_case(random.Random(seed))
+        for policy in (Policy(), Policy(balance_leaders=False)):
+            h.update(_outcome(topology, goal, policy).encode())
+    assert h.hexdigest()[:16] == TINY_RACKS
+
+
+def test_tiny_byte_cases_plan_as_pinned() -> None:
+    h = hashlib.sha256()
+    for seed in range(300):
+        topology, goal, _stay, _drained, tol = bytes_case(random.Random(seed))
+        policy = Policy(byte_tolerance_pct=tol)
+        h.update(_outcome(topology, goal, policy).encode())
+    assert h.hexdigest()[:16] == TINY_BYTES
