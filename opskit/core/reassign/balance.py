@@ -58,20 +58,31 @@ class RackRule:
     def _rack_sizes(self) -> tuple[int, ...]:
         return tuple(sorted(Counter(self.rack_of.values()).values()))
 
+    @cached_property
+    def _limits(self) -> dict[int, int]:
+        return {}  # rf -> limit, filled as asked (allows_move runs millions of times)
+
     def limit(self, rf: int) -> int:
-        return _rack_limit(self._rack_sizes, rf)
+        limits = self._limits
+        out = limits.get(rf)
+        if out is None:
+            out = limits[rf] = _rack_limit(self._rack_sizes, rf)
+        return out
 
     def allows_move(self, replicas: Sequence[int], giver: int | None, receiver: int) -> bool:
         """May ``receiver`` take a replica of this partition from ``giver`` (None: an added
         replica) without crowding a rack?"""
-        if not self.rack_of:
+        rack_of = self.rack_of
+        if not rack_of:
             return True
-        rack = self.rack_of.get(receiver)
-        if giver is not None and self.rack_of.get(giver) == rack:
+        rack = rack_of.get(receiver)
+        if giver is not None and rack_of.get(giver) == rack:
             return True
-        rf = len(replicas) + (1 if giver is None else 0)
-        in_rack = sum(1 for r in replicas if r != giver and self.rack_of.get(r) == rack)
-        return in_rack + 1 <= self.limit(rf)
+        in_rack = 1
+        for r in replicas:
+            if r != giver and rack_of.get(r) == rack:
+                in_rack += 1
+        return in_rack <= self.limit(len(replicas) + (1 if giver is None else 0))
 
 
 @cache
@@ -182,8 +193,15 @@ def balance_replicas(reps: list[list[int]], sizes: Sequence[int], brokers: Seque
         prev: dict[int, tuple[int, int] | None] = {b: None for b in starts}
         queue = deque(starts)
         while queue:
+            if len(prev) == len(order):
+                return False  # every broker reached, none with room
             u = queue.popleft()
+            seen: set[frozenset[int]] = set()
             for q in placed[u]:
+                held = frozenset(reps[q])
+                if held in seen:
+                    continue  # an earlier replica with these brokers reached all this one can
+                seen.add(held)
                 for v in order:
                     if v in prev or v in reps[q] or not racks.allows_move(reps[q], u, v):
                         continue
@@ -289,14 +307,20 @@ def trim_bytes(reps: list[list[int]], base: Sequence[Sequence[int]], sizes: Sequ
         givers = [g for g in (a,) if counts[g] > ceil] or [g for g in stay if counts[g] > floor]
         takers = [t for t in (b,) if counts[t] < floor] or [t for t in stay if counts[t] < ceil]
         best: tuple[int, int, int] | None = None
+        # the taker depends only on the giver and the replica set: asked once per pair
+        taker_of: dict[tuple[int, tuple[int, ...]], int | None] = {}
         for g in givers:
             for j in kept[g]:
                 if sizes[j] >= sizes[i] or (best is not None and sizes[j] >= sizes[best[0]]):
                     break
                 if j == i or g not in reps[j]:
                     continue
-                t = next((t for t in takers if t != g and t not in reps[j]
-                          and racks.allows_move(reps[j], g, t)), None)
+                key = (g, tuple(reps[j]))
+                if key in taker_of:
+                    t = taker_of[key]
+                else:
+                    t = taker_of[key] = next((t for t in takers if t != g and t not in reps[j]
+                                              and racks.allows_move(reps[j], g, t)), None)
                 if t is not None:
                     best = (j, g, t)
                     break

@@ -191,44 +191,74 @@ def balance_topic_leaders(reps: list[list[int]], topics: Sequence[str], brokers:
         if rs and rs[0] in leads:
             leads[rs[0]] += 1
         groups.setdefault(topics[i], []).append(rs)
+    views = _TopicViews(groups, stay)
     changed = progress = False
     while True:
         for topic in sorted(groups):
-            while _improve_topic(topic, groups, stay, leads):
+            while _improve_topic(topic, groups, stay, leads, views):
                 changed = progress = True
         if not progress:
             return changed
         progress = False
 
 
+class _TopicViews:
+    """Each topic's leader counts and reachability, computed once per state of that topic
+    (a topic's views are dropped when its partitions are reordered)."""
+
+    def __init__(self, groups: Mapping[str, Sequence[list[int]]], stay: Sequence[int]) -> None:
+        self.groups = groups
+        self.stay = stay
+        self._held: dict[str, dict[int, int]] = {}
+        self._reach: dict[str, dict[int, dict[int, tuple[list[int], int, int] | None]]] = {}
+
+    def held(self, topic: str) -> dict[int, int]:
+        out = self._held.get(topic)
+        if out is None:
+            out = self._held[topic] = _held(self.groups[topic], self.stay)
+        return out
+
+    def reach(self, topic: str, source: int) -> dict[int, tuple[list[int], int, int] | None]:
+        per = self._reach.setdefault(topic, {})
+        out = per.get(source)
+        if out is None:
+            out = per[source] = _reach(self.groups[topic], source, self.stay)
+        return out
+
+    def changed(self, topic: str) -> None:
+        self._held.pop(topic, None)
+        self._reach.pop(topic, None)
+
+
 def _improve_topic(topic: str, groups: Mapping[str, Sequence[list[int]]], stay: Sequence[int],
-                   leads: dict[int, int]) -> bool:
-    mine = groups[topic]
-    held = _held(mine, stay)
+                   leads: dict[int, int], views: _TopicViews) -> bool:
+    held = views.held(topic)
     spread = max(leads.values()) - min(leads.values())
     for source in sorted(stay, key=lambda b: (-held[b], -leads[b], b)):
         if held[source] - min(held.values()) < 2:
             return False
-        prev = _reach(mine, source, stay)
+        prev = views.reach(topic, source)
         targets = sorted((v for v in prev if held[v] <= held[source] - 2),
                          key=lambda v: (held[v], leads[v], v))
         for v in targets:
             if _keeps_spread(leads, source, v, spread):
                 _apply(_path(prev, v))
+                views.changed(topic)
                 leads[source] -= 1
                 leads[v] += 1
                 return True
             for other in sorted(groups):
                 if other == topic:
                     continue
-                theirs = groups[other]
-                held2 = _held(theirs, stay)
+                held2 = views.held(other)
                 if held2[v] < held2[source] + 1:
                     continue
-                back = _reach(theirs, v, stay)
+                back = views.reach(other, v)
                 if source in back:
                     _apply(_path(prev, v))
                     _apply(_path(back, source))
+                    views.changed(topic)
+                    views.changed(other)
                     return True
     return False
 

@@ -206,8 +206,17 @@ def even_out(reps: list[list[int]], sizes: Sequence[int], stay: Sequence[int], r
         prev: dict[int, tuple[int, int] | None] = dict.fromkeys(starts)
         queue = deque(starts)
         while queue:
+            if len(prev) == len(order):
+                return None  # every broker reached, none of them an end
             u = queue.popleft()
+            seen: set[frozenset[int]] = set()
             for i in sorted(holds[u], key=lambda i: (sizes[i], i)):
+                if len(prev) == len(order):
+                    break
+                held = frozenset(reps[i])
+                if held in seen:
+                    continue  # an earlier replica with these brokers reached all this one can
+                seen.add(held)
                 for v in order:
                     if v in prev or v in reps[i] or not racks.allows_move(reps[i], u, v):
                         continue
