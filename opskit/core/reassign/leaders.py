@@ -211,6 +211,7 @@ class _TopicViews:
         self.stay = stay
         self._held: dict[str, dict[int, int]] = {}
         self._reach: dict[str, dict[int, dict[int, tuple[list[int], int, int] | None]]] = {}
+        self._led: dict[str, dict[int, list[list[int]]]] = {}
 
     def held(self, topic: str) -> dict[int, int]:
         out = self._held.get(topic)
@@ -222,12 +223,16 @@ class _TopicViews:
         per = self._reach.setdefault(topic, {})
         out = per.get(source)
         if out is None:
-            out = per[source] = _reach(self.groups[topic], source, self.stay)
+            led = self._led.get(topic)
+            if led is None:
+                led = self._led[topic] = _led(self.groups[topic], self.stay)
+            out = per[source] = _reach(led, source, self.stay)
         return out
 
     def changed(self, topic: str) -> None:
         self._held.pop(topic, None)
         self._reach.pop(topic, None)
+        self._led.pop(topic, None)
 
 
 def _improve_topic(topic: str, groups: Mapping[str, Sequence[list[int]]], stay: Sequence[int],
@@ -271,18 +276,23 @@ def _held(partitions: Sequence[Sequence[int]], stay: Sequence[int]) -> dict[int,
     return held
 
 
-def _reach(partitions: Sequence[list[int]], source: int,
-           stay: Sequence[int]) -> dict[int, tuple[list[int], int, int] | None]:
-    """Breadth-first from ``source``: each reachable broker's last step (replicas, from,
-    to) over partitions its predecessor leads and it holds."""
-    ok = set(stay)
+def _led(partitions: Sequence[list[int]], stay: Sequence[int]) -> dict[int, list[list[int]]]:
+    """The partitions each broker of ``stay`` leads (in their order)."""
     led: dict[int, list[list[int]]] = {b: [] for b in stay}
     for rs in partitions:
         if rs and rs[0] in led:
             led[rs[0]].append(rs)
+    return led
+
+
+def _reach(led: Mapping[int, Sequence[list[int]]], source: int,
+           stay: Sequence[int]) -> dict[int, tuple[list[int], int, int] | None]:
+    """Breadth-first from ``source``: each reachable broker's last step (replicas, from,
+    to) over partitions its predecessor leads (``led``, from ``_led``) and it holds."""
+    ok = set(stay)
     prev: dict[int, tuple[list[int], int, int] | None] = {source: None}
     queue = deque([source])
-    while queue:
+    while queue and len(prev) < len(ok):  # (every broker reached: nothing left to find)
         u = queue.popleft()
         for rs in led[u]:
             for v in rs[1:]:
