@@ -284,14 +284,27 @@ def trim_bytes(reps: list[list[int]], base: Sequence[Sequence[int]], sizes: Sequ
     floor, ceil = total // len(stay), -(-total // len(stay))
     if max(counts.values()) > ceil or min(counts.values()) < floor:
         return 0
-    # replicas still on a broker of their base, smallest first, per broker
-    kept: dict[int, list[int]] = {b: [] for b in stay}
+    # replicas still on a broker of their base, per broker, grouped by replica set (the
+    # taker depends only on the giver and the set), each group smallest first
+    keys = [tuple(sorted(rs)) for rs in reps]
+    kept: dict[int, dict[tuple[int, ...], list[tuple[int, int]]]] = {b: {} for b in stay}
+    member: dict[int, set[int]] = {}
     for i, (was, rs) in enumerate(zip(base, reps, strict=True)):
         for b in was:
             if b in staying and b in rs:
-                kept[b].append(i)
-    for b in stay:
-        kept[b].sort(key=lambda i: (sizes[i], i))
+                kept[b].setdefault(keys[i], []).append((sizes[i], i))
+                member.setdefault(i, set()).add(b)
+    for groups in kept.values():
+        for group in groups.values():
+            group.sort()
+
+    def rekey(q: int, new: tuple[int, ...]) -> None:
+        old = keys[q]
+        for x in member.get(q, ()):
+            kept[x][old].remove((sizes[q], q))
+            insort(kept[x].setdefault(new, []), (sizes[q], q))
+        keys[q] = new
+
     saved = 0
     moves = [(i, a, b) for i, (was, rs) in enumerate(zip(base, reps, strict=True))
              for a in was if a in staying and a not in rs
@@ -307,23 +320,24 @@ def trim_bytes(reps: list[list[int]], base: Sequence[Sequence[int]], sizes: Sequ
         givers = [g for g in (a,) if counts[g] > ceil] or [g for g in stay if counts[g] > floor]
         takers = [t for t in (b,) if counts[t] < floor] or [t for t in stay if counts[t] < ceil]
         best: tuple[int, int, int] | None = None
-        # the taker depends only on the giver and the replica set: asked once per pair
-        taker_of: dict[tuple[int, tuple[int, ...]], int | None] = {}
         for g in givers:
-            for j in kept[g]:
-                if sizes[j] >= sizes[i] or (best is not None and sizes[j] >= sizes[best[0]]):
-                    break
-                if j == i or g not in reps[j]:
+            # the smallest replica on g (by size, then partition) below i's size and the
+            # best's, other than i, whose replica set lets some taker have it
+            limit = sizes[i] if best is None else min(sizes[i], sizes[best[0]])
+            found: tuple[int, int, int] | None = None
+            for key, group in kept[g].items():
+                if not group or g not in key:
                     continue
-                key = (g, tuple(reps[j]))
-                if key in taker_of:
-                    t = taker_of[key]
-                else:
-                    t = taker_of[key] = next((t for t in takers if t != g and t not in reps[j]
-                                              and racks.allows_move(reps[j], g, t)), None)
+                first = group[0] if group[0][1] != i else (group[1] if len(group) > 1 else None)
+                if first is None or first[0] >= limit or (found is not None and first >= found[:2]):
+                    continue
+                rj = reps[first[1]]
+                t = next((t for t in takers if t != g and t not in rj
+                          and racks.allows_move(rj, g, t)), None)
                 if t is not None:
-                    best = (j, g, t)
-                    break
+                    found = (first[0], first[1], t)
+            if found is not None:
+                best = (found[1], g, found[2])
         if best is None:
             counts[a] -= 1
             counts[b] += 1
@@ -334,8 +348,11 @@ def trim_bytes(reps: list[list[int]], base: Sequence[Sequence[int]], sizes: Sequ
         rj[rj.index(g)] = t
         counts[g] -= 1
         counts[t] += 1
-        kept[g].remove(j)
-        insort(kept[a], i, key=lambda q: (sizes[q], q))  # back on its base: movable again
+        kept[g][keys[j]].remove((sizes[j], j))
+        member[j].discard(g)
+        rekey(i, tuple(sorted(rs)))
+        rekey(j, tuple(sorted(rj)))
+        insort(kept[a].setdefault(keys[i], []), (sizes[i], i))  # back on its base: movable again
+        member.setdefault(i, set()).add(a)
         saved += sizes[i] - sizes[j]
     return saved
-
