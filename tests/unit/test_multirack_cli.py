@@ -1,4 +1,4 @@
-"""``opskit playbook multi-rack`` refuses bad input and the Kubernetes platform in one line,
+"""``opskit playbook multi-rack`` refuses bad input (Kubernetes options too) in one line,
 before it reads a cluster or writes anything (no Kafka needed)."""
 
 from __future__ import annotations
@@ -13,8 +13,9 @@ from helpers import run_cli
 
 
 @pytest.mark.parametrize(("args", "code", "text"), [
-    (["--racks", "0=a,1=b", "--platform", "kubernetes"], 3,
-     "not built: playbook multi-rack --platform kubernetes"),
+    (["--racks", "0=a,1=b", "--platform", "kubernetes"], 2,
+     "--platform kubernetes needs --namespace, --statefulset, --context"),
+    (["--racks", "0=a,1=b", "--namespace", "ns"], 2, "--namespace need(s) --platform kubernetes"),
     (["--racks", "0=a,1=b", "--platform", "aws"], 2, "--platform 'aws'"),
     (["--racks", "0=a,1"], 2, "--racks: '1' is not NODE=RACK"),
     (["--racks", "0=a,1=b", "--add-brokers", "3=a b"], 2, "--add-brokers"),

@@ -10,7 +10,8 @@ scaling path.
 - ``upgrade-quorum --sandbox N`` (Kafka 4.1+): the explicit, irreversible static ->
   dynamic controller quorum upgrade of a sandbox; never done by ``scale-out``.
 - ``multi-rack --sandbox N --racks 0=a,1=b,2=c`` (cli/playbook/multirack.py): every broker
-  in its rack, every partition spread over the racks; local platform only.
+  in its rack, every partition spread over the racks; a sandbox or, with ``--platform
+  kubernetes``, HIP-30's StatefulSets (adapters/scaleout/multirack_k8s.py).
 - ``cronjob`` prints or writes the CronJob (+ ServiceAccount/Role/RoleBinding) that runs
   the Kubernetes scale-out on a schedule inside a window.
 """
@@ -275,7 +276,13 @@ def status(sandbox: SandboxOpt = "default", platform: PlatformOpt = "local",
     k8s = _platform(platform, namespace, statefulset, context, kubeconfig, kube_context)
     if k8s is not None:
         from opskit.cli.playbook import k8s as playbook_k8s
-        _show(playbook_k8s.load(k8s).to_dict(), output)
+        got = playbook_k8s.load(k8s)
+        if got.plan.playbook == "multi-rack":
+            from opskit.cli.playbook.multirack import show
+
+            show(got.to_dict(), output)
+        else:
+            _show(got.to_dict(), output)
         return 0
 
     state, _ = latest(sandbox)
@@ -321,11 +328,18 @@ def resume(
     if k8s is not None:
         from opskit.cli.playbook import k8s as playbook_k8s
         k8s.require()
-        return playbook_k8s.drive(k8s, playbook_k8s.unfinished(k8s), throttle,
+        open_run = playbook_k8s.unfinished(k8s)
+        shown, kind = _show, open_run.plan.playbook
+        if kind == "multi-rack":
+            from opskit.cli.playbook.multirack import show as shown
+
+            if registry is not None:
+                raise UsageError("--registry is for a scale-out run; this is a multi-rack run")
+        return playbook_k8s.drive(k8s, open_run, throttle,
                                   parse_window(window) if window else None, registry,
                                   lambda rid: _pager(routing_key_file, pagerduty_url, rid,
-                                                     pagerduty_ca_file),
-                                  output, _show, _finish, wait_s=stall_timeout)
+                                                     pagerduty_ca_file, playbook=kind),
+                                  output, shown, _finish, wait_s=stall_timeout)
 
     got = unfinished(sandbox)
     if got is None:

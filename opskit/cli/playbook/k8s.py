@@ -1,5 +1,5 @@
 """``opskit playbook ... --platform kubernetes`` and ``opskit playbook cronjob``: the
-Kubernetes half of cli/playbook.py (the commands and their options live there; the
+Kubernetes half of cli/playbook/commands.py (the commands and their options live there; the
 work they do on Kubernetes lives here)."""
 
 from __future__ import annotations
@@ -63,11 +63,33 @@ def _run_dir(namespace: str, statefulset: str) -> Path:
     return state_dir() / "playbooks" / safe_file_name(f"k8s-{namespace}-{statefulset}")
 
 
-def _store(api: Any, namespace: str, statefulset: str) -> Any:
+def journal_store(api: Any, namespace: str, statefulset: str, playbook: str = "scale-out") -> Any:
+    """The ConfigMap journal of ``playbook``'s runs on that StatefulSet (the multi-rack
+    run's is its own ConfigMap, so the scale-out's scheduled runs never read it)."""
     from opskit.adapters.scaleout.journal import ConfigMapJournal
+    from opskit.adapters.scaleout.multirack_k8s import journal_name as multirack_journal
     from opskit.core.scaleout.k8s import journal_name
 
-    return ConfigMapJournal(api, namespace, journal_name(statefulset))
+    name = multirack_journal(statefulset) if playbook == "multi-rack" else journal_name(statefulset)
+    return ConfigMapJournal(api, namespace, name)
+
+
+PLAYBOOKS = ("scale-out", "multi-rack")
+
+
+def refuse_other_unfinished(api: Any, namespace: str, statefulset: str, playbook: str) -> None:
+    """One playbook run at a time per StatefulSet: a run of ``playbook`` is refused while
+    the other playbook's run is unfinished (finish or abort it first)."""
+    for other in PLAYBOOKS:
+        if other == playbook:
+            continue
+        state, _ = journal_store(api, namespace, statefulset, other).load()
+        if state is not None and state.phase.value not in ("done", "aborted"):
+            raise RefusedError(
+                f"{other} run {state.run_id} on {namespace}/{statefulset} is "
+                f"{state.phase.value} (in flight: {state.in_flight or 'nothing'}): finish it "
+                "('opskit playbook resume') or abort it ('opskit playbook abort --execute', "
+                f"then resume) before a {playbook} run")
 
 
 def scale_out(args: K8sArgs, *, brokers: int, throttle: str, window: str | None,
@@ -88,7 +110,7 @@ def scale_out(args: K8sArgs, *, brokers: int, throttle: str, window: str | None,
     win = parse_window(window) if window else None
     conn = resolve_connection(None, args.context)
     api = args.api()
-    store = _store(api, ns, sts)
+    store = journal_store(api, ns, sts)
     existing, _ = store.load()
     if existing is not None and existing.phase.value not in ("done", "aborted"):
         if not execute:
@@ -128,28 +150,40 @@ def drive(args: K8sArgs, state: Any, throttle: str, win: Any, registry: Path | N
     assert args.context is not None
     conn = resolve_connection(None, args.context)    # an unknown context: before the Lease
     api = args.api()
+    playbook = state.plan.playbook
     lease = RunLease(api, ns, sts, f"{socket.gethostname()}-{os.getpid()}-"
                                    f"{secrets.token_hex(3)}")
     lease.acquire()
     try:
-        store = _store(api, ns, sts)
+        store = journal_store(api, ns, sts, playbook)
         loaded, version = store.load()
         if loaded is not None and loaded.run_id == state.run_id:
             state = loaded          # the journal as saved (another run may have moved it)
         elif loaded is not None and loaded.phase.value not in ("done", "aborted"):
             raise RefusedError(f"another run ({loaded.run_id}) was started meanwhile on "
                                f"{ns}/{sts}")
+        refuse_other_unfinished(api, ns, sts, playbook)
         run_dir = _run_dir(ns, sts)
         err = stderr()
         from opskit.cli.main import main  # (loaded: it is running this command)
 
-        kafka = KafkaSteps(conn, args.context, run_dir,
-                           throttle, registry, wait_s, plans=ConfigMapPlans(api, ns, sts),
-                           say=lambda m: err.print(m, highlight=False), cli=main)
+        def say(m: str) -> None:
+            err.print(m, highlight=False)
+
+        steps: Any
+        if playbook == "multi-rack":
+            from opskit.adapters.scaleout.multirack_k8s import steps_for
+
+            steps = steps_for(api, ns, sts, conn=conn, context=args.context,
+                              run_dir=run_dir / "multi-rack", throttle=throttle,
+                              run_id=state.run_id, wait_s=wait_s, say=say, cli=main)
+        else:
+            steps = K8sSteps(api, ns, sts, KafkaSteps(
+                conn, args.context, run_dir, throttle, registry, wait_s,
+                plans=ConfigMapPlans(api, ns, sts), say=say, cli=main))
         abort = ConfigMapAbort(api, ns, sts)
-        end = run(state, version, store, K8sSteps(api, ns, sts, kafka), window=win,
-                  abort_marker=abort, pager=pager(state.run_id),
-                  say=lambda m: err.print(m, highlight=False))
+        end = run(state, version, store, steps, window=win,
+                  abort_marker=abort, pager=pager(state.run_id), say=say)
         show(end.to_dict(), output)
         return finish(end, abort.clear)
     finally:
@@ -157,13 +191,18 @@ def drive(args: K8sArgs, state: Any, throttle: str, win: Any, registry: Path | N
 
 
 def load(args: K8sArgs) -> Any:
-    """The journaled run (for status), or NotFoundError."""
+    """The journaled run (for status): the unfinished one (scale-out or multi-rack),
+    else the one whose journal was written last; NotFoundError when there is none."""
     ns, sts = args.require(kafka=False)
-    state, _ = _store(args.api(), ns, sts).load()
-    if state is None:
+    api = args.api()
+    found = [s for s in (journal_store(api, ns, sts, p).load()[0] for p in PLAYBOOKS) if s is not None]
+    if not found:
         raise NotFoundError(f"no scale-out run is journaled in ConfigMap {ns}/"
                             f"opskit-scaleout-{sts}")
-    return state
+    open_ = [s for s in found if s.phase.value not in ("done", "aborted")]
+    if open_:
+        return open_[0]
+    return max(found, key=lambda s: s.journal[-1].at if s.journal else "")
 
 
 def unfinished(args: K8sArgs) -> Any:

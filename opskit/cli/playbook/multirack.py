@@ -5,7 +5,9 @@ runner, window, pager and run lock; ``status``, ``resume`` and ``abort`` are sha
 The run's journal and its spread plan live in the sandbox's playbook directory under
 ``multi-rack/`` (the scale-out's journal stays beside it); the run lock is the one file
 both playbooks take, so they never run at once, and neither starts while the other's run
-is unfinished. ``--platform kubernetes`` is not built: refused in one line.
+is unfinished. ``--platform kubernetes`` (HIP-30's StatefulSets, a ConfigMap journal, the
+scale-out's Lease and abort ConfigMap) is cli/playbook/k8s.py's and
+adapters/scaleout/multirack_k8s.py's.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import Annotated, Any
 import typer
 
 from opskit.cli.common import Output, OutputOpt, emit, stderr
-from opskit.errors import RefusedError, UnsupportedError, UsageError
+from opskit.errors import RefusedError, UsageError
 
 
 def register(app: typer.Typer) -> None:
@@ -31,8 +33,21 @@ def multi_rack(
         "--add-brokers", help="new brokers to start, each in its rack: 3=a,4=b,5=c",
         show_default=False)] = None,
     platform: Annotated[str, typer.Option(
-        "--platform", help="local (a sandbox); kubernetes is not built")] = "local",
+        "--platform", help="local (a sandbox) or kubernetes (HIP-30's StatefulSets)")] = "local",
     sandbox: Annotated[str, typer.Option("--sandbox", help="the local sandbox")] = "default",
+    namespace: Annotated[str | None, typer.Option(
+        "--namespace", help="kubernetes: namespace of the StatefulSet", show_default=False)] = None,
+    statefulset: Annotated[str | None, typer.Option(
+        "--statefulset", help="kubernetes: HIP-30's combined Kafka StatefulSet",
+        show_default=False)] = None,
+    context: Annotated[str | None, typer.Option(
+        "--context", help="kubernetes: the opskit context that reaches Kafka",
+        show_default=False)] = None,
+    kubeconfig: Annotated[Path | None, typer.Option(
+        "--kubeconfig", help="kubernetes: kubeconfig file (default: in-cluster, then "
+        "~/.kube/config)", show_default=False)] = None,
+    kube_context: Annotated[str | None, typer.Option(
+        "--kube-context", help="kubernetes: kubeconfig context", show_default=False)] = None,
     throttle: Annotated[str, typer.Option(
         "--throttle", help="replication throttle per broker while the spread copies")] = "50MiB",
     window: Annotated[str | None, typer.Option(
@@ -58,21 +73,32 @@ def multi_rack(
     plan shown without --execute, a journaled run resumed by 'opskit playbook resume'."""
     from opskit.adapters.scaleout.journal import FileJournal
     from opskit.cli.playbook.inputs import check_run_inputs
+    from opskit.cli.playbook.k8s import K8sArgs, local_only
     from opskit.cli.playbook.run import MULTI_RACK_DIR, refuse_other_unfinished, run_dir
     from opskit.core.scaleout.multirack import MultiRackRequest, parse_rack_map
 
-    if platform == "kubernetes":
-        raise UnsupportedError(
-            "not built: playbook multi-rack --platform kubernetes (broker.rack per pod needs the "
-            "pod's zone, which HIP-30's image cannot read); follow runbooks/multi-rack.md by "
-            "hand, or use --platform local on a sandbox")
-    if platform != "local":
-        raise UsageError(f"--platform {platform!r}: expected local (kubernetes is not built)")
+    k8s = K8sArgs(namespace, statefulset, context, kubeconfig, kube_context)
+    if platform not in ("local", "kubernetes"):
+        raise UsageError(f"--platform {platform!r}: expected local or kubernetes")
+    if platform == "local":
+        local_only(k8s)
+        if context is not None:
+            raise UsageError("--context is for --platform kubernetes (a sandbox has its own)")
+    else:
+        k8s.require()
     rack_map = parse_rack_map(racks, "--racks")
     adds = parse_rack_map(add_brokers, "--add-brokers") if add_brokers is not None else {}
     inputs = check_run_inputs(throttle=throttle, window=window, registry=None,
                               routing_key_file=routing_key_file, pagerduty_url=pagerduty_url,
                               pagerduty_ca_file=pagerduty_ca_file)
+    if platform == "kubernetes":
+        from opskit.cli.playbook.run import pager
+
+        return on_kubernetes(
+            k8s, MultiRackRequest(rack_map, adds, inputs.rate, inputs.window),
+            throttle=throttle, execute=do_execute, output=output, wait_s=stall_timeout,
+            pager=lambda rid: pager(routing_key_file, pagerduty_url, rid, pagerduty_ca_file,
+                                    playbook="multi-rack"))
     from opskit.sandbox.cluster import Sandbox
 
     sb = Sandbox(sandbox)
@@ -102,6 +128,40 @@ def multi_rack(
     state = RunState(f"mr-{secrets.token_hex(4)}", plan)
     return run(sandbox, state, version, store, throttle, inputs.window, routing_key_file,
                pagerduty_url, pagerduty_ca_file, stall_timeout, output)
+
+
+def on_kubernetes(args: Any, request: Any, *, throttle: str, pager: Any, execute: bool,
+                  output: Output, wait_s: float) -> int:
+    """``--platform kubernetes``: the plan (dry run), or a journaled run (new, or the
+    unfinished one resumed) driven by cli/playbook/k8s.py to its end or a safe point."""
+    from opskit.adapters.files.config_file import resolve_connection
+    from opskit.adapters.kafka.admin.client import KafkaAdmin
+    from opskit.adapters.scaleout.multirack_k8s import plan_for
+    from opskit.cli.playbook.k8s import drive, journal_store, refuse_other_unfinished
+    from opskit.cli.playbook.run import finish
+    from opskit.core.scaleout.machine import RunState
+
+    ns, sts = args.require()
+    conn = resolve_connection(None, args.context)
+    api = args.api()
+    existing, _ = journal_store(api, ns, sts, "multi-rack").load()
+    if existing is not None and existing.phase.value not in ("done", "aborted"):
+        if not execute:
+            show({**existing.to_dict(), "dry_run": True}, output)
+            stderr().print("a multi-rack run is journaled; add --execute (or 'opskit playbook "
+                           "resume') to resume it")
+            return 0
+        return drive(args, existing, throttle, request.window, None, pager, output, show,
+                     finish, wait_s=wait_s)
+    refuse_other_unfinished(api, ns, sts, "multi-rack")
+    with KafkaAdmin(conn, timeout=10.0) as admin:
+        plan = plan_for(api, ns, sts, admin, request)
+    if not execute:
+        show({"dry_run": True, "plan": plan.to_dict()}, output)
+        return 0
+    state = RunState(f"mr-{secrets.token_hex(4)}", plan)
+    return drive(args, state, throttle, request.window, None, pager, output, show, finish,
+                 wait_s=wait_s)
 
 
 def _require_context(sandbox: str) -> None:

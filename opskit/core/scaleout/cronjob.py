@@ -92,6 +92,9 @@ def rbac_rules(statefulset: str, brokers: int = 3) -> list[dict[str, Any]]:
          "resourceNames": [journal, f"{journal}-plans", objs.abort_name(statefulset)],
          "verbs": ["get", "update", "delete"]},
         {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create"]},
+        # read only: a scale-out is refused while a multi-rack run is unfinished
+        {"apiGroups": [""], "resources": ["configmaps"],
+         "resourceNames": [objs.multirack_journal_name(statefulset)], "verbs": ["get"]},
         {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
          "resourceNames": [objs.lease_name(statefulset)], "verbs": ["get", "update"]},
         {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},

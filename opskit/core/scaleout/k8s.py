@@ -149,6 +149,12 @@ def journal_name(statefulset: str) -> str:
     return f"opskit-scaleout-{statefulset}"
 
 
+def multirack_journal_name(statefulset: str) -> str:
+    """The ConfigMap holding the journal of the multi-rack run on ``statefulset`` (apart
+    from the scale-out's, which the scheduled scale-out reads every night)."""
+    return f"opskit-multirack-{statefulset}"
+
+
 def abort_name(statefulset: str) -> str:
     """The ConfigMap whose presence asks the run to stop at its next safe point (its own
     object, so that ``playbook abort`` never bumps the journal's resourceVersion)."""
