@@ -46,6 +46,14 @@ from opskit.errors import InconsistentStateError, NotFoundError, RefusedError, U
 log = logging.getLogger(__name__)
 
 PLANS_KEY_RE = re.compile(r"^[-._a-zA-Z0-9]+$")
+#: the broker StatefulSet's per-node rack map, set by ``playbook multi-rack`` (multirack_k8s)
+RACKS_ENV = "OPSKIT_BROKER_RACKS"
+
+
+def carries_rack_map(sts: dict[str, Any]) -> bool:
+    """Whether a StatefulSet's first container sets the multi-rack per-node rack map."""
+    containers = sts.get("spec", {}).get("template", {}).get("spec", {}).get("containers") or []
+    return any(e.get("name") == RACKS_ENV for c in containers[:1] for e in c.get("env") or ())
 
 
 def _combined(api: KubeApi, namespace: str, name: str) -> dict[str, Any]:
@@ -337,6 +345,11 @@ class K8sSteps:
             if not all(labels.get(k) == v for k, v in objs.MANAGED_BY.items()):
                 raise RefusedError(f"StatefulSet {self.namespace}/{self.broker_sts} exists and "
                                    "was not created by opskit: refusing to take it over")
+            if carries_rack_map(live):
+                raise RefusedError(
+                    f"StatefulSet {self.namespace}/{self.broker_sts} holds its brokers' racks "
+                    f"({RACKS_ENV}, set by a multi-rack run): a scale-out would rebuild it "
+                    "without them; add brokers with `opskit playbook multi-rack --add-brokers`")
         first = self._first_id(plan)
         have = int((live or {}).get("spec", {}).get("replicas") or 0)
         if min(plan.new_nodes) - first > have:

@@ -42,7 +42,7 @@ from typing import Any, cast
 
 from opskit.adapters.k8s.api import KubeApi
 from opskit.adapters.kafka.admin.client import KafkaAdmin
-from opskit.adapters.scaleout.k8s import ConfigMapPlans, read_k8s_facts
+from opskit.adapters.scaleout.k8s import RACKS_ENV, ConfigMapPlans, read_k8s_facts
 from opskit.adapters.scaleout.multirack import MultiRackSteps, spread_plan_path
 from opskit.core.scaleout import k8s as objs
 from opskit.core.scaleout.multirack import (
@@ -62,7 +62,6 @@ from opskit.errors import (
 )
 from opskit.sandbox.cluster import Sandbox
 
-RACKS_ENV = "OPSKIT_BROKER_RACKS"
 RACK_ENV = objs.env_name("broker.rack")          # KAFKA_CFG_BROKER_RACK
 _NODE_ID_LINE = "export KAFKA_CFG_NODE_ID="
 #: the line the broker-only container's command runs after it computed its node id
