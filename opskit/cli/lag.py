@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from opskit.adapters.kafka.record_times import RecordTimeReader
+from opskit.adapters.kafka.reader import KeptClients
 from opskit.adapters.lag.sampler import (
     GroupJudgement,
     RetentionConfig,
@@ -155,15 +155,15 @@ def lag(
     with ExitStack() as stack:
         admin = stack.enter_context(connect(bootstrap_server, context, timeout))
         admin.skip_unauthorised_groups = all_groups  # listed, but not describable: a note
-        reader = None
-        if not no_time:
-            reader = stack.enter_context(RecordTimeReader(admin.conn, timeout=min(timeout, 5.0)))
+        # the record-time cache and log-end suspects outlive each round's read session
+        kept = KeptClients(admin.conn, admin.timeout)
+        stack.callback(kept.close)
         retention: dict[str, RetentionConfig] = {}
 
         def collect() -> TimedLagReport:
             try:
-                timed = collect_timed_lag(admin, reader, groups, topic, thresholds,
-                                          retention_cache=retention)
+                timed = collect_timed_lag(admin, not no_time, groups, topic, thresholds,
+                                          retention_cache=retention, kept=kept)
             except NotAuthorisedError as e:
                 raise InvisibleError(f"{e} ({admin.conn.principal} needs the Describe ACL on the "
                                      "group and on the topics it reads)") from e

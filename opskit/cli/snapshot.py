@@ -10,6 +10,9 @@ from __future__ import annotations
 import json
 import sys
 import time
+from collections.abc import Callable
+from contextlib import closing
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import Enum
 from pathlib import Path
@@ -19,11 +22,11 @@ import typer
 
 from opskit.adapters.files.safe_write import check_writable_target, write_file
 from opskit.adapters.kafka.admin.client import ClusterMeta
-from opskit.adapters.kafka.record_times import RecordTimeReader
+from opskit.adapters.kafka.reader import ClusterReader, open_reader
 from opskit.adapters.lag.sampler import collect_timed_lag, judge_invisible_groups
 from opskit.cli.common import BootstrapOpt, ContextOpt, TimeoutOpt, connect, load_config, stderr
 from opskit.cli.lag import fmt_seconds
-from opskit.core.models import GroupDescription
+from opskit.core.models import GroupDescription, LagThresholds
 from opskit.errors import IncompleteError, UnsupportedError
 
 
@@ -70,6 +73,45 @@ def _members(d: GroupDescription) -> list[dict[str, Any]]:
     ]
 
 
+def _no_lag() -> dict[str, Any]:
+    return {"groups": [], "severity": "UNKNOWN", "offset_errors": {}, "notes": []}
+
+
+@dataclass
+class State:
+    """What ``snapshot`` read (:func:`read_state`)."""
+
+    md: ClusterMeta
+    bootstrap: str
+    lag: dict[str, Any] = field(default_factory=_no_lag)
+    descs: dict[str, GroupDescription] = field(default_factory=dict)
+    #: why the groups are not in the document (None: they are)
+    groups_missing: UnsupportedError | None = None
+
+
+def read_state(r: ClusterReader, with_time: bool,
+               thresholds: Callable[[str], LagThresholds]) -> State:
+    """The cluster, the topics and the groups with their lag, through the session ``r``."""
+    st = State(r.metadata(protocol_first=False), r.bootstrap)  # librdkafka's view, as always
+    try:
+        r.require("list_groups", "listing consumer groups")
+    except UnsupportedError as e:  # e.g. the Hanzo gateway: the rest is still worth having
+        st.groups_missing = e
+        return st
+    try:
+        timed = collect_timed_lag(None, with_time, None, None, thresholds, cluster=r)
+        judge_invisible_groups(timed, r.principal, lambda: False, False,
+                               r.unauthorised_groups())
+        st.descs = r.describe_groups(g.group_id for g in timed.groups)
+        st.lag = timed.to_dict()
+    except UnsupportedError as e:
+        # the broker would not list or describe the groups: not "no groups"; the
+        # rest of the document still stands, the exit (3) says it is partial
+        st.groups_missing = e
+        st.lag, st.descs = _no_lag(), {}
+    return st
+
+
 def snapshot(
     output: Annotated[SnapshotFormat, typer.Option("--output", "-o", help="json or markdown")] = SnapshotFormat.markdown,
     file: Annotated[Path | None, typer.Option("--file", "-f", help="write to this file instead of stdout", show_default=False)] = None,
@@ -83,35 +125,12 @@ def snapshot(
         check_writable_target(file, "snapshot")
     cfg = load_config()
     taken = time.time()
-    groups_missing: UnsupportedError | None = None
-    with connect(bootstrap_server, context, timeout) as admin:
+    with connect(bootstrap_server, context, timeout) as admin, \
+            closing(open_reader(admin)) as r:
         admin.skip_unauthorised_groups = True  # listed, not describable: left out with a note
-        md = admin.metadata()
-        bootstrap = admin.conn.bootstrap
-        lag: dict[str, Any] = {"groups": [], "severity": "UNKNOWN", "offset_errors": {},
-                               "notes": []}
-        descs: dict[str, GroupDescription] = {}
-        try:
-            admin.require("list_groups", "listing consumer groups")
-        except UnsupportedError as e:  # e.g. the Hanzo gateway: the rest is still worth having
-            groups_missing = e
-        if groups_missing is None:
-            reader = None if no_time else RecordTimeReader(admin.conn, timeout=min(timeout, 5.0))
-            try:
-                timed = collect_timed_lag(admin, reader, None, None, cfg.lag_thresholds)
-                judge_invisible_groups(timed, admin.conn.principal, lambda: False, False,
-                                       admin.unauthorised_groups)
-                descs = admin.describe_groups(g.group_id for g in timed.groups)
-                lag = timed.to_dict()
-            except UnsupportedError as e:
-                # the broker would not list or describe the groups: not "no groups"; the
-                # rest of the document still stands, the exit (3) says it is partial
-                groups_missing = e
-                lag = {"groups": [], "severity": "UNKNOWN", "offset_errors": {}, "notes": []}
-                descs = {}
-            finally:
-                if reader is not None:
-                    reader.close()
+        st = read_state(r, not no_time, cfg.lag_thresholds)
+    md, bootstrap, lag, descs, groups_missing = (st.md, st.bootstrap, st.lag, st.descs,
+                                                 st.groups_missing)
     for gd in lag["groups"]:
         d = descs.get(gd["group"])
         gd["members_detail"] = _members(d) if d is not None else []

@@ -9,6 +9,7 @@ are deltas over the measured time between the two readings.
 from __future__ import annotations
 
 import time
+from contextlib import closing
 from dataclasses import dataclass, field
 from typing import Annotated, Any
 
@@ -18,10 +19,10 @@ from rich.table import Table
 
 from opskit.adapters.files.config_file import resolve_connection
 from opskit.adapters.http.streamnest import is_http_bootstrap
-from opskit.adapters.kafka.admin.client import ClusterMeta, KafkaAdmin
+from opskit.adapters.kafka.admin.client import ClusterMeta
 from opskit.adapters.kafka.kafka_python import quiet_kafka_python
-from opskit.adapters.kafka.log_dirs import PartitionSizes, read_partition_sizes
-from opskit.adapters.kafka.log_end_check import checked_log_offsets
+from opskit.adapters.kafka.log_dirs import PartitionSizes
+from opskit.adapters.kafka.reader import ClusterReader, CommitsRead, open_reader
 from opskit.cli import streamnest
 from opskit.cli.common import (
     STATE,
@@ -56,22 +57,65 @@ class Reading:
     sizes: PartitionSizes
     #: partitions whose log end could not be read, and why (their rates are unknown)
     unread: dict[TopicPartition, str] = field(default_factory=dict)
+    #: groups left out: the principal may not read their commits (no Describe ACL)
+    unauthorised: frozenset[str] = frozenset()
 
 
-def _read(admin: KafkaAdmin, tps: list[TopicPartition], groups: list[str],
-          topics: list[str], md: ClusterMeta, leaders: dict[TopicPartition, int],
-          timeout: float) -> Reading:
-    committed = admin.committed_offsets(groups, tps) if groups else {}
+def _read(r: ClusterReader, tps: list[TopicPartition], groups: list[str],
+          topics: list[str], md: ClusterMeta, leaders: dict[TopicPartition, int]) -> Reading:
+    got = r.committed_offsets(groups, tps) if groups else CommitsRead()
     at = time.time()
-    offs, checks = checked_log_offsets(admin, tps, md)
+    offs = r.log_offsets(tps, md)
+    # every partition's log end cross-checked (the rates act on it), not only suspects
+    checks = r.settle_log_ends(offs.offsets, list(offs.offsets), md)
     bad = sorted(tp for tp, v in checks.items() if v.log_end is None)
     if bad:
         raise InconsistentStateError(
             f"the broker's answers about the log end of {bad[0]} contradict each other "
             f"({checks[bad[0]].detail}): message rates cannot be measured")
-    sizes = read_partition_sizes(admin.conn, topics, leaders, timeout=min(timeout, 5.0))
-    return Reading(at, {tp: o.log_end for tp, o in offs.offsets.items()}, committed, sizes,
-                   dict(offs.errors))
+    sizes = r.partition_sizes(topics, leaders)
+    return Reading(at, {tp: o.log_end for tp, o in offs.offsets.items()}, got.committed, sizes,
+                   dict(offs.errors), got.unauthorised)
+
+
+@dataclass
+class Measured:
+    """What ``throughput`` read and computed (:func:`read_throughput`)."""
+
+    data: dict[str, Any]
+    #: groups left out of the rates: the principal may not read their commits
+    hidden: list[str]
+    #: why the consumed rates are unknown (the group list could not be read)
+    groups_note: str | None
+
+
+def read_throughput(r: ClusterReader, topic: list[str] | None, group: list[str] | None,
+                    interval_s: float) -> Measured:
+    """Two readings ``interval_s`` apart through the session ``r``, and their rates."""
+    md: ClusterMeta = r.metadata(protocol_first=False)  # librdkafka's view, as always
+    if topic:
+        for t in topic:
+            if t not in md.topics:
+                raise NotFoundError(f"unknown topic {t!r}")
+        topics = sorted(set(topic))
+    else:
+        topics = sorted(t for t in md.topics if not t.startswith("__"))
+    groups_note: str | None = None
+    if group:
+        groups = sorted(set(group))
+    else:
+        try:
+            groups = r.group_ids(md)
+        except UnsupportedError as e:  # e.g. a gateway without ListGroups: topics still count
+            groups, groups_note = [], f"consumed rates unknown: {e}"
+    tps = [TopicPartition(t, p.partition) for t in topics for p in md.topics[t]]
+    leaders = {TopicPartition(t, p.partition): p.leader for t in topics for p in md.topics[t]}
+    first = _read(r, tps, groups, topics, md, leaders)
+    _sleep(max(0.0, interval_s - (time.time() - first.at)))
+    second = _read(r, tps, groups, topics, md, leaders)
+    data = measure(first, second, topics)
+    data["groups_note"] = groups_note
+    return Measured(data, sorted(first.unauthorised | second.unauthorised), groups_note)
 
 
 def measure(first: Reading, second: Reading, topics: list[str]) -> dict[str, Any]:
@@ -144,35 +188,14 @@ def throughput(
     if is_http_bootstrap(target.bootstrap):  # StreamNest: counters per broker (cli/streamnest.py)
         return streamnest.throughput(target, interval_s, topic, group, output, timeout, _sleep)
     quiet_kafka_python(STATE.debug)  # DescribeLogDirs may fall back to kafka-python
-    with connect(bootstrap_server, context, timeout) as admin:
+    with connect(bootstrap_server, context, timeout) as admin, \
+            closing(open_reader(admin)) as r:
         admin.skip_unauthorised_groups = True  # not describable: left out, with a note below
-        md: ClusterMeta = admin.metadata()
-        if topic:
-            for t in topic:
-                if t not in md.topics:
-                    raise NotFoundError(f"unknown topic {t!r}")
-            topics = sorted(set(topic))
-        else:
-            topics = sorted(t for t in md.topics if not t.startswith("__"))
-        groups_note: str | None = None
-        if group:
-            groups = sorted(set(group))
-        else:
-            try:
-                groups = sorted(admin.list_groups())
-            except UnsupportedError as e:  # e.g. a gateway without ListGroups: topics still count
-                groups, groups_note = [], f"consumed rates unknown: {e}"
-        tps = [TopicPartition(t, p.partition) for t in topics for p in md.topics[t]]
-        leaders = {TopicPartition(t, p.partition): p.leader for t in topics for p in md.topics[t]}
-        first = _read(admin, tps, groups, topics, md, leaders, timeout)
-        _sleep(max(0.0, interval_s - (time.time() - first.at)))
-        second = _read(admin, tps, groups, topics, md, leaders, timeout)
-    data = measure(first, second, topics)
-    data["groups_note"] = groups_note
+        got = read_throughput(r, topic, group, interval_s)
+    data, hidden, groups_note = got.data, got.hidden, got.groups_note
     emit(data, output, lambda c: render(c, data))
-    if admin.unauthorised_groups:
-        hidden = sorted(admin.unauthorised_groups)
-        stderr().print(f"note: left out {len(hidden)} group(s) {admin.conn.principal} may not "
+    if hidden:
+        stderr().print(f"note: left out {len(hidden)} group(s) {r.principal} may not "
                        f"describe (no Describe ACL): {', '.join(hidden[:5])}", highlight=False)
     unread = [r for r in data["topics"] if r["log_end_unread"]]
     if unread:  # the rows are printed; exit 3 says some are unknown, never 0 messages

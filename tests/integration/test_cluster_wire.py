@@ -9,7 +9,8 @@ import pytest
 from opskit.adapters.kafka.protocol import cluster as cluster_wire
 from opskit.adapters.kafka.protocol import offsets as offsets_wire
 from opskit.adapters.kafka.protocol.client import WireUnsupported
-from opskit.adapters.kafka.reader import open_reader
+from opskit.adapters.kafka.reader import KeptClients, open_reader
+from opskit.adapters.kafka.record_times import RecordTimeReader
 from opskit.adapters.lag.source import collect_lag
 from opskit.adapters.lag.timed.report import RETENTION_KEYS
 from opskit.core.connection import ConnectionConfig
@@ -19,6 +20,18 @@ from tests.helpers import commit_retrying, create_topic, produce
 #: the record reader's time budget: it covers a fresh librdkafka consumer's connect,
 #: metadata and first fetch, which took over 10 s on a loaded CI machine (2026-11-27)
 READ_TIMEOUT = 60
+
+
+class _Serving(KeptClients):
+    """Kept clients whose record-time reader is the test's (``READ_TIMEOUT``): lag in time
+    reads the records through the session, with this reader."""
+
+    def __init__(self, reader: RecordTimeReader) -> None:
+        super().__init__(reader.conn, READ_TIMEOUT)
+        self.reader = reader
+
+    def record_times(self) -> RecordTimeReader:
+        return self.reader
 
 
 def test_cluster_metadata_and_groups_equal_librdkafkas(kafka3, uniq) -> None:  # type: ignore[no-untyped-def]
@@ -159,7 +172,6 @@ def test_lag_time_reads_are_prefetched(kafka, uniq) -> None:  # type: ignore[no-
     from confluent_kafka import TopicPartition as CkTP
     from confluent_kafka.admin import AdminClient
 
-    from opskit.adapters.kafka.record_times import RecordTimeReader
     from opskit.adapters.lag.timed.collect import collect_timed_lag
 
     bs = kafka.bootstrap
@@ -175,7 +187,7 @@ def test_lag_time_reads_are_prefetched(kafka, uniq) -> None:  # type: ignore[no-
         f.result(30)
     admin = kafka.admin()
     with RecordTimeReader(admin.conn, timeout=READ_TIMEOUT) as reader:
-        timed = collect_timed_lag(admin, reader, [g])
+        timed = collect_timed_lag(admin, True, [g], kept=_Serving(reader))
         assert reader._wire is not None  # the deleted record's partition needed a read
         assert reader._consumer is None
     with RecordTimeReader(admin.conn, timeout=READ_TIMEOUT) as plain:
@@ -194,7 +206,7 @@ def test_lag_time_reads_are_prefetched(kafka, uniq) -> None:  # type: ignore[no-
     g2 = f"cw-ride2-{uniq}"
     commit_retrying(bs, g2, {(t, 0): 1, (t, 1): 6})
     with RecordTimeReader(admin.conn, timeout=READ_TIMEOUT) as reader:
-        timed = collect_timed_lag(admin, reader, [g2])
+        timed = collect_timed_lag(admin, True, [g2], kept=_Serving(reader))
         assert reader._wire is None and reader._consumer is None
         assert reader.reads == 1
     pt = timed.partition_time(g2, TopicPartition(t, 0))
@@ -206,7 +218,6 @@ def test_lag_time_when_the_prefetch_fails(kafka, uniq, monkeypatch) -> None:  # 
     but time: the lag is read as usual, the record times are read the slow way, and the
     report is the same."""
     from opskit.adapters.kafka.protocol import codec as kp
-    from opskit.adapters.kafka.record_times import RecordTimeReader
     from opskit.adapters.lag.timed.collect import collect_timed_lag
 
     bs = kafka.bootstrap
@@ -227,7 +238,7 @@ def test_lag_time_when_the_prefetch_fails(kafka, uniq, monkeypatch) -> None:  # 
 
     monkeypatch.setattr(offsets_wire, "fetch_calls", broken)
     with RecordTimeReader(admin.conn, timeout=READ_TIMEOUT) as reader:
-        timed = collect_timed_lag(admin, reader, [g])
+        timed = collect_timed_lag(admin, True, [g], kept=_Serving(reader))
         # sent (and broken) twice: the prefetch, then the reader's own fetch
         assert len(broken_sent) == 2 and broken_sent[0] >= 1
         # the reader's own fetch is broken the same way: it falls back to librdkafka
@@ -242,7 +253,6 @@ def test_lag_time_when_the_prefetch_fails(kafka, uniq, monkeypatch) -> None:  # 
 def test_lag_time_prefetch_on_three_brokers(kafka3, uniq) -> None:  # type: ignore[no-untyped-def]
     """Leaders spread over 3 brokers: the prefetch reaches every leader (the reader
     sends nothing of its own), and each partition's lag time is its committed record's."""
-    from opskit.adapters.kafka.record_times import RecordTimeReader
     from opskit.adapters.lag.timed.collect import collect_timed_lag
 
     bs = kafka3.bootstrap
@@ -257,7 +267,7 @@ def test_lag_time_prefetch_on_three_brokers(kafka3, uniq) -> None:  # type: igno
     leaders = {p.leader for p in admin.metadata().topics[t]}
     assert len(leaders) > 1  # the test means something only with several leaders
     with RecordTimeReader(admin.conn, timeout=READ_TIMEOUT) as reader:
-        timed = collect_timed_lag(admin, reader, [g])
+        timed = collect_timed_lag(admin, True, [g], kept=_Serving(reader))
         assert reader._wire is None and reader._consumer is None
         assert reader.reads == 6
     (gl,) = timed.groups

@@ -116,7 +116,7 @@ def _sampler(bs: str, groups: list[str], policy: StatusPolicy, window_s: float,
     th = thresholds or {}
 
     def collect():  # type: ignore[no-untyped-def]
-        return collect_timed_lag(admin, None, groups,
+        return collect_timed_lag(admin, False, groups,
                                  thresholds=lambda gid: th.get(gid, LagThresholds()))
 
     return sample_lag(collect, policy, interval_s=0.5, window_s=window_s, on_round=on_round)

@@ -67,6 +67,9 @@ class FakeReader:
         self.closed = 0
         #: the threads that used this session
         self.threads: set[int] = set()
+        #: records remembered for later reads, partitions whose log end to cross-check
+        self.remembered: dict[Position, RecordTime] = {}
+        self.suspects: set[TopicPartition] = set()
 
     bootstrap = "fake:9092"
     principal = "User:monitor"
@@ -168,6 +171,37 @@ class FakeReader:
                           ) -> dict[TopicPartition, int | None]:
         self.calls.append("offsets_for_times")
         return {tp: 40 if tp == T0 else None for tp in tps}
+
+    # throughput/snapshot
+    def require(self, operation: str, what: str | None = None) -> None:
+        self.calls.append(f"require {operation}")
+
+    def describe_groups(self, ids: Iterable[str]) -> dict[str, GroupDescription]:
+        self.calls.append("describe_groups")
+        member = Member("m-1", "c-1", "10.0.0.1", (T0, T1))
+        return {g: GroupDescription(g, GroupState.STABLE, (member,), coordinator=1)
+                for g in ids if g == "billing"}
+
+    def unauthorised_groups(self) -> frozenset[str]:
+        return frozenset()
+
+    def remember_record_times(self, records: Mapping[Position, RecordTime]) -> None:
+        self.remembered.update(records)
+
+    def read_record_times_with_leaders(self, positions: Iterable[Position],
+                                       leaders: Mapping[TopicPartition, int],
+                                       brokers: Mapping[int, tuple[str, int]]
+                                       ) -> dict[Position, RecordTime | None]:
+        return self.read_record_times(positions)
+
+    def log_end_suspects(self) -> frozenset[TopicPartition]:
+        return frozenset(self.suspects)
+
+    def add_log_end_suspects(self, tps: Iterable[TopicPartition]) -> None:
+        self.suspects.update(tps)
+
+    def record_read_denied(self) -> frozenset[str]:
+        return frozenset()
 
 
 def test_the_fake_is_a_cluster_reader() -> None:

@@ -18,7 +18,7 @@ from opskit.adapters.kafka.reader.port import CommitsRead, GroupsRead, Prefetch,
 from opskit.adapters.kafka.record_times import Position, RecordTime
 from opskit.core.health import QuorumInfo, Reassignment
 from opskit.core.log_end import LogEndVerdict
-from opskit.core.models import PartitionOffsets, TopicPartition
+from opskit.core.models import GroupDescription, PartitionOffsets, TopicPartition
 
 
 class LibrdkafkaReader:
@@ -127,6 +127,34 @@ class LibrdkafkaReader:
     def offsets_for_times(self, tps: Iterable[TopicPartition], ts_ms: int, md: ClusterMeta
                           ) -> dict[TopicPartition, int | None]:
         return self.admin.offsets_for_times(tps, ts_ms)
+
+    # throughput/snapshot
+    def require(self, operation: str, what: str | None = None) -> None:
+        self.admin.require(operation, what)
+
+    def describe_groups(self, ids: Iterable[str]) -> dict[str, GroupDescription]:
+        return self.admin.describe_groups(ids)
+
+    def unauthorised_groups(self) -> frozenset[str]:
+        return frozenset(self.admin.unauthorised_groups)
+
+    def remember_record_times(self, records: Mapping[Position, RecordTime]) -> None:
+        self.kept.record_times().remember(records)
+
+    def read_record_times_with_leaders(self, positions: Iterable[Position],
+                                       leaders: Mapping[TopicPartition, int],
+                                       brokers: Mapping[int, tuple[str, int]]
+                                       ) -> dict[Position, RecordTime | None]:
+        return self.kept.record_times().read(positions, leaders, brokers)
+
+    def log_end_suspects(self) -> frozenset[TopicPartition]:
+        return frozenset(self.kept.record_times().log_end_suspects)
+
+    def add_log_end_suspects(self, tps: Iterable[TopicPartition]) -> None:
+        self.kept.record_times().log_end_suspects.update(tps)
+
+    def record_read_denied(self) -> frozenset[str]:
+        return frozenset(self.kept.record_times().denied_topics)
 
 
 def read_groups_per_group(admin: KafkaAdmin, ids: list[str]) -> GroupsRead:

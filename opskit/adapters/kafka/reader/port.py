@@ -216,3 +216,46 @@ class ClusterReader(Protocol):
         partition (ListOffsets by timestamp; None: no such record). A lookup that failed
         raises (UnsupportedError, KafkaUnavailableError, KafkaOperationError), never None."""
         ...
+
+    # throughput/snapshot
+    def require(self, operation: str, what: str | None = None) -> None:
+        """Raise UnsupportedError when the broker lacks an API ``operation`` needs (or was
+        seen not to serve one it advertises), naming the broker and ``what`` it is for."""
+        ...
+
+    def describe_groups(self, ids: Iterable[str]) -> dict[str, GroupDescription]:
+        """Descriptions only (state, members with their assignments, coordinator), as
+        DescribeGroups answers them; a group the principal may not describe is left out
+        (in :meth:`unauthorised_groups`) when the connection's admin skips those."""
+        ...
+
+    def unauthorised_groups(self) -> frozenset[str]:
+        """The groups the connection's reads left out so far because the principal may
+        not describe them or read their commits (their admin skips those)."""
+        ...
+
+    def remember_record_times(self, records: Mapping[Position, RecordTime]) -> None:
+        """Keep records read for the session elsewhere (the lag-in-time prefetch) with
+        the record times already read: later reads (and :meth:`cached_record_time`) find them."""
+        ...
+
+    def read_record_times_with_leaders(self, positions: Iterable[Position],
+                                       leaders: Mapping[TopicPartition, int],
+                                       brokers: Mapping[int, tuple[str, int]]
+                                       ) -> dict[Position, RecordTime | None]:
+        """:meth:`read_record_times`, given each partition's leader and the brokers'
+        addresses from metadata just read (saves a Metadata request of its own)."""
+        ...
+
+    def log_end_suspects(self) -> frozenset[TopicPartition]:
+        """Partitions whose log end a broker contradicted itself about in an earlier
+        read of this connection (kept with the record times: cross-check them again)."""
+        ...
+
+    def add_log_end_suspects(self, tps: Iterable[TopicPartition]) -> None:
+        """Remember partitions for :meth:`log_end_suspects`."""
+        ...
+
+    def record_read_denied(self) -> frozenset[str]:
+        """Topics a record-time read was refused on for want of a Read ACL (so far)."""
+        ...

@@ -253,6 +253,10 @@ class WireReader(LibrdkafkaReader):
         an API it lacks) are the ones those checks and the exit codes were written for."""
         return super().offsets_for_times(tps, ts_ms, md)
 
+    # throughput/snapshot: require, describe_groups, unauthorised_groups and the record-time
+    # reads added with them are LibrdkafkaReader's (inherited; the record-time reader itself
+    # fetches at the protocol level where it can)
+
 
 def first_try_client(admin: KafkaAdmin) -> WireClient:
     """A protocol-level client on the first bootstrap server only, bounded by FIRST_TRY_S."""

@@ -1,7 +1,6 @@
-"""Collecting a lag report with time: :func:`collect_timed_lag` reads the lag (through
-the reader port), the records at the committed offsets
-(:class:`~opskit.adapters.kafka.record_times.RecordTimeReader`) and the topics' retention
-configs, fetching records and configs while the lag is computed where it can."""
+"""Collecting a lag report with time: :func:`collect_timed_lag` reads the lag, the
+records at the committed offsets and the topics' retention configs, all through the
+reader port, fetching records and configs while the lag is computed where it can."""
 
 from __future__ import annotations
 
@@ -20,8 +19,8 @@ from opskit.adapters.kafka.protocol.client import (
     WireClient,
     WireUnsupported,
 )
-from opskit.adapters.kafka.reader import PREFETCH_LANE, ClusterReader, open_reader
-from opskit.adapters.kafka.record_times import Position, RecordTime, RecordTimeReader
+from opskit.adapters.kafka.reader import PREFETCH_LANE, ClusterReader, KeptClients, open_reader
+from opskit.adapters.kafka.record_times import Position, RecordTime
 from opskit.adapters.lag.source import collect_lag
 from opskit.adapters.lag.timed.report import (
     RETENTION_KEYS,
@@ -51,12 +50,13 @@ class _TimePrefetch:
     lag report with lag in time then waits for no round of its own for them.
 
     The committed offset is the record lag in time needs unless retention deleted it
-    (then the log start's, read afterwards by the reader) or the group is caught up
-    (the fetch then finds nothing, cheaply). Anything this does not answer is read
-    afterwards by the reader, as without it."""
+    (then the log start's, read afterwards through the session) or the group is caught
+    up (the fetch then finds nothing, cheaply). Anything this does not answer is read
+    afterwards through the session, as without it; records the session already read
+    are not fetched again."""
 
-    def __init__(self, reader: RecordTimeReader, cache: dict[str, RetentionConfig]) -> None:
-        self.reader = reader
+    def __init__(self, cluster: ClusterReader, cache: dict[str, RetentionConfig]) -> None:
+        self.cluster = cluster
         self.cache = cache
         self.found: dict[Position, RecordTime] = {}
         self._hws: dict[TopicPartition, int] = {}
@@ -71,7 +71,7 @@ class _TimePrefetch:
     def send(self, client: WireClient, committed: Mapping[TopicPartition, list[int]],
              leaders: Mapping[TopicPartition, int], deadline: float) -> bool:
         calls: list[Call] = []
-        want = self.reader.uncached_offsets(committed)
+        want = _uncached(self.cluster, committed)
         try:
             if want:
                 v = client.version(API_FETCH, 4, 11, deadline)
@@ -122,31 +122,36 @@ class _TimePrefetch:
 
 
 def collect_timed_lag(
-    admin: KafkaAdmin,
-    reader: RecordTimeReader | None,
+    admin: KafkaAdmin | None,
+    with_time: bool,
     groups: Iterable[str] | None,
     topics: Iterable[str] | None = None,
     thresholds: Callable[[str], LagThresholds] | None = None,
     clock: Clock = time.time,
     retention_cache: dict[str, RetentionConfig] | None = None,
     cluster: ClusterReader | None = None,
+    kept: KeptClients | None = None,
 ) -> TimedLagReport:
-    """Lag report, then (with a reader) the record timestamps and topic retention.
+    """Lag report, then (``with_time``) the record timestamps and topic retention.
 
     At the protocol level the records at the committed offsets and the retention
     configs are fetched while the lag is computed (:class:`_TimePrefetch`); the
-    reader then reads only what that did not answer.
+    session then reads only what that did not answer.
     ``now_ms`` is taken after the records are read, so a lag in seconds is
     never younger than the truth by the time the reads took.
     ``retention_cache`` (topic -> config) saves the DescribeConfigs call in
-    repeated collections. Kafka is read through ``cluster`` (else a session opened
-    on ``admin`` and closed here); ``reader`` reads the records.
+    repeated collections. Kafka, record timestamps included, is read through
+    ``cluster`` (else a session opened on ``admin`` with ``kept`` and closed here:
+    repeated collections hand the same ``kept``, whose record-time cache and
+    log-end suspects outlive the session).
     """
     owned = cluster is None
     if cluster is None:
-        cluster = open_reader(admin)
+        if admin is None:
+            raise TypeError("collect_timed_lag needs an admin or a reader")
+        cluster = open_reader(admin, kept)
     try:
-        return _collect_timed(cluster, reader, groups, topics, thresholds, clock,
+        return _collect_timed(cluster, with_time, groups, topics, thresholds, clock,
                               retention_cache)
     finally:
         if owned:
@@ -155,7 +160,7 @@ def collect_timed_lag(
 
 def _collect_timed(
     cluster: ClusterReader,
-    reader: RecordTimeReader | None,
+    with_time: bool,
     groups: Iterable[str] | None,
     topics: Iterable[str] | None,
     thresholds: Callable[[str], LagThresholds] | None,
@@ -163,16 +168,16 @@ def _collect_timed(
     retention_cache: dict[str, RetentionConfig] | None,
 ) -> TimedLagReport:
     cache = retention_cache if retention_cache is not None else {}
-    prefetch = _TimePrefetch(reader, cache) if reader is not None else None
+    if not with_time:
+        return TimedLagReport(collect_lag(None, groups, topics, thresholds, reader=cluster),
+                              int(clock() * 1000))
+    prefetch = _TimePrefetch(cluster, cache)
     report = collect_lag(None, groups, topics, thresholds, prefetch=prefetch,
-                         recheck=reader.log_end_suspects if reader is not None else (),
-                         reader=cluster)
-    if reader is None:
-        return TimedLagReport(report, int(clock() * 1000))
-    reader.log_end_suspects.update(tp for tp, v in report.log_end_checks.items()
-                                   if v.source is not LogEndSource.LIST_OFFSETS)
-    found = prefetch.found if prefetch is not None else {}
-    reader.remember(found)  # for the next collection (watch mode)
+                         recheck=cluster.log_end_suspects(), reader=cluster)
+    cluster.add_log_end_suspects(tp for tp, v in report.log_end_checks.items()
+                                 if v.source is not LogEndSource.LIST_OFFSETS)
+    found = prefetch.found
+    cluster.remember_record_times(found)  # for the next collection (watch mode)
     # the record at each group partition's oldest unconsumed offset: those the
     # prefetch did not answer are read now
     read_topics: set[str] = set()
@@ -186,14 +191,15 @@ def _collect_timed(
                     missing.add(pos)
     records: dict[Position, RecordTime | None] = dict(found)
     if missing:
-        records.update(reader.read(missing, report.leaders, report.brokers))
+        records.update(cluster.read_record_times_with_leaders(missing, report.leaders,
+                                                              report.brokers))
     notes: list[str] = []
     # retention applies to every topic the report covers, also to one the group has not
     # committed on yet (a live member owns it): the same configs whichever groups were
     # asked for (lag -g G read them only for topics some group of the report committed on)
     covered = {p.tp.topic for g in report.groups for p in g.partitions if p.log_end is not None}
     wanted = (read_topics | covered) - set(cache)
-    if wanted and prefetch is not None and prefetch.configs_unanswered:
+    if wanted and prefetch.configs_unanswered:
         log.warning("topic retention configs unknown: the broker did not answer DescribeConfigs "
                     "within %gs", cluster.timeout)
     elif wanted:
@@ -217,7 +223,7 @@ def _collect_timed(
             log.warning("retention.bytes headroom unknown: %s", unavailable)
     timed = add_lag_times(report, records, cache, int(clock() * 1000), sizes)
     timed.sizes_unavailable = unavailable
-    denied = frozenset(reader.denied_topics & read_topics)
+    denied = cluster.record_read_denied() & read_topics
     if denied:
         timed.read_denied = denied
         notes.insert(0, f"lag in time omitted for {_names(denied)}: {cluster.principal} has "
@@ -225,6 +231,17 @@ def _collect_timed(
                         "is exact")
     timed.notes = notes
     return timed
+
+
+def _uncached(cluster: ClusterReader, offsets: Mapping[TopicPartition, list[int]]
+              ) -> dict[TopicPartition, list[int]]:
+    """Of partition -> offsets, those whose record the session has not read yet."""
+    out: dict[TopicPartition, list[int]] = {}
+    for tp, offs in offsets.items():
+        left = [o for o in offs if cluster.cached_record_time((tp, o)) is None]
+        if left:
+            out[tp] = left
+    return out
 
 
 def judge_invisible_groups(timed: TimedLagReport, principal: str, limited: Callable[[], bool],
