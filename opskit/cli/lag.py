@@ -12,12 +12,12 @@ import json
 import math
 import sys
 from collections.abc import Callable
-from contextlib import ExitStack
+from contextlib import ExitStack, closing
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from opskit.adapters.kafka.reader import KeptClients
+from opskit.adapters.kafka.reader import KeptClients, open_reader
 from opskit.adapters.lag.sampler import (
     GroupJudgement,
     RetentionConfig,
@@ -161,14 +161,15 @@ def lag(
         retention: dict[str, RetentionConfig] = {}
 
         def collect() -> TimedLagReport:
-            try:
-                timed = collect_timed_lag(admin, not no_time, groups, topic, thresholds,
-                                          retention_cache=retention, kept=kept)
-            except NotAuthorisedError as e:
-                raise InvisibleError(f"{e} ({admin.conn.principal} needs the Describe ACL on the "
-                                     "group and on the topics it reads)") from e
-            judge_invisible_groups(timed, admin.conn.principal, lambda: _limited(admin), all_groups,
-                                   admin.unauthorised_groups)
+            with closing(open_reader(admin, kept)) as r:  # one read session per round
+                try:
+                    timed = collect_timed_lag(admin, not no_time, groups, topic, thresholds,
+                                              retention_cache=retention, cluster=r)
+                except NotAuthorisedError as e:
+                    raise InvisibleError(f"{e} ({admin.conn.principal} needs the Describe ACL "
+                                         "on the group and on the topics it reads)") from e
+                judge_invisible_groups(timed, admin.conn.principal, lambda: _limited(admin),
+                                       all_groups, r.unauthorised_groups())
             return timed
 
         if window_s is not None:
