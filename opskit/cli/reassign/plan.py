@@ -32,6 +32,7 @@ from opskit.cli.common import (
     fmt_duration,
     stderr,
 )
+from opskit.cli.reassign.leader_weights import leader_lines, read_rates
 from opskit.core.reassign.bytes import (
     DEFAULT_TOLERANCE_PCT,
     ByteReport,
@@ -104,6 +105,9 @@ def plan(
     capacity_all: Annotated[str | None, typer.Option(
         "--capacity-all", help="the same capacity for every broker not in --capacity: 500GB",
         show_default=False)] = None,
+    leader_weights: Annotated[str | None, typer.Option(
+        "--leader-weights", help="bytes-in per partition (JSON; or opskit throughput -o json's "
+        "per topic): balance preferred leaders by bytes-in too", show_default=False)] = None,
     output: OutputOpt = Output.table,
     bootstrap_server: BootstrapOpt = None,
     context: ContextOpt = None,
@@ -122,6 +126,7 @@ def plan(
     if balance_bytes and goal.kind in (GoalKind.REPLICATION_FACTOR, GoalKind.FROM_JSON):
         raise UsageError("--balance-bytes goes with --add-brokers, --remove-brokers or --rebalance")
     rate = parse_rate(throttle) if throttle is not None else None
+    rates = read_rates(leader_weights, goal)
     if write_plan is not None:
         check_writable_target(write_plan, "plan file")
     with connect(bootstrap_server, context, timeout) as admin:
@@ -144,8 +149,11 @@ def plan(
     caps, source, cap_note = _capacity(topology, disks, given_capacity, capacity_rest)
     if cap_note and (balance_bytes or disks):
         notes.append(cap_note)
+    if rates is not None:
+        notes += rates.weights([p.tp for p in topology.partitions])[1]
     policy = Policy(respect_racks=not ignore_racks, throttle_bytes_per_s=rate,
-                    byte_tolerance_pct=tolerance, capacity=caps, capacity_source=source)
+                    byte_tolerance_pct=tolerance, capacity=caps, capacity_source=source,
+                    leader_rates=rates)
     result = plan_reassignment(topology, goal, policy, datetime.now(UTC))
     bytes_report = result.estimates.bytes_per_broker
     if bytes_report is not None:
@@ -365,6 +373,8 @@ def _table(console: Console, topology: Topology, plan: Plan) -> None:
                       "replicas must move for it (part of the lower bound)", highlight=False)
     if est.bytes_per_broker is not None:
         _bytes_lines(console, est.bytes_per_broker, est.bytes_moved)
+    if est.leader_bytes_in is not None:
+        leader_lines(console, est.leader_bytes_in)
     if est.duration_s is not None and est.throttle_bytes_per_s is not None:
         console.print(f"estimated duration at {fmt_bytes(est.throttle_bytes_per_s)}/s per broker: "
                       f"{fmt_duration(est.duration_s)} or more (busiest broker's bytes / throttle; "

@@ -33,6 +33,7 @@ from typing import Any
 
 from opskit.core.models import TopicPartition
 from opskit.core.reassign.bytes import ByteReport
+from opskit.core.reassign.leader_weights import LeaderLoad, Rates
 from opskit.core.reassign.plan_fields import (
     _INT32_MAX,
     _bool,
@@ -222,6 +223,7 @@ class Policy:
     byte_tolerance_pct: float | None = None
     capacity: Mapping[int, int] = field(default_factory=dict)
     capacity_source: str | None = None
+    leader_rates: Rates | None = None  # bytes-in to weigh preferred leaders by (leader_weights.py)
 
 
 # --------------------------------------------------------------------------- plan
@@ -281,10 +283,13 @@ class Estimates:
     unspread_before: int | None = None
     unspread_after: int | None = None
     bytes_per_broker: ByteReport | None = None
+    leader_bytes_in: LeaderLoad | None = None  # with leader rates (None without)
 
     def to_dict(self) -> dict[str, Any]:
         per_broker = {} if self.bytes_per_broker is None else {
             "bytes_per_broker": self.bytes_per_broker.to_dict()}
+        if self.leader_bytes_in is not None:
+            per_broker["leader_bytes_in"] = self.leader_bytes_in.to_dict()
         racks = {} if self.rack_replicas_lower_bound is None else {
             "rack_replicas_lower_bound": self.rack_replicas_lower_bound,
             "unspread_before": self.unspread_before,
@@ -331,6 +336,8 @@ class Estimates:
             unspread_after=_optional_count(d, "unspread_after", where),
             bytes_per_broker=None if d.get("bytes_per_broker") is None
             else ByteReport.from_dict(d["bytes_per_broker"], f"{where}.bytes_per_broker"),
+            leader_bytes_in=None if d.get("leader_bytes_in") is None
+            else LeaderLoad.from_dict(d["leader_bytes_in"], f"{where}.leader_bytes_in"),
         )
 
 

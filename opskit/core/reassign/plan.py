@@ -30,6 +30,12 @@ broker's bytes are within that percentage of the mean (counts may then spread be
 reported), and the leaders are balanced again by reordering. Every plan carries bytes
 per broker before/after (``Estimates.bytes_per_broker``).
 
+Leader weights (``opskit.core.reassign.leader_weights``): with ``Policy.leader_rates``
+(add, remove, rebalance), last of all the preferred leaders are reordered among the
+planned replicas to even the leader bytes-in per broker, keeping the leader counts'
+spreads (per topic, cluster); no replica moves. The plan then carries the leader
+bytes-in per broker before/after (``Estimates.leader_bytes_in``).
+
 Refusals (``RefusedError``, exit 5; nothing is planned): a target broker that is not
 registered; a replication factor above the number of brokers (left); a partition that
 would have fewer replicas than its topic's ``min.insync.replicas``; a partition without a
@@ -61,6 +67,7 @@ from opskit.core.reassign.bytes import (
     broker_bytes,
     byte_goal_bounds,
 )
+from opskit.core.reassign.leader_weights import LeaderLoad, leader_load, weigh_leaders
 from opskit.core.reassign.leaders import balance_all_leaders, balance_leaders, repair_leaders
 from opskit.core.reassign.model import (
     INTERNAL_TOPICS,
@@ -98,6 +105,11 @@ def plan_reassignment(topology: Topology, goal: Goal, policy: Policy, now: datet
     if policy.byte_tolerance_pct is not None and goal.kind in (GoalKind.FROM_JSON,
                                                                GoalKind.REPLICATION_FACTOR):
         raise InvalidInputError("byte balance goes with add-brokers, remove-brokers or rebalance")
+    if policy.leader_rates is not None and goal.kind in (GoalKind.FROM_JSON,
+                                                         GoalKind.REPLICATION_FACTOR):
+        raise InvalidInputError("leader weights go with add-brokers, remove-brokers or rebalance")
+    weights = None if policy.leader_rates is None else policy.leader_rates.weights(
+        [p.tp for p in parts])[0]
     if goal.kind is GoalKind.FROM_JSON:
         wanted = _apply_target(topology, goal.target, reps)
         lower: tuple[int, int] | None = None
@@ -125,6 +137,8 @@ def plan_reassignment(topology: Topology, goal: Goal, policy: Policy, now: datet
                                               spread, lower)
             if policy.balance_leaders:  # the byte moves carry leadership: reorder again
                 balance_all_leaders(reps, [p.topic for p in parts], stay)
+        if weights is not None and policy.balance_leaders:  # reorders only, counts kept
+            weigh_leaders(reps, [p.topic for p in parts], weights, stay)
         wanted = list(range(len(parts)))
         if spread is not None:
             rack_report = (spread.rack_replicas, spread.unspread, unspread_count(reps, racks))
@@ -134,7 +148,10 @@ def plan_reassignment(topology: Topology, goal: Goal, policy: Policy, now: datet
     report = _byte_report(topology, reps, stay, policy, byte_goal)
     _check_capacity(report)
     dirs = {a.tp: a.log_dirs for a in goal.target}
-    return _plan(topology, goal, policy, now, moves, dirs, lower, rack_report, report)
+    load = None if weights is None else LeaderLoad(
+        leader_load([p.replicas for p in parts], weights, stay), leader_load(reps, weights, stay),
+        tuple(stay))
+    return _plan(topology, goal, policy, now, moves, dirs, lower, rack_report, report, load)
 
 
 # --------------------------------------------------------------------------- goals
@@ -414,7 +431,7 @@ def _plan(topology: Topology, goal: Goal, policy: Policy, now: datetime,
           moves: Sequence[tuple[PartitionState, list[int]]],
           log_dirs: Mapping[TopicPartition, tuple[str, ...] | None],
           lower: tuple[int, int] | None, rack_report: tuple[int, int, int] | None = None,
-          per_broker: ByteReport | None = None) -> Plan:
+          per_broker: ByteReport | None = None, load: LeaderLoad | None = None) -> Plan:
     bytes_in: dict[int, int] = defaultdict(int)
     bytes_out: dict[int, int] = defaultdict(int)
     replicas_moved = bytes_moved = leaders = 0
@@ -437,7 +454,7 @@ def _plan(topology: Topology, goal: Goal, policy: Policy, now: datetime,
     rack_lb, unspread_before, unspread_after = rack_report or (None, None, None)
     estimates = Estimates(replicas_moved, replicas_lb, bytes_moved, bytes_lb, leaders,
                           dict(bytes_in), dict(bytes_out), rate, duration,
-                          rack_lb, unspread_before, unspread_after, per_broker)
+                          rack_lb, unspread_before, unspread_after, per_broker, load)
     return Plan(
         partitions=tuple(Assignment(p.topic, p.partition, tuple(rs), log_dirs.get(p.tp))
                          for p, rs in moves),
