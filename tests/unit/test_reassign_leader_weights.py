@@ -174,3 +174,21 @@ def test_bad_rates_files_are_one_line_errors(text: str, message: str) -> None:
     with pytest.raises(InvalidInputError, match=message) as e:
         parse_rates(text, "--leader-weights f.json")
     assert "\n" not in str(e.value)
+
+
+def test_what_opskit_throughput_prints_is_accepted() -> None:
+    """The JSON ``opskit throughput -o json`` prints (its ``measure`` over two readings,
+    through ``emit``'s json.dumps) is a rates file: per topic, split over its partitions."""
+    from opskit.adapters.kafka.log_dirs import PartitionSizes
+    from opskit.cli.throughput import Reading, measure
+
+    tps = [TopicPartition("a", 0), TopicPartition("a", 1), TopicPartition("b", 0)]
+    first = Reading(100.0, dict.fromkeys(tps, 0), {}, PartitionSizes(dict.fromkeys(tps, 0)))
+    second = Reading(110.0, dict.fromkeys(tps, 50),
+                     {}, PartitionSizes({tps[0]: 30_000, tps[1]: 10_000, tps[2]: 5_000}))
+    printed = json.dumps(measure(first, second, ["a", "b"]))
+    rates = parse_rates(printed, "--leader-weights t.json")
+    assert rates.topics == {"a": 4000.0, "b": 500.0}
+    w, notes = rates.weights(tps)
+    assert w == [2000, 2000, 500]
+    assert any("per topic" in n for n in notes)
