@@ -35,8 +35,8 @@ from typing import TypeVar
 
 from opskit.adapters.health.cluster import min_isr_value
 from opskit.adapters.kafka.admin.client import ClusterMeta, KafkaAdmin
+from opskit.adapters.kafka.kafka_python import KAFKA_PYTHON_GRACE_S
 from opskit.adapters.kafka.reader import ClusterReader, KeptClients, open_reader
-from opskit.adapters.kafka.record_times import DEFAULT_CACHE_SIZE as RECORD_CACHE_SIZE
 from opskit.adapters.lag.sampler import RetentionConfig
 from opskit.core.connection import ConnectionConfig
 from opskit.core.models import GroupLag, LagThresholds, PartitionOffsets, TopicPartition
@@ -90,8 +90,10 @@ class KafkaSource:
         self._open_reader = open_reader
         self._admin: KafkaAdmin | None = None
         #: kafka-python's client and the record-time reader (its cache), kept by the
-        #: sessions from one cycle to the next
-        self._kept = KeptClients(self.conn, options.kafka_timeout_s)
+        #: sessions from one cycle to the next; kafka-python's connect waits at most the
+        #: timeout + 2 s (then quorum and reassignments are not read that round)
+        self._kept = KeptClients(self.conn, options.kafka_timeout_s,
+                                 connect_s=options.kafka_timeout_s + KAFKA_PYTHON_GRACE_S)
         self._groups = GroupReads(options, thresholds)
         #: topic -> ((retention.ms, retention.bytes), min.insync.replicas, throttled replicas)
         self._configs: dict[str, tuple[tuple[int, int], int | None, dict[str, str]]] = {}
@@ -423,8 +425,9 @@ class KafkaSource:
         """The order to look positions up in the reader's cache: any, when they and a
         pass's reads all fit in it (a lookup moves an entry to the end of the LRU, so
         the order then decides nothing); else most lagging first, as they are read (the
-        order then decides which entries the next reads evict)."""
-        if len(best) + self.options.lag_time_budget <= RECORD_CACHE_SIZE:
+        order then decides which entries the next reads evict). The cache is the kept
+        record-time reader's, whose size is what counts."""
+        if len(best) + self.options.lag_time_budget <= self._kept.record_cache_size:
             return best
         return most_lagging_first(best)
 

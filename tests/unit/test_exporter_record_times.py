@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from opskit.adapters.kafka.reader import KeptClients
 from opskit.adapters.kafka.record_times import RecordTime
 from opskit.core.connection import ConnectionConfig
 from opskit.core.lag import compute_group_lag
@@ -17,7 +18,12 @@ from opskit.core.models import (
     PartitionOffsets,
     TopicPartition,
 )
-from opskit.exporter.assemble import Position, lag_time_positions
+from opskit.exporter.assemble import (
+    Position,
+    lag_time_positions,
+    most_lagging_first,
+    read_positions,
+)
 from opskit.exporter.collector import KafkaSource
 from opskit.exporter.options import ExporterOptions
 
@@ -91,3 +97,28 @@ def test_background_reads_what_the_full_pass_reads() -> None:
         assert {pos for pos in full_ts} == set(cached) | set(want)
         # and looks up only the missing positions again, not every one
         assert sorted(background.lookups) == sorted(missing)
+
+
+def test_the_lookup_order_follows_the_size_of_the_actual_cache() -> None:
+    """Positions and a pass's reads that fit in the record-time reader's cache are looked
+    up in any order; when they do not, most lagging first (what the next reads evict
+    depends on it). The size is the kept reader's, not the default."""
+    groups = _groups()
+    positions = read_positions(groups)
+    lagging_first = most_lagging_first(positions)
+    assert lagging_first != list(positions)  # the two orders differ here
+    orders = {}
+    for size in (len(positions) + 2, len(positions) + 1):
+        src = KafkaSource(ConnectionConfig(bootstrap="127.0.0.1:1"),
+                          ExporterOptions(lag_time=True, lag_time_budget=2))
+        try:
+            src._kept = KeptClients(src.conn, 1.0, record_cache_size=size)
+            assert src._kept.record_times().cache_size == size  # the cache it makes
+            reader = CachingReader(())
+            src._cached_record_times(reader, groups)  # type: ignore[arg-type]
+        finally:
+            src.close()
+        orders[size] = reader.lookups
+    assert orders[len(positions) + 2] == list(positions)  # all fit: as they come
+    # one more than fits (far below the default size): most lagging first
+    assert orders[len(positions) + 1] == lagging_first

@@ -3,10 +3,13 @@ quorum and the reassignments (kafka-python's client). No sockets: the client is 
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import pytest
 
+from opskit.adapters.kafka.kafka_python import close_kafka_python
+from opskit.adapters.kafka.kafka_python_reads import bounded
 from opskit.adapters.kafka.reader.kept import KafkaPythonReads, KeptClients
 from opskit.core.connection import ConnectionConfig
 from opskit.errors import KafkaOperationError, UnsupportedError
@@ -107,3 +110,52 @@ def test_a_failed_connect_is_tried_once_per_session() -> None:
     assert kept.connects == 1
     assert KafkaPythonReads(kept, 2.0).quorum().leader_id == 1  # the next round connects
     assert kept.connects == 2
+
+
+def test_a_connect_given_up_on_is_closed_when_it_ends_late() -> None:
+    """bounded() gives up after its timeout; the client the abandoned connect still
+    makes is handed to ``late`` (kept clients close it), never leaked."""
+    release, handed = threading.Event(), threading.Event()
+    client = FakeKafkaPython()
+
+    def slow_connect() -> FakeKafkaPython:
+        release.wait(60)
+        return client
+
+    def late(c: FakeKafkaPython) -> None:
+        close_kafka_python(c)
+        handed.set()
+
+    with pytest.raises(Exception, match="no answer within"):
+        bounded(slow_connect, 0.01, late=late)
+    release.set()
+    assert handed.wait(60)
+    assert client.closed
+
+
+def test_an_answer_in_time_is_returned_and_not_handed_to_late() -> None:
+    got: list[object] = []
+    assert bounded(lambda: 7, 60, late=got.append) == 7
+    with pytest.raises(ValueError, match="boom"):
+        bounded(lambda: (_ for _ in ()).throw(ValueError("boom")), 60, late=got.append)
+    assert got == []
+
+
+def test_closing_is_best_effort() -> None:
+    class Broken:
+        def close(self) -> None:
+            raise OSError("already gone")
+
+    close_kafka_python(Broken())  # logged, not raised
+    close_kafka_python(None)
+    c = FakeKafkaPython()
+    close_kafka_python(c)
+    assert c.closed
+
+
+def test_the_connect_bound_is_connect_s_else_wait_s() -> None:
+    conn = ConnectionConfig(bootstrap="127.0.0.1:1")
+    assert KeptClients(conn, 3.0).connect_s is None  # kafka-python's own timeouts only
+    assert KeptClients(conn, 3.0, wait_s=5.0).connect_s == 5.0  # opskit health
+    exporter = KeptClients(conn, 3.0, connect_s=5.0)  # the exporter: DescribeQuorum as before
+    assert (exporter.connect_s, exporter.wait_s) == (5.0, None)

@@ -19,6 +19,7 @@ from contextlib import closing
 from typing import TypeVar
 
 from opskit.adapters.kafka.admin.client import ClusterMeta, KafkaAdmin
+from opskit.adapters.kafka.kafka_python import KAFKA_PYTHON_GRACE_S
 from opskit.adapters.kafka.kafka_python_reads import reason
 from opskit.adapters.kafka.reader import ClusterReader, KeptClients, open_reader
 from opskit.adapters.kafka.reader.kept import KafkaPythonConnectError
@@ -33,9 +34,6 @@ from opskit.errors import NotAuthorisedError, OpskitError, UnsupportedError
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-
-#: how much longer than the command's timeout kafka-python's connect and reads may take
-KAFKA_PYTHON_GRACE_S = 2.0
 
 
 def partitions_of(meta: ClusterMeta) -> tuple[PartitionState, ...]:

@@ -11,7 +11,14 @@ from typing import Any
 
 from opskit.core.connection import ConnectionConfig
 
-__all__ = ["kafka_python_config", "quiet_kafka_python"]
+__all__ = ["KAFKA_PYTHON_GRACE_S", "close_kafka_python", "kafka_python_config",
+           "quiet_kafka_python"]
+
+log = logging.getLogger(__name__)
+
+#: how much longer than the command's (the exporter's) timeout kafka-python's connect and
+#: reads may take: its own timeouts are the timeout, and its error is the clearer one
+KAFKA_PYTHON_GRACE_S = 2.0
 
 
 def quiet_kafka_python(debug: bool) -> None:
@@ -24,3 +31,13 @@ def kafka_python_config(conn: ConnectionConfig, timeout: float) -> dict[str, Any
     cfg = conn.to_kafka_python(ms)
     cfg.update({"bootstrap_timeout_ms": ms, "reconnect_backoff_max_ms": 1000})
     return cfg
+
+
+def close_kafka_python(client: Any) -> None:
+    """Close a kafka-python client, best effort (a failure is logged at debug level)."""
+    if client is None:
+        return
+    try:
+        client.close()
+    except Exception:  # closing is best effort
+        log.debug("closing kafka-python client failed", exc_info=True)

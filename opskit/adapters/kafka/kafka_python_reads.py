@@ -34,21 +34,36 @@ class _Deadline(Exception):
     pass
 
 
-def bounded(fn: Callable[[], T], timeout: float) -> T:
-    """Run ``fn`` in a daemon thread; give up after ``timeout`` seconds (the thread is abandoned)."""
+def bounded(fn: Callable[[], T], timeout: float,
+            late: Callable[[T], object] | None = None) -> T:
+    """Run ``fn`` in a daemon thread; give up after ``timeout`` seconds (the thread is
+    abandoned: it ends when ``fn`` does; what ``fn`` returns after that is handed to
+    ``late``, e.g. to close a client no one will use)."""
     out: queue.Queue[tuple[bool, Any]] = queue.Queue(maxsize=1)
+    lock = threading.Lock()
+    gave_up = threading.Event()
 
     def target() -> None:
         try:
-            out.put((True, fn()))
+            got: tuple[bool, Any] = (True, fn())
         except BaseException as e:  # noqa: BLE001 - re-raised in the caller
-            out.put((False, e))
+            got = (False, e)
+        with lock:
+            abandoned = gave_up.is_set()
+            if not abandoned:
+                out.put(got)
+        if abandoned and got[0] and late is not None:
+            late(got[1])
 
     threading.Thread(target=target, name="opskit-kafka-python", daemon=True).start()
     try:
         ok, val = out.get(timeout=timeout)
     except queue.Empty:
-        raise _Deadline(f"no answer within {timeout:g}s") from None
+        with lock:
+            gave_up.set()
+            if out.empty():
+                raise _Deadline(f"no answer within {timeout:g}s") from None
+        ok, val = out.get_nowait()  # it came as the wait ended
     if ok:
         return val  # type: ignore[no-any-return]
     raise val

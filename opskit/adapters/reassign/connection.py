@@ -22,7 +22,11 @@ from typing import Any, Self
 from opskit.adapters.kafka import capabilities as caps_mod
 from opskit.adapters.kafka import confluent as ck
 from opskit.adapters.kafka.admin.client import KafkaAdmin
-from opskit.adapters.kafka.kafka_python import kafka_python_config, quiet_kafka_python
+from opskit.adapters.kafka.kafka_python import (
+    close_kafka_python,
+    kafka_python_config,
+    quiet_kafka_python,
+)
 from opskit.core.connection import ConnectionConfig
 from opskit.errors import (
     AuthenticationError,
@@ -62,19 +66,10 @@ class ReassignConnection:
 
     def _drop_kafka_python(self) -> None:
         kp, self._kp = self._kp, None
-        if kp is not None:
-            try:
-                kp.close()
-            except Exception:  # closing is best effort
-                log.debug("closing kafka-python failed", exc_info=True)
+        close_kafka_python(kp)
 
     def close(self) -> None:
-        if self._kp is not None:
-            try:
-                self._kp.close()
-            except Exception:  # closing is best effort
-                log.debug("closing kafka-python failed", exc_info=True)
-        self._kp = None
+        self._drop_kafka_python()
         self._ck = None
         self.admin.close()
 

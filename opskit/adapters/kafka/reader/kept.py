@@ -21,18 +21,15 @@ time (the exporter's slow-family round), the record-time reader serialises its c
 
 from __future__ import annotations
 
-import logging
 import threading
 from typing import Any
 
-from opskit.adapters.kafka.kafka_python import kafka_python_config
+from opskit.adapters.kafka.kafka_python import close_kafka_python, kafka_python_config
 from opskit.adapters.kafka.kafka_python_reads import bounded, describe_quorum, list_reassignments
-from opskit.adapters.kafka.record_times import RecordTimeReader
+from opskit.adapters.kafka.record_times import DEFAULT_CACHE_SIZE, RecordTimeReader
 from opskit.core.connection import ConnectionConfig
 from opskit.core.health import QuorumInfo, Reassignment
 from opskit.errors import KafkaOperationError, OpskitError, UnsupportedError
-
-log = logging.getLogger(__name__)
 
 
 class KafkaPythonConnectError(KafkaOperationError):
@@ -50,18 +47,24 @@ class KeptClients:
     session drops it)."""
 
     def __init__(self, conn: ConnectionConfig, timeout: float,
-                 wait_s: float | None = None) -> None:
+                 wait_s: float | None = None, connect_s: float | None = None,
+                 record_cache_size: int = DEFAULT_CACHE_SIZE) -> None:
         self.conn = conn
         self.timeout = timeout
         #: when given, kafka-python's connect and the DescribeQuorum read wait at most this
-        #: long (``opskit health``: timeout + 2 s); else the connect waits on kafka-python's
-        #: own timeouts and DescribeQuorum at most the session's timeout
+        #: long (``opskit health``: timeout + 2 s); else DescribeQuorum waits at most the
+        #: session's timeout
         self.wait_s = wait_s
+        #: how long kafka-python's connect may take (the exporter: timeout + 2 s); None:
+        #: ``wait_s``, else only kafka-python's own timeouts. A connect given up on is
+        #: left to end in its thread, and the client it may still make is closed then.
+        self.connect_s = connect_s if connect_s is not None else wait_s
         self._lock = threading.Lock()
         #: held while kafka-python connects (up to the timeout): never the record reader's
         self._kp_lock = threading.Lock()
         self._kp: Any = None
         self._records: RecordTimeReader | None = None
+        self._record_cache_size = record_cache_size
 
     def kafka_python(self) -> Any:
         """kafka-python's admin client; KafkaPythonConnectError when it cannot connect."""
@@ -72,7 +75,8 @@ class KeptClients:
 
                     def make() -> Any:
                         return KafkaAdminClient(**kafka_python_config(self.conn, self.timeout))
-                    self._kp = make() if self.wait_s is None else bounded(make, self.wait_s)
+                    self._kp = (make() if self.connect_s is None
+                                else bounded(make, self.connect_s, late=close_kafka_python))
                 except Exception as e:  # quorum and reassignments become unknown
                     raise KafkaPythonConnectError(self.conn.bootstrap, e) from e
             return self._kp
@@ -81,18 +85,22 @@ class KeptClients:
         """Close kafka-python's client: the next read connects afresh."""
         with self._kp_lock:
             c, self._kp = self._kp, None
-        if c is not None:
-            try:
-                c.close()
-            except Exception:  # closing is best effort
-                log.debug("closing kafka-python client failed", exc_info=True)
+        close_kafka_python(c)
 
     def record_times(self) -> RecordTimeReader:
         """The record-time reader (its cache survives the sessions)."""
         with self._lock:
             if self._records is None:
-                self._records = RecordTimeReader(self.conn, timeout=min(self.timeout, 5.0))
+                self._records = RecordTimeReader(self.conn, timeout=min(self.timeout, 5.0),
+                                                 cache_size=self._record_cache_size)
             return self._records
+
+    @property
+    def record_cache_size(self) -> int:
+        """How many record times the record-time reader's cache holds (no reader made)."""
+        with self._lock:
+            r = self._records
+        return r.cache_size if r is not None else self._record_cache_size
 
     def close(self) -> None:
         with self._lock:
