@@ -16,7 +16,6 @@ No speed is asserted: a cycle still running after a wide bound is a hang.
 from __future__ import annotations
 
 import contextlib
-import socket
 import threading
 from collections.abc import Iterator
 
@@ -30,7 +29,7 @@ from opskit.core.connection import ConnectionConfig
 from opskit.exporter.collector import KafkaSource
 from opskit.exporter.engine import Exporter
 from opskit.exporter.options import ExporterOptions, NameFilter
-from tests.helpers import create_topic
+from tests.helpers import SilentServer, create_topic
 
 TIMEOUT = 2.0
 #: the bound is TIMEOUT + 2 s per connect; a loaded 2-core CI machine is many times
@@ -39,22 +38,10 @@ HANG_S = 120.0
 
 
 @contextlib.contextmanager
-def _silent() -> Iterator[str]:
-    """A socket that accepts connections and never answers."""
-    srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    srv.bind(("127.0.0.1", 0))
-    srv.listen(64)
-    try:
-        yield f"127.0.0.1:{srv.getsockname()[1]}"
-    finally:
-        srv.close()
-
-
-@contextlib.contextmanager
 def _endpoint(fault: str, upstream: str) -> Iterator[str]:
-    if fault == "silent":
-        with _silent() as bs:
-            yield bs
+    if fault == "silent":  # accepts connections and never answers
+        with SilentServer() as srv:
+            yield srv.address
     else:  # answers ApiVersions, then nothing
         with BrokerDouble(upstream, Behaviour(stall_on=ALL_APIS)) as d:
             yield d.bootstrap
@@ -62,8 +49,8 @@ def _endpoint(fault: str, upstream: str) -> Iterator[str]:
 
 @pytest.mark.parametrize("served", [False, True], ids=["once", "served"])
 @pytest.mark.parametrize("fault", ["silent", "stall-after-versions"])
-def test_a_hung_kafka_python_connect_leaves_its_families_unread(
-        kafka, uniq, fault: str, served: bool) -> None:  # type: ignore[no-untyped-def]
+def test_a_hung_kafka_python_connect_leaves_its_families_unread(  # type: ignore[no-untyped-def]
+        kafka, uniq, fault: str, served: bool) -> None:
     topic = f"kpb_{uniq}"
     create_topic(kafka.bootstrap, topic, 1)
     real = KafkaAdmin(ConnectionConfig(kafka.bootstrap).with_client_id("opskit-exporter"),
