@@ -38,7 +38,13 @@ from typing import Any
 
 from opskit.adapters.k8s.api import KubeApi
 from opskit.adapters.kafka.admin.client import KafkaAdmin
-from opskit.adapters.scaleout.kafka_steps import STATIC_DEFAULTS, KafkaSteps, read_kafka_facts
+from opskit.adapters.scaleout.k8s_restart import restart_pod
+from opskit.adapters.scaleout.kafka_steps import (
+    STATIC_DEFAULTS,
+    KafkaSteps,
+    read_kafka_facts,
+    sole_in_sync_refusal,
+)
 from opskit.core.scaleout import k8s as objs
 from opskit.core.scaleout.plan import ClusterFacts, ScaleOutPlan, Step, StepKind
 from opskit.errors import InconsistentStateError, NotFoundError, RefusedError, UnsupportedError
@@ -273,8 +279,6 @@ class K8sSteps:
         """Restart the pod of node N with the read-only settings in its StatefulSet (see
         the module docstring). Idempotent: a broker that reports the settings already is
         not restarted; a killed run's half-done restart is finished."""
-        from opskit.adapters.scaleout.runner import failpoint
-
         assert step.node_id is not None
         n, k = step.node_id, self.kafka
         brokers = len(set(plan.existing) | set(plan.new_nodes))
@@ -290,37 +294,15 @@ class K8sSteps:
             return f"node {n} (pod {pod}) runs with {values} already: not restarted"
         alone = k.sole_in_sync(n)
         if alone:
-            raise RefusedError(
-                f"node {n} holds the only in-sync replica of {len(alone)} partition(s) ("
-                + ", ".join(alone[:5]) + f"): restarting pod {pod} would take them offline, "
-                "so it was not restarted; the scale-out is not finished: raise their RF, "
-                "then 'opskit playbook resume'")
-        uid = self.api.pod_uid(self.namespace, pod)
-        if uid is None:
-            raise NotFoundError(f"pod {self.namespace}/{pod} (node {n}) not found")
-        if not template_ok:
-            self.api.replace_statefulset(want)     # compare-and-set on its resourceVersion
-        failpoint("patched", step.key)
-        how = "deleted it"
-        if template_ok or objs.update_strategy(want) == "OnDelete":
-            self.api.delete_pod(self.namespace, pod, uid)   # SIGTERM: controlled shutdown
-        else:
-            how = f"StatefulSet {sts['metadata']['name']} replaces it (RollingUpdate)"
-        failpoint("stopped", step.key)
-
-        def replaced() -> str | None:
-            now = self.api.pod_uid(self.namespace, pod)
-            if now is None or now == uid:
-                return f"pod {pod} not replaced yet"
-            return None if self.api.pod_ready(self.namespace, pod) else f"pod {pod} not Ready"
-
-        k.wait(f"restarting node {n}: waiting for a new pod {pod} Ready", replaced)
+            raise sole_in_sync_refusal(n, alone, f"pod {pod}", "; the scale-out is not finished")
+        done = restart_pod(self.api, k, self.namespace, step.key, n, pod, sts, want, template_ok,
+                           waiting=f"restarting node {n}: waiting for a new pod {pod} Ready",
+                           absent=f"pod {pod} not replaced yet")
         back = k.after_restart(n, plan, brokers, lambda still: (
             f"pod {pod} was restarted but node {n} reports "
             + ", ".join(f"{key}={v}" for key, v in still.items())
             + f": its StatefulSet sets {values}; does the image read KAFKA_CFG_* variables?"))
-        updated = "" if template_ok else f"StatefulSet {sts['metadata']['name']} updated, "
-        return (f"node {n}: {updated}pod {pod} restarted ({how}), runs with {values}; "
+        return (f"node {n}: {done.updated}pod {pod} restarted ({done.how}), runs with {values}; "
                 f"every partition in ISR{back}")
 
     def _first_id(self, plan: ScaleOutPlan) -> int:

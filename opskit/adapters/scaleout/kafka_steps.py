@@ -428,3 +428,15 @@ class KafkaSteps:
         from opskit.adapters.scaleout.probe import verify_defaults
 
         return verify_defaults(self, plan)
+
+
+def sole_in_sync_refusal(node_id: int, alone: list[str], restarting: str,
+                         not_done: str) -> RefusedError:
+    """The refusal to restart node ``node_id``, which holds the only in-sync replica of
+    the partitions ``alone`` (:meth:`KafkaSteps.sole_in_sync`): restarting ``restarting``
+    ("it", "pod <name>") would take them offline; ``not_done``: what stays undone, after
+    "so it was not restarted"."""
+    return RefusedError(
+        f"node {node_id} holds the only in-sync replica of {len(alone)} partition(s) ("
+        + ", ".join(alone[:5]) + f"): restarting {restarting} would take them offline, so "
+        f"it was not restarted{not_done}: raise their RF, then 'opskit playbook resume'")

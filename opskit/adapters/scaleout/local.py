@@ -19,6 +19,7 @@ from opskit.adapters.scaleout.kafka_steps import (
     STATIC_DEFAULTS,
     KafkaSteps,
     read_kafka_facts,
+    sole_in_sync_refusal,
 )
 from opskit.core.connection import ConnectionConfig
 from opskit.core.scaleout.plan import ClusterFacts, ScaleOutPlan, Step, StepKind
@@ -177,12 +178,9 @@ class LocalSteps:
             return f"{started}node {n} runs with {values} already: not restarted"
         alone = k.sole_in_sync(n)
         if alone:
-            raise RefusedError(
-                f"node {n} holds the only in-sync replica of {len(alone)} partition(s) ("
-                + ", ".join(alone[:5]) + "): restarting it would take them offline, so it was "
-                f"not restarted; the scale-out is not finished (node {n} still runs "
-                + ", ".join(f"{key}={v}" for key, v in old.items())
-                + "): raise their RF, then 'opskit playbook resume'")
+            still = ", ".join(f"{key}={v}" for key, v in old.items())
+            raise sole_in_sync_refusal(n, alone, "it", "; the scale-out is not finished (node "
+                                       f"{n} still runs {still})")
         self.sb.stop_node(n)            # SIGTERM: a controlled shutdown moves its leaders
         failpoint("stopped", step.key)
         self.sb.start_node(n, wait_timeout=k.wait_s)

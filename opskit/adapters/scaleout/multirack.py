@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from opskit.adapters.kafka.admin.client import KafkaAdmin
-from opskit.adapters.scaleout.kafka_steps import KafkaSteps, read_kafka_facts
+from opskit.adapters.scaleout.kafka_steps import KafkaSteps, read_kafka_facts, sole_in_sync_refusal
 from opskit.core.connection import ConnectionConfig
 from opskit.core.scaleout.multirack import (
     MultiRackPlan,
@@ -153,11 +153,7 @@ class MultiRackSteps:
                           "in ISR")
             alone = k.sole_in_sync(n)
             if alone:
-                raise RefusedError(
-                    f"node {n} holds the only in-sync replica of {len(alone)} partition(s) ("
-                    + ", ".join(alone[:5]) + "): restarting it would take them offline, so "
-                    f"it was not restarted and is not in rack {rack} yet: raise their RF, "
-                    "then 'opskit playbook resume'")
+                raise sole_in_sync_refusal(n, alone, "it", f" and is not in rack {rack} yet")
             self.sb.stop_node(n)
             failpoint("stopped", step.key)
             started = ""

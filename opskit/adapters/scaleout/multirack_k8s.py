@@ -43,6 +43,8 @@ from typing import Any, cast
 from opskit.adapters.k8s.api import KubeApi
 from opskit.adapters.kafka.admin.client import KafkaAdmin
 from opskit.adapters.scaleout.k8s import RACKS_ENV, ConfigMapPlans, read_k8s_facts
+from opskit.adapters.scaleout.k8s_restart import restart_pod, wait_for_pod
+from opskit.adapters.scaleout.kafka_steps import sole_in_sync_refusal
 from opskit.adapters.scaleout.multirack import MultiRackSteps, spread_plan_path
 from opskit.core.scaleout import k8s as objs
 from opskit.core.scaleout.multirack import (
@@ -276,16 +278,9 @@ class K8sMultiRackSteps(MultiRackSteps):
     def _voters(self) -> list[int]:
         return sorted(objs.voter_pods(self._combined()))
 
-    def _wait_pod(self, pod: str, old_uid: str | None = None) -> None:
-        def check() -> str | None:
-            uid = self.api.pod_uid(self.namespace, pod)
-            if uid is None:
-                return f"pod {pod} not created"
-            if old_uid is not None and uid == old_uid:
-                return f"pod {pod} not replaced yet"
-            return None if self.api.pod_ready(self.namespace, pod) else f"pod {pod} not Ready"
-
-        self.kafka.wait(f"waiting for pod {pod} Ready", check)
+    def _wait_pod(self, pod: str) -> None:
+        wait_for_pod(self.api, self.kafka, self.namespace, pod, None,
+                     f"waiting for pod {pod} Ready", f"pod {pod} not created")
 
     # --- steps --------------------------------------------------------------
     def _add_pod(self, step: Step, plan: MultiRackPlan) -> str:
@@ -321,8 +316,6 @@ class K8sMultiRackSteps(MultiRackSteps):
                 f"broker {n} registered in rack {rack}")
 
     def _restart_in_rack(self, step: Step, plan: MultiRackPlan) -> str:
-        from opskit.adapters.scaleout.runner import failpoint
-
         assert step.node_id is not None
         n, k, rack = step.node_id, self.kafka, plan.rack_of(step.node_id)
         sts, pod, combined = self._pod_of(n)
@@ -337,30 +330,14 @@ class K8sMultiRackSteps(MultiRackSteps):
             return f"node {n} (pod {pod}) back in rack {rack} (an interrupted restart)"
         alone = k.sole_in_sync(n)
         if alone:
-            raise RefusedError(
-                f"node {n} holds the only in-sync replica of {len(alone)} partition(s) ("
-                + ", ".join(alone[:5]) + f"): restarting pod {pod} would take them offline, so "
-                f"it was not restarted and is not in rack {rack} yet: raise their RF, then "
-                "'opskit playbook resume'")
-        uid = self.api.pod_uid(self.namespace, pod)
-        if uid is None:
-            raise NotFoundError(f"pod {self.namespace}/{pod} (node {n}) not found")
-        if not template_ok:
-            self.api.replace_statefulset(want)    # compare-and-set on its resourceVersion
-        failpoint("patched", step.key)
-        how = "deleted it"
-        if template_ok or objs.update_strategy(want) == "OnDelete":
-            self.api.delete_pod(self.namespace, pod, uid)    # SIGTERM: controlled shutdown
-        else:
-            how = f"StatefulSet {sts['metadata']['name']} replaces it (RollingUpdate)"
-        failpoint("stopped", step.key)
-        self._wait_pod(pod, uid)
+            raise sole_in_sync_refusal(n, alone, f"pod {pod}", f" and is not in rack {rack} yet")
+        done = restart_pod(self.api, k, self.namespace, step.key, n, pod, sts, want, template_ok,
+                           waiting=f"waiting for pod {pod} Ready", absent=f"pod {pod} not created")
         self._reports(n, rack)
         self._settled(plan, f"after restarting node {n}: waiting for every partition in ISR")
         back = k.lead_again()
-        updated = "" if template_ok else f"StatefulSet {sts['metadata']['name']} updated, "
-        return f"node {n}: {updated}pod {pod} restarted ({how}) in rack {rack}; every " \
-               f"partition in ISR{back}"
+        return f"node {n}: {done.updated}pod {pod} restarted ({done.how}) in rack {rack}; " \
+               f"every partition in ISR{back}"
 
 
 def steps_for(api: KubeApi, namespace: str, statefulset: str, *, conn: Any, context: str,
