@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import closing, contextmanager
 
 import pytest
 
+from opskit.adapters.kafka.admin.client import KafkaAdmin
 from opskit.adapters.kafka.protocol import cluster as cluster_wire
 from opskit.adapters.kafka.protocol import offsets as offsets_wire
 from opskit.adapters.kafka.protocol.client import WireUnsupported
-from opskit.adapters.kafka.reader import KeptClients, open_reader
+from opskit.adapters.kafka.reader import ClusterReader, KeptClients, open_reader
 from opskit.adapters.kafka.record_times import RecordTimeReader
 from opskit.adapters.lag.source import collect_lag
 from opskit.adapters.lag.timed.report import RETENTION_KEYS
@@ -32,6 +35,14 @@ class _Serving(KeptClients):
 
     def record_times(self) -> RecordTimeReader:
         return self.reader
+
+
+@contextmanager
+def _session(admin: KafkaAdmin, reader: RecordTimeReader) -> Iterator[ClusterReader]:
+    """A read session opened as ``opskit lag`` opens one: on kept clients that outlive
+    it (their record-time reader the test's), closed when the read is done."""
+    with closing(open_reader(admin, _Serving(reader))) as r:
+        yield r
 
 
 def test_cluster_metadata_and_groups_equal_librdkafkas(kafka3, uniq) -> None:  # type: ignore[no-untyped-def]
@@ -186,8 +197,9 @@ def test_lag_time_reads_are_prefetched(kafka, uniq) -> None:  # type: ignore[no-
     for f in deleter.delete_records([CkTP(t, 2, 30)]).values():
         f.result(30)
     admin = kafka.admin()
-    with RecordTimeReader(admin.conn, timeout=READ_TIMEOUT) as reader:
-        timed = collect_timed_lag(admin, True, [g], kept=_Serving(reader))
+    with RecordTimeReader(admin.conn, timeout=READ_TIMEOUT) as reader, \
+            _session(admin, reader) as r:
+        timed = collect_timed_lag(admin, True, [g], cluster=r)
         assert reader._wire is not None  # the deleted record's partition needed a read
         assert reader._consumer is None
     with RecordTimeReader(admin.conn, timeout=READ_TIMEOUT) as plain:
@@ -205,8 +217,9 @@ def test_lag_time_reads_are_prefetched(kafka, uniq) -> None:  # type: ignore[no-
     # nothing deleted: the reader opens no connection at all
     g2 = f"cw-ride2-{uniq}"
     commit_retrying(bs, g2, {(t, 0): 1, (t, 1): 6})
-    with RecordTimeReader(admin.conn, timeout=READ_TIMEOUT) as reader:
-        timed = collect_timed_lag(admin, True, [g2], kept=_Serving(reader))
+    with RecordTimeReader(admin.conn, timeout=READ_TIMEOUT) as reader, \
+            _session(admin, reader) as r:
+        timed = collect_timed_lag(admin, True, [g2], cluster=r)
         assert reader._wire is None and reader._consumer is None
         assert reader.reads == 1
     pt = timed.partition_time(g2, TopicPartition(t, 0))
@@ -237,8 +250,9 @@ def test_lag_time_when_the_prefetch_fails(kafka, uniq, monkeypatch) -> None:  # 
                 for node, req in calls], no_leader
 
     monkeypatch.setattr(offsets_wire, "fetch_calls", broken)
-    with RecordTimeReader(admin.conn, timeout=READ_TIMEOUT) as reader:
-        timed = collect_timed_lag(admin, True, [g], kept=_Serving(reader))
+    with RecordTimeReader(admin.conn, timeout=READ_TIMEOUT) as reader, \
+            _session(admin, reader) as r:
+        timed = collect_timed_lag(admin, True, [g], cluster=r)
         # sent (and broken) twice: the prefetch, then the reader's own fetch
         assert len(broken_sent) == 2 and broken_sent[0] >= 1
         # the reader's own fetch is broken the same way: it falls back to librdkafka
@@ -266,8 +280,9 @@ def test_lag_time_prefetch_on_three_brokers(kafka3, uniq) -> None:  # type: igno
     admin = kafka3.admin()
     leaders = {p.leader for p in admin.metadata().topics[t]}
     assert len(leaders) > 1  # the test means something only with several leaders
-    with RecordTimeReader(admin.conn, timeout=READ_TIMEOUT) as reader:
-        timed = collect_timed_lag(admin, True, [g], kept=_Serving(reader))
+    with RecordTimeReader(admin.conn, timeout=READ_TIMEOUT) as reader, \
+            _session(admin, reader) as r:
+        timed = collect_timed_lag(admin, True, [g], cluster=r)
         assert reader._wire is None and reader._consumer is None
         assert reader.reads == 6
     (gl,) = timed.groups

@@ -19,7 +19,7 @@ from opskit.adapters.kafka.protocol.client import (
     WireClient,
     WireUnsupported,
 )
-from opskit.adapters.kafka.reader import PREFETCH_LANE, ClusterReader, KeptClients, open_reader
+from opskit.adapters.kafka.reader import PREFETCH_LANE, ClusterReader, open_reader
 from opskit.adapters.kafka.record_times import Position, RecordTime
 from opskit.adapters.lag.source import collect_lag
 from opskit.adapters.lag.timed.report import (
@@ -130,7 +130,6 @@ def collect_timed_lag(
     clock: Clock = time.time,
     retention_cache: dict[str, RetentionConfig] | None = None,
     cluster: ClusterReader | None = None,
-    kept: KeptClients | None = None,
 ) -> TimedLagReport:
     """Lag report, then (``with_time``) the record timestamps and topic retention.
 
@@ -141,15 +140,16 @@ def collect_timed_lag(
     never younger than the truth by the time the reads took.
     ``retention_cache`` (topic -> config) saves the DescribeConfigs call in
     repeated collections. Kafka, record timestamps included, is read through
-    ``cluster`` (else a session opened on ``admin`` with ``kept`` and closed here:
-    repeated collections hand the same ``kept``, whose record-time cache and
-    log-end suspects outlive the session).
+    ``cluster`` (else a session opened on ``admin`` and closed here). Repeated
+    collections hand sessions opened on the same kept clients
+    (:class:`~opskit.adapters.kafka.reader.KeptClients`), whose record-time cache and
+    log-end suspects outlive each session.
     """
     owned = cluster is None
     if cluster is None:
         if admin is None:
             raise TypeError("collect_timed_lag needs an admin or a reader")
-        cluster = open_reader(admin, kept)
+        cluster = open_reader(admin)
     try:
         return _collect_timed(cluster, with_time, groups, topics, thresholds, clock,
                               retention_cache)
