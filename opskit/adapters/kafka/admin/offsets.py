@@ -64,16 +64,20 @@ class OffsetReads(AdminSession):
         end, e2 = self._collect_offsets(f_end, "reading log end offsets")
         res = OffsetsResult()
         for tp in wanted:
-            if tp in start and tp in end and start[tp][0] >= 0 and end[tp][0] >= 0:
+            answered = [r[0] for r in (start.get(tp), end.get(tp)) if r is not None]
+            if len(answered) == 2 and min(answered) >= 0:
                 res.offsets[tp] = PartitionOffsets(tp, start[tp][0], end[tp][0])
-            elif tp in start and tp in end:
+            elif len(answered) == 2 or (answered and answered[0] < 0):
                 # librdkafka hands a failed request (a connection the broker closed on
                 # ListOffsets) back as offset -1001 without an error: no offset is known,
-                # and its broker state is stale for a while: start afresh
+                # and its broker state is stale for a while: start afresh. The other
+                # request, in flight at the same time, then often fails on that stale
+                # state ("_NOENT: Failed to query partition leaders: No leaders found"):
+                # that is not the cause, the failed request is
                 self._client = None
                 res.errors[tp] = (f"no log offset from the broker at {self._where()} "
-                                  f"(ListOffsets answered {start[tp][0]} / {end[tp][0]}: the "
-                                  "request failed)")
+                                  f"(ListOffsets answered {' / '.join(map(str, answered))}: "
+                                  "the request failed)")
             else:
                 res.errors[tp] = e1.get(tp) or e2.get(tp) or "no answer"
         return res
