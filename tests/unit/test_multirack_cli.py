@@ -74,3 +74,52 @@ def test_preflight_waits_for_the_existing_brokers_only(tmp_path: Path) -> None:
     steps.kafka = Kafka()  # type: ignore[assignment]
     assert "registered" in steps.run(Step(StepKind.PREFLIGHT), plan)
     assert asked == [3]
+
+
+def test_set_rack_resumed_on_a_node_already_in_its_rack_still_waits_for_isr() -> None:
+    """A run killed after ``set_rack:N`` restarted node N in its rack, before the step
+    waited for every partition in ISR: the resume does not restart the node again, but
+    still waits for the ISR and gives the node its leaders back (it returned at once, so
+    the next step could start with the node's partitions still catching up)."""
+    from datetime import UTC, datetime
+
+    from opskit.adapters.scaleout.multirack import MultiRackSteps
+    from opskit.core.reassign.model import Broker, PartitionState, Topology
+    from opskit.core.scaleout.multirack import MultiRackRequest, RackFacts, plan_multi_rack
+    from opskit.core.scaleout.plan import Step, StepKind
+
+    topo = Topology(tuple(Broker(b, None) for b in (0, 1, 2)),
+                    (PartitionState("t", 0, (0, 1, 2), (0, 1, 2), 0, 10),))
+    plan = plan_multi_rack(RackFacts("3.7.2", (0,), topo),
+                           MultiRackRequest({0: "a", 1: "b", 2: "c"}), datetime.now(UTC))
+    calls: list[str] = []
+
+    class Kafka:
+        def settled(self, expected: int) -> str | None:
+            calls.append(f"settled {expected}")
+            return None
+
+        def wait(self, what: str, check: object) -> None:
+            assert callable(check) and check() is None, what
+
+        def lead_again(self) -> str:
+            calls.append("lead_again")
+            return "; 1 leader(s) moved back"
+
+    class Sb:
+        name = "s"
+
+        def status(self) -> dict[str, object]:
+            return {"nodes": [{"node_id": i, "running": True, "rack": r}
+                              for i, r in ((0, None), (1, "b"), (2, None))]}
+
+        def stop_node(self, n: int) -> None:
+            calls.append(f"stop {n}")
+
+    steps = MultiRackSteps.__new__(MultiRackSteps)
+    steps.kafka = Kafka()  # type: ignore[assignment]
+    steps.sb = Sb()  # type: ignore[assignment]
+    steps._racks = lambda: {0: None, 1: "b", 2: None}  # type: ignore[method-assign]
+    detail = steps.run(Step(StepKind.SET_RACK, 1), plan)
+    assert calls == ["settled 3", "lead_again"], calls  # no stop: not restarted again
+    assert "not restarted" in detail and "every partition in ISR" in detail, detail

@@ -137,8 +137,9 @@ class MultiRackSteps:
         """Give node N its rack: stop it (SIGTERM: a controlled shutdown moves its
         leaders), rewrite ``broker.rack``, start it, wait until it reports the rack and
         every partition is back in ISR, give it its leaders back. Idempotent: a node
-        reporting its rack is not restarted; a node a killed run left stopped is
-        started. Refused for a node holding a partition's only in-sync replica."""
+        reporting its rack is not restarted (a run killed after restarting it: the
+        waits for ISR and the leaders are still done); a node a killed run left stopped
+        is started. Refused for a node holding a partition's only in-sync replica."""
         from opskit.adapters.scaleout.runner import failpoint
 
         assert step.node_id is not None
@@ -148,7 +149,13 @@ class MultiRackSteps:
             raise NotFoundError(f"sandbox {self.sb.name!r} has no node {n}")
         if nodes[n]["running"]:
             if nodes[n]["rack"] == rack and self._racks().get(n) == rack:
-                return f"node {n} reports rack {rack} already: not restarted"
+                # a resume after a kill between the restart and the step's end: the node's
+                # partitions may still be catching up and its leaders elsewhere
+                self._settled(plan, f"node {n} reports rack {rack}: waiting for every "
+                              "partition in ISR")
+                back = k.lead_again()
+                return (f"node {n} reports rack {rack} already: not restarted; every "
+                        f"partition in ISR{back}")
             self._settled(plan, f"before restarting node {n}: waiting for every partition "
                           "in ISR")
             alone = k.sole_in_sync(n)
@@ -161,6 +168,7 @@ class MultiRackSteps:
             started = f"node {n} was stopped (an interrupted restart): "
         self.sb.set_rack(n, rack)             # the node is stopped: rewrites its file only
         self.sb.start_node(n, wait_timeout=self.wait_s)
+        failpoint("restarted", step.key)
         self._reports(n, rack)
         self._settled(plan, f"after restarting node {n}: waiting for every partition in ISR")
         back = k.lead_again()

@@ -60,7 +60,9 @@ def iso(t: datetime) -> str:
 #: running process SIGKILL itself right after the journal recorded that step started (or
 #: finished): the kill -9 tests use it to stop a run at every step boundary
 #: deterministically; ``stopped:restart_node:N`` (``stopped:set_rack:N``) kills it inside
-#: that step, after node N was stopped and before it is started again; ``planned:spread``
+#: that step, after node N was stopped and before it is started again;
+#: ``restarted:set_rack:N`` after node N was started in its rack, before the step waited
+#: for it to report the rack and for every partition in ISR; ``planned:spread``
 #: after the multi-rack spread's plan file was written, before it is executed. Never set
 #: it outside tests.
 KILL_AT_ENV = "OPSKIT_TEST_KILL_AT"
