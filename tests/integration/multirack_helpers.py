@@ -178,6 +178,7 @@ def assert_acceptance(sb: Sandbox, before: dict[tuple[str, int], list[int]], bou
     j = status.json()
     assert j["phase"] == "done" and "process" not in j, j
     text = run_cli("playbook", "status", "--sandbox", sb.name).out
+    assert f"multi-rack {j['run_id']}: done" in text, text
     assert "interrupted" not in text and "running" not in text, text
     # each step started (and finished) once: a resumed step is journaled "resumed"
     for what in ("started", "finished"):

@@ -171,9 +171,15 @@ def test_multi_rack_on_4_3_killed_at_every_failpoint_then_resumed(no_racks: Sand
         pids[n["node_id"]].add(n["pid"])
     assert {n: len(p) for n, p in pids.items()} == {0: 2, 1: 2, 2: 2}, pids
     j = assert_acceptance(sb, before, bound, load)
-    resumed = [e["step"] for e in j["journal"] if e["what"] == "resumed"]  # type: ignore[index, union-attr]
+    journal: list[dict[str, str]] = j["journal"]  # type: ignore[assignment]
+    resumed = [e["step"] for e in journal if e["what"] == "resumed"]
     assert sorted(resumed) == sorted(
         p.split(":", 1)[1] for p in points if not p.startswith("finished:")), resumed
+    # each set_rack was finished by the run resumed after restarted:set_rack:N: the node
+    # was not restarted again, and the step still waited for the ISR (it did not, once)
+    for e in journal:
+        if e["what"] == "finished" and e["step"].startswith("set_rack:"):
+            assert "already: not restarted; every partition in ISR" in e["detail"], e
     # the spread's reassignment: one plan, each partition submitted once
     spread_plans = [p for p in _plans(journals) if journals.submissions(p)]
     assert len(spread_plans) == 1, spread_plans
