@@ -35,7 +35,7 @@ SHARDS=(
   "$I/test_playbook_local.py $I/test_runbook_scaleout.py $I/test_playbook_secured4.py
    $I/test_racks_set_rack.py $I/test_secured_reassign_replay.py $I/test_alerting_e2e.py
    $I/test_sandbox_scale.py $I/test_racks_reassign.py $I/test_playbook_multirack.py
-   $I/test_playbook_multirack_k8s.py"
+   $I/test_playbook_multirack_k8s.py $I/test_playbook_multirack_every_step.py"
   "$I/test_playbook_quorum.py $I/test_playbook_safety.py $I/test_demo_script.py
    $I/test_racks_playbook_status.py $I/test_playbook_k8s.py $I/test_reassign_exec.py
    $I/test_replay_standalone.py $I/test_replay_killed_standalone.py $I/test_replay_spark.py
