@@ -18,8 +18,9 @@ serves and the texts are compared: the benchmark stops with an error on the firs
 difference. Memory: after the timed cycles, one more cycle of each path runs under
 tracemalloc (peak bytes allocated during the call), and the process's peak RSS.
 Rendering the new snapshot to text (``render`` below: the current families code, which
-both paths share, without gzip) is timed too, so the cost of a whole cycle's Python work
-is ``new + render``.
+both paths share, without gzip, reusing unchanged group blocks from the previous cycle as
+the collector does) is timed too, so the cost of a whole cycle's Python work is ``new +
+render``; every cycle that text is also checked against a render without reuse.
 
     python benchmarks/bench_exporter_cycle.py --sizes 2000x200,10000x500 --cycles 48
 """
@@ -53,7 +54,7 @@ from opskit.core.models import (
     TopicPartition,
 )
 from opskit.exporter.assemble import CycleInputs, assemble_snapshot
-from opskit.exporter.families import render_partition_families, small_families
+from opskit.exporter.families import RenderCache, render_partition_families, small_families
 from opskit.exporter.freshness import FAMILIES, FamilyRead
 from opskit.exporter.history import History
 from opskit.exporter.serving import ListCollector
@@ -143,13 +144,14 @@ def cycle_inputs(w: World, now_ms: int) -> CycleInputs:
     )
 
 
-def render(snap: Snapshot) -> bytes:
-    """The exposition text the exporter serves for the snapshot (uncompressed)."""
+def render(snap: Snapshot, cache: RenderCache | None = None) -> bytes:
+    """The exposition text the exporter serves for the snapshot (uncompressed); with
+    ``cache``, as the collector renders it (unchanged group blocks reused)."""
     fams = small_families(snap)
     reg = CollectorRegistry(auto_describe=False)
     reg.register(ListCollector(lambda: fams))
     parts = [generate_latest(reg)]
-    parts.extend(text.encode() for text, _ in render_partition_families(snap))
+    parts.extend(text.encode() for text, _ in render_partition_families(snap, cache=cache))
     return b"".join(parts)
 
 
@@ -169,6 +171,7 @@ def run_size(n_parts: int, n_groups: int, cycles: int, warmup: int, end_share: f
     if new_only:  # scale runs: the new path alone, no oracle, nothing compared
         del paths["old"]
     times: dict[str, list[float]] = {"old": [], "new": [], "render": []}
+    cache = RenderCache()  # the collector's, kept from cycle to cycle
     now = w.base_ms + 3_600_000
     rows = 0
     for k in range(cycles + 1):
@@ -196,9 +199,14 @@ def run_size(n_parts: int, n_groups: int, cycles: int, warmup: int, end_share: f
                     times[name].append(dt)
         a = render(snaps["old"]) if "old" in snaps else None
         t0 = time.process_time()
-        b = render(snaps["new"])
+        b = render(snaps["new"], cache)
         if k >= warmup and not last:
             times["render"].append(time.process_time() - t0)
+        full = render(snaps["new"])  # without the cache: the text must be the same
+        if full != b:
+            sys.exit(f"{n_parts}x{n_groups} cycle {k}: the render reusing unchanged group "
+                     "blocks differs from a full render")
+        del full
         if a is not None and a != b:
             al, bl = a.decode().splitlines(), b.decode().splitlines()
             diff = next((i for i, (x, y) in enumerate(zip(al, bl)) if x != y), min(len(al), len(bl)))

@@ -37,14 +37,14 @@ from opskit.core.models import (
     Severity,
     TopicPartition,
 )
-from opskit.core.status.quick import partition_status
 from opskit.core.status.rank import Status
 from opskit.core.status.window import OffsetSample
 from opskit.core.timing.group_partition import group_partition_time, usual_time
 from opskit.core.timing.lag_time import LagTimeBasis
-from opskit.core.timing.rates import catch_up_eta, window_rates
+from opskit.core.timing.rates import catch_up_eta
 from opskit.core.timing.retention import RetentionBasis
 from opskit.exporter.freshness import FamilyRead
+from opskit.exporter.group_status import group_status
 from opskit.exporter.history import History, Row
 from opskit.exporter.names import THROTTLE_DIRECTIONS
 from opskit.exporter.snapshot import (
@@ -290,53 +290,11 @@ def _max(values: Iterable[float | None]) -> float | None:
     return max(known) if known else None
 
 
-def _sum(values: Iterable[float | None]) -> float | None:
-    known = [v for v in values if v is not None]
-    return sum(known) if known else None
-
-
 def _sample(now_ms: int, p: PartitionLag, log_end: int) -> Row:
     c, start = p.committed, p.log_start
     if log_end < 0 or (c is not None and c < 0) or (start is not None and start < 0):
         OffsetSample(now_ms, c, log_end, start)  # raises the core's error for such offsets
     return (now_ms, c, log_end, start)
-
-
-def _group_status(g: GroupLag, history: History, now_ms: int,
-                  samples: Mapping[TopicPartition, Row]
-                  ) -> tuple[str, dict[str, float | None], dict[str, float | None]]:
-    """The group's status and its consume and produce rates per topic: what
-    :func:`evaluate_group` and the core's rates give on the group's window, from
-    plain rows (:func:`partition_status`, :func:`window_rates`)."""
-    window = history.observe_group_rows(g.group_id, now_ms, samples)
-    pol = history.policy
-    window_ms, allowed, min_samples, min_span = (pol.window_ms, pol.allowed_lag, pol.min_samples,
-                                                 pol.min_span_ms)
-    # a partition in STOP is ERR when the group is critical (the exporter's policy
-    # has no lag-seconds objectives: critical is the HIP-30 lag severity)
-    critical = g.severity is Severity.CRITICAL
-    worst = -1
-    status = Status.UNKNOWN  # no window: no samples for the group
-    last: Status | None = None
-    per_c: dict[str, list[float | None]] = {}
-    per_p: dict[str, list[float | None]] = {}
-    for tp, since, rows in window:
-        st = partition_status(rows, since, now_ms, window_ms, allowed, min_samples, min_span)
-        if st is Status.STOP and critical:
-            st = Status.ERR
-        if st is not last:  # a status seen just before cannot be worse than the worst
-            last = st
-            if st.rank > worst:
-                worst, status = st.rank, st
-        cons, prod = window_rates(rows)
-        c_list = per_c.get(tp.topic)
-        if c_list is None:
-            c_list = per_c[tp.topic] = []
-            per_p[tp.topic] = []
-        c_list.append(cons)
-        per_p[tp.topic].append(prod)
-    return (status.value, {t: _sum(v) for t, v in per_c.items()},
-            {t: _sum(v) for t, v in per_p.items()})
 
 
 def group_snap(g: GroupLag, inp: CycleInputs, history: History, now_ms: int,
@@ -360,7 +318,7 @@ def group_snap(g: GroupLag, inp: CycleInputs, history: History, now_ms: int,
     cons: dict[str, float | None] = {}
     prod: dict[str, float | None] = {}
     if with_status:
-        status, cons, prod = _group_status(g, history, now_ms, samples)
+        status, cons, prod = group_status(g, history, now_ms, samples)
         if status == Status.OK.value and g.severity is Severity.UNKNOWN:
             # as evaluate_group: a partition whose lag is unknown has no sample (no log
             # end, an unreadable commit): the others' samples must not make the group OK

@@ -16,7 +16,9 @@ start, and at once when a cycle ran longer than that.
 Scrapes never touch Kafka: a cycle ends by rendering its snapshot once (the
 small families through prometheus_client with this engine's own registry and
 a custom collector; the per-partition ones written directly, see
-:func:`~opskit.exporter.families.render_partition_families`) and publishing the
+:func:`~opskit.exporter.families.render_partition_families`, each group's block of
+the group-partition families reused from the previous cycle when it did not change)
+and publishing the
 gzipped text to a :class:`~opskit.exporter.serving.ServedState`; a scrape adds
 fresh self-metrics to it. Rendering 230,000 series through prometheus_client
 objects on every scrape would cost seconds each.
@@ -44,7 +46,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import Metric
 
 from opskit.exporter.assemble import CycleInputs, assemble_snapshot
-from opskit.exporter.families import render_partition_families, small_families
+from opskit.exporter.families import RenderCache, render_partition_families, small_families
 from opskit.exporter.freshness import error_kind, families_for, first_line
 from opskit.exporter.history import History
 from opskit.exporter.options import ExporterOptions
@@ -122,6 +124,9 @@ class Exporter(ServesState):
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._render_lock = threading.Lock()
+        #: each group's rendered blocks of the group-partition families, reused next cycle
+        #: where unchanged (only the cycle's worker thread renders, one cycle at a time)
+        self._render_cache = RenderCache()
         self._pending: Iterable[Metric] = ()
         self._data_registry = CollectorRegistry(auto_describe=False)
         self._data_registry.register(ListCollector(lambda: self._pending))
@@ -283,7 +288,8 @@ class Exporter(ServesState):
         comp = zlib.compressobj(1, zlib.DEFLATED, 31)  # wbits 31: a gzip member
         parts = [comp.compress(head)]
         series = sum(len(m.samples) for m in fams)
-        for text, n in render_partition_families(snap, self.options.granularity):
+        for text, n in render_partition_families(snap, self.options.granularity,
+                                                 cache=self._render_cache):
             parts.append(comp.compress(text.encode()))
             series += n
         parts.append(comp.flush())

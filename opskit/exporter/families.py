@@ -13,6 +13,7 @@ import math
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from itertools import islice
+from operator import attrgetter
 from typing import TypeGuard
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -137,8 +138,40 @@ def _kept(v: float | None) -> TypeGuard[float]:
     return v is not None and v >= 0 and math.isfinite(v)
 
 
+class RenderCache:
+    """The text of each group's block of the per-group-partition families, kept from one
+    render to the next (:func:`render_partition_families` with ``cache=``): a block whose
+    group, partitions and values are those of the previous render is served from here
+    instead of being written again. Only the groups of the latest render are kept.
+
+    A block is reused only when its key is equal: the group's topics and partitions, in
+    order, and that family's value of each (values that compare equal are written the same
+    way: ``1``, ``1.0`` and ``True`` all as ``1``, ``-0.0`` and ``0`` as ``0``; NaN never
+    equals itself, so it is always written again, and left out as always)."""
+
+    __slots__ = ("groups", "reused", "written")
+
+    def __init__(self) -> None:
+        #: group id -> (topics, partitions, per family: (values, text, series))
+        self.groups: dict[str, tuple[tuple[str, ...], tuple[int, ...],
+                                     list[tuple[tuple[object, ...], str, int]]]] = {}
+        #: blocks reused / written in the latest render (tests, benchmarks)
+        self.reused = 0
+        self.written = 0
+
+
+_GROUP_VALUE_ATTRS = {
+    "kafka_consumergroup_current_offset": attrgetter("committed"),
+    "kafka_consumergroup_lag": attrgetter("lag"),
+    "opskit_consumergroup_lag_seconds": attrgetter("lag_seconds"),
+}
+_TOPIC = attrgetter("topic")
+_PARTITION = attrgetter("partition")
+
+
 def render_partition_families(snap: Snapshot, granularity: Granularity = Granularity.PARTITION,
-                              chunk_series: int = CHUNK_SERIES) -> Iterator[tuple[str, int]]:
+                              chunk_series: int = CHUNK_SERIES, cache: RenderCache | None = None
+                              ) -> Iterator[tuple[str, int]]:
     """The per-partition families in the text exposition format, in chunks of at
     most ``chunk_series`` series: ``(text, series)``; a family's ``# HELP`` /
     ``# TYPE`` header opens its first chunk, and a family without series is left
@@ -151,6 +184,12 @@ def render_partition_families(snap: Snapshot, granularity: Granularity = Granula
     The label text of a partition is built once for its seven families; of a group
     partition, from the group's escaped id and its topic's escaped label, built once
     per cycle for the three group families.
+
+    With a ``cache`` (the collector's, kept between cycles), the group families are
+    written group by group and each group's block of a family is reused from the previous
+    render when nothing in it changed (:class:`RenderCache`); the text is the same as
+    without it, cut into chunks at group boundaries (a chunk may exceed ``chunk_series``
+    by one group's block).
     """
     if granularity is Granularity.TOPIC:
         return
@@ -159,6 +198,9 @@ def render_partition_families(snap: Snapshot, granularity: Granularity = Granula
     for name, value in _PARTITION_VALUES.items():
         yield from _chunks(name, (
             f"{name}{lbl}{_num(v)}\n" for p, lbl in labels if _kept(v := value(p))), chunk_series)
+    if cache is not None:
+        yield from _cached_group_families(snap, cache, chunk_series)
+        return
     topic_lbl: dict[str, str] = {}
     group_labels: list[tuple[GroupPartitionSnap, str]] = []
     for g in snap.groups:
@@ -170,6 +212,70 @@ def render_partition_families(snap: Snapshot, granularity: Granularity = Granula
             group_labels.append((gp, f'{gid}{tl}{gp.partition}"}} '))
     for name, gvalue in _GROUP_PARTITION_VALUES.items():
         yield from _chunks(name, _lines(name, group_labels, gvalue), chunk_series)
+
+
+def _group_blocks(snap: Snapshot, cache: RenderCache
+                  ) -> list[list[tuple[tuple[object, ...], str, int]]]:
+    """Every group's blocks (one per group family, in family order): reused from
+    ``cache`` where the key is unchanged, else written; ``cache`` then holds these."""
+    old, new = cache.groups, {}
+    topic_lbl: dict[str, str] = {}
+    out: list[list[tuple[tuple[object, ...], str, int]]] = []
+    reused = written = 0
+    for g in snap.groups:
+        parts = g.partitions
+        topics, numbers = tuple(map(_TOPIC, parts)), tuple(map(_PARTITION, parts))
+        prev = old.get(g.group_id)
+        if prev is not None and (prev[0] != topics or prev[1] != numbers):
+            prev = None
+        labelled: list[tuple[GroupPartitionSnap, str]] | None = None
+        blocks: list[tuple[tuple[object, ...], str, int]] = []
+        for i, (name, attr) in enumerate(_GROUP_VALUE_ATTRS.items()):
+            values = tuple(map(attr, parts))
+            if prev is not None and prev[2][i][0] == values:
+                blocks.append(prev[2][i])
+                reused += 1
+                continue
+            if labelled is None:
+                gid = f'{{consumergroup="{_esc(g.group_id)}'
+                labelled = []
+                for gp in parts:
+                    tl = topic_lbl.get(gp.topic)
+                    if tl is None:
+                        tl = topic_lbl[gp.topic] = f'",topic="{_esc(gp.topic)}",partition="'
+                    labelled.append((gp, f'{gid}{tl}{gp.partition}"}} '))
+            lines = list(_lines(name, labelled, _GROUP_PARTITION_VALUES[name]))
+            blocks.append((values, "".join(lines), len(lines)))
+            written += 1
+        new[g.group_id] = (topics, numbers, blocks)
+        out.append(blocks)
+    cache.groups, cache.reused, cache.written = new, reused, written
+    return out
+
+
+def _cached_group_families(snap: Snapshot, cache: RenderCache, chunk_series: int
+                           ) -> Iterator[tuple[str, int]]:
+    """The group families from whole group blocks (:func:`_group_blocks`), joined into
+    chunks of about ``chunk_series`` series; a family without series is left out."""
+    groups = _group_blocks(snap, cache)
+    for i, name in enumerate(_GROUP_VALUE_ATTRS):
+        buf: list[str] = []
+        n = 0
+        header = True
+        for blocks in groups:
+            _, text, k = blocks[i]
+            if not k:
+                continue
+            if header:
+                buf.append(_header(name))
+                header = False
+            buf.append(text)
+            n += k
+            if n >= chunk_series:
+                yield "".join(buf), n
+                buf, n = [], 0
+        if n:
+            yield "".join(buf), n
 
 
 def _lines(name: str, labelled: list[tuple[GroupPartitionSnap, str]],

@@ -37,6 +37,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from opskit.core.models import TopicPartition
+from opskit.core.status.carry import FIELDS, summarize
 from opskit.core.status.window import (
     DEFAULT_MIN_SPAN_MS,
     GroupWindow,
@@ -156,6 +157,31 @@ def _unpack_rows(packed: PackedWindow) -> dict[TopicPartition, tuple[int | None,
     return out
 
 
+#: later than any instant
+_FOREVER = 2**63 - 1
+#: integers per partition in :attr:`CarriedWindow.data`: (stored, last stored committed,
+#: committed since) then the summary
+CARRIED_STRIDE = 3 + FIELDS
+
+
+class CarriedWindow:
+    """A group's stored window as kept between cycles for :func:`History.carried_window`:
+    per partition (``tps``, sorted, the order the status rules and rates are summed in),
+    ``CARRIED_STRIDE`` integers in ``data``: whether it has stored samples, the committed
+    offset of its last stored sample and its ``committed_since_ms`` (-1: None), then
+    :func:`opskit.core.status.carry.summarize` of its stored samples still in the window
+    (at most ``max_samples - 1``: the cycle's own sample is the last). Valid while the
+    window's cutoff stays in ``[cutoff, until]`` (no stored sample leaves it) and the
+    stored window is ``packed``; ``latest_ms`` is its newest stored sample."""
+
+    __slots__ = ("cutoff", "data", "latest_ms", "packed", "tps", "until")
+
+    def __init__(self, packed: PackedWindow, cutoff: int, until: int, latest_ms: int,
+                 tps: tuple[TopicPartition, ...], data: array[int]) -> None:
+        self.packed, self.cutoff, self.until, self.latest_ms = packed, cutoff, until, latest_ms
+        self.tps, self.data = tps, data
+
+
 def _pack_timeline(tl: OffsetTimeline) -> array[int]:
     out = array("q")
     for pt in tl.points:
@@ -186,6 +212,8 @@ class History:
         self._stored_at: dict[str, int] = {}
         #: one TopicPartition object per live partition, shared by every stored window
         self._tps: dict[TopicPartition, TopicPartition] = {}
+        #: per group, its stored window summarized for the cycles until it changes
+        self._carried: dict[str, CarriedWindow] = {}
 
     # ----- topics -----
     def observe_topics(self, now_ms: int, log_end_sums: Mapping[str, int],
@@ -324,11 +352,71 @@ class History:
         packed = self._windows.get(group_id)
         return packed.unpack(group_id) if packed is not None else None
 
+    def carried_window(self, group_id: str, now_ms: int, samples: Mapping[TopicPartition, Row]
+                       ) -> CarriedWindow | None:
+        """The group's stored window summarized (:mod:`opskit.core.status.carry`) for this
+        cycle, when this cycle's window is its stored samples still in the window plus
+        ``samples`` (each taken at ``now_ms``, the caller guarantees it) and nothing is
+        stored this cycle; None otherwise (the first cycles of a group, a cycle that
+        stores, a stored partition without a sample, a clock that did not move on): the
+        caller then uses :meth:`observe_group_rows`.
+
+        The summary is built from the packed window once and kept while the same samples
+        stay in the window: until the next store or until the oldest of them leaves it.
+        """
+        packed = self._windows.get(group_id)
+        last = self._stored_at.get(group_id)
+        if packed is None or last is None or now_ms - last >= self.spacing_ms:
+            return None  # this cycle stores (or there is nothing stored yet)
+        cutoff = now_ms - self.policy.window_ms
+        cw = self._carried.get(group_id)
+        if (cw is None or cw.packed is not packed or not cw.cutoff <= cutoff <= cw.until
+                or now_ms <= cw.latest_ms or len(samples) != len(cw.tps)
+                or any(tp not in samples for tp in cw.tps)):
+            cw = self._carry(group_id, packed, cutoff, samples)
+            if cw is None or now_ms <= cw.latest_ms:
+                return None
+        return cw
+
+    def _carry(self, group_id: str, packed: PackedWindow, cutoff: int,
+               samples: Mapping[TopicPartition, Row]) -> CarriedWindow | None:
+        by_tp = _unpack_rows(packed)
+        if any(tp not in samples for tp in by_tp):
+            self._carried.pop(group_id, None)
+            return None  # a stored partition without a sample this cycle: the general path
+        keep = self.policy.max_samples - 1
+        allowed = self.policy.allowed_lag
+        it = self._tps
+        tps = tuple(it.get(tp, tp) for tp in sorted(samples))
+        data = array("q")
+        until = latest = _NONE
+        for tp in tps:
+            old = by_tp.get(tp)
+            if old is None:
+                data.extend((0, _NONE, _NONE))
+                data.extend(summarize((), allowed))
+                continue
+            since, rows = old
+            latest = max(latest, rows[-1][0])
+            kept = rows if rows[0][0] >= cutoff else [r for r in rows if r[0] >= cutoff]
+            if kept and (until == _NONE or kept[0][0] < until):
+                until = kept[0][0]
+            if len(kept) > keep:
+                kept = kept[-keep:]
+            last_c = rows[-1][1]
+            data.extend((1, _NONE if last_c is None else last_c, _NONE if since is None else since))
+            data.extend(summarize(kept, allowed))
+        cw = CarriedWindow(packed, cutoff, _FOREVER if until == _NONE else until, latest, tps, data)
+        self._carried[group_id] = cw
+        return cw
+
     def forget_groups_except(self, alive: Iterable[str]) -> None:
         keep = set(alive)
         for gone in set(self._windows) - keep:
             del self._windows[gone]
             self._stored_at.pop(gone, None)
+        for gone in set(self._carried) - keep:
+            del self._carried[gone]
 
     # ----- introspection (tests, benchmarks) -----
     def sizes(self) -> dict[str, int]:
