@@ -25,6 +25,13 @@ by :meth:`History.observe_log_ends`; a timeline is unpacked into an
 :class:`OffsetTimeline` only when a lag-in-seconds estimate needs it, held for
 the cycle, and :meth:`History.end_cycle` drops those.
 
+Between two stores a group's window is the same stored samples plus each cycle's own,
+so :meth:`History.carried_window` summarizes the stored samples still in the window once
+(:func:`opskit.core.status.carry.summarize`, packed in an ``array('q')``: 21 integers per
+group partition) and keeps that until the next store or until the oldest of them leaves
+the window; the cycles in between get status and rates from the summary and their own
+sample, without unpacking the window.
+
 Whatever was not seen in the latest cycle (deleted topic, partition, group) is
 dropped at once, so nothing grows with churn.
 """
