@@ -27,8 +27,8 @@ def _sum(values: Iterable[float | None]) -> float | None:
 
 
 def group_status(g: GroupLag, history: History, now_ms: int,
-                  samples: Mapping[TopicPartition, Row]
-                  ) -> tuple[str, dict[str, float | None], dict[str, float | None]]:
+                 samples: Mapping[TopicPartition, Row]
+                 ) -> tuple[str, dict[str, float | None], dict[str, float | None]]:
     """The group's status and its consume and produce rates per topic: what
     :func:`evaluate_group` and the core's rates give on the group's window, from
     plain rows (:func:`partition_status`, :func:`window_rates`)."""
