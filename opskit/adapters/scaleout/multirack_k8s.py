@@ -25,7 +25,8 @@ Steps (the plan is :func:`opskit.core.scaleout.multirack.plan_multi_rack`'s):
   combined one, ``RollingUpdate``, replaces its pod itself), waiting for the new pod
   Ready, the broker reporting its rack and every partition back in ISR. Broker-only
   nodes first, the controller last (the plan's order). A broker reporting its rack under
-  a template that gives it is not restarted (a resumed run); the only in-sync replica
+  a template that gives it is not restarted (a resumed run), but the step still waits
+  for every partition in ISR and gives it its leaders back; the only in-sync replica
   of anything is never restarted.
 - ``preflight``, ``spread``, ``elect_leaders``, ``verify_spread``, ``final_health``: the
   Kafka steps of the local platform (:class:`.multirack.MultiRackSteps`); the spread's
@@ -323,11 +324,19 @@ class K8sMultiRackSteps(MultiRackSteps):
         template_ok = template_rack(sts, n, combined) == rack and \
             (combined or _env_value(sts, RACKS_ENV) == _env_value(want, RACKS_ENV))
         if template_ok and self._racks().get(n) == rack:
-            return f"node {n} (pod {pod}) reports rack {rack} already: not restarted"
+            # a resume after a kill between the restart and the step's end: the node's
+            # partitions may still be catching up and its leaders elsewhere
+            self._settled(plan, f"node {n} (pod {pod}) reports rack {rack}: waiting for "
+                          "every partition in ISR")
+            back = k.lead_again()
+            return (f"node {n} (pod {pod}) reports rack {rack} already: not restarted; every "
+                    f"partition in ISR{back}")
         self._settled(plan, f"before restarting node {n} (pod {pod}): waiting for every "
                       "partition in ISR")
         if template_ok and self._racks().get(n) == rack:     # an interrupted restart's pod
-            return f"node {n} (pod {pod}) back in rack {rack} (an interrupted restart)"
+            back = k.lead_again()
+            return (f"node {n} (pod {pod}) back in rack {rack} (an interrupted restart); every "
+                    f"partition in ISR{back}")
         alone = k.sole_in_sync(n)
         if alone:
             raise sole_in_sync_refusal(n, alone, f"pod {pod}", f" and is not in rack {rack} yet")
