@@ -47,6 +47,9 @@ def up(
         "cycling when there are more nodes than racks (nodes added later continue the cycle); "
         "a,a,b is one rack per node [default: no racks, or as existing]",
         show_default=False)] = None,
+    log_dirs: Annotated[int | None, typer.Option(
+        "--log-dirs", min=1, max=4, help="log directories per node (JBOD: data, data-1, ...) "
+        "[default: 1, or as existing]", show_default=False)] = None,
 ) -> int:
     """Start a cluster (idempotent). Node 0 is broker+controller; others are brokers."""
     mechanism = sasl_mechanism.upper()
@@ -58,11 +61,13 @@ def up(
     sb = Sandbox(name)
     st, what = sb.up(brokers=brokers, version=kafka_version, port=port, security=security,
                      quorum=quorum, sasl_mechanisms=enabled,
-                     racks=parse_racks(racks) if racks is not None else None)
+                     racks=parse_racks(racks) if racks is not None else None,
+                     log_dirs=log_dirs)
     contexts = [] if no_context else write_contexts(sb.name, st.bootstrap, sb.security(st), mechanism)
     stdout().print(f"sandbox {name}: {what}; Kafka {st.version}, {st.brokers} broker(s), "
                    f"{st.security}, {st.quorum} quorum, bootstrap {st.bootstrap}"
                    + (f", racks {_racks_of(st)}" if st.racks else "")
+                   + (f", {st.log_dirs} log dirs per node" if st.log_dirs > 1 else "")
                    + (f", context {' and '.join(contexts)}" if contexts else ""))
     return 0
 

@@ -93,13 +93,17 @@ class Sandbox:
            wait_timeout: float = 120.0, security: str | None = None,
            quorum: str | None = None,
            sasl_mechanisms: tuple[str, ...] = MECHANISMS,
-           racks: Sequence[str] | None = None) -> tuple[SandboxState, str]:
+           racks: Sequence[str] | None = None,
+           log_dirs: int | None = None) -> tuple[SandboxState, str]:
         """Start (or confirm) the cluster. Returns the state and what was done.
 
         ``brokers``, ``version`` and ``security`` default to the existing sandbox's,
         or 1, 3.7 and plaintext. ``racks``: node i gets ``broker.rack`` racks[i % len]
-        (see :func:`parse_racks`); default the existing sandbox's, or none.
+        (see :func:`parse_racks`); default the existing sandbox's, or none. ``log_dirs``:
+        log directories per node (JBOD, 1-4); default the existing sandbox's, or 1.
         """
+        if log_dirs is not None and not 1 <= log_dirs <= 4:
+            raise UsageError(f"--log-dirs must be 1 to 4, not {log_dirs}")
         if racks is not None:
             racks = parse_racks(",".join(racks))
         if brokers is not None and brokers not in (1, 3):
@@ -134,6 +138,11 @@ class Sandbox:
                 raise SandboxError(
                     f"sandbox {self.name!r} exists with racks "
                     f"{','.join(st.racks) if st.racks else '(none)'}; "
+                    f"run 'opskit sandbox down --name {self.name}' to replace it"
+                )
+            if log_dirs is not None and log_dirs != st.log_dirs:
+                raise SandboxError(
+                    f"sandbox {self.name!r} exists with {st.log_dirs} log dir(s) per node; "
                     f"run 'opskit sandbox down --name {self.name}' to replace it"
                 )
             alive = [pid_runs(n.pid, n.config_path) for n in st.nodes]
@@ -176,6 +185,7 @@ class Sandbox:
             base_port=base, controller_port=base + CONTROLLER_PORT_OFFSET, created_at=time.time(),
             security=want_security or "plaintext", quorum=quorum or "static",
             sasl_mechanisms=list(sasl_mechanisms), racks=list(racks or ()),
+            log_dirs=log_dirs or 1,
         )
         for i in range(brokers):
             roles = "broker,controller" if i == 0 else "broker"

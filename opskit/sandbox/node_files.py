@@ -23,7 +23,7 @@ def server_properties(st: SandboxState, node: Node, sec: SandboxSecurity) -> str
         "inter.broker.listener.name=PLAINTEXT",
         "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
         f"advertised.listeners=PLAINTEXT://127.0.0.1:{node.port}",
-        f"log.dirs={node.dir / 'data'}",
+        "log.dirs=" + ",".join(str(d) for d in st.data_dirs(node)),
         "auto.create.topics.enable=false",
         "num.partitions=1",
         "default.replication.factor=1",

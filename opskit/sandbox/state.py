@@ -104,6 +104,12 @@ class SandboxState:
     sasl_mechanisms: list[str] = field(default_factory=lambda: list(MECHANISMS))
     #: the racks given to ``up`` (empty: none); nodes take them in turn, added nodes too
     racks: list[str] = field(default_factory=list)
+    #: log directories per node (JBOD): ``data``, ``data-1``, ... under the node's directory
+    log_dirs: int = 1
+
+    def data_dirs(self, node: Node) -> list[Path]:
+        """The node's ``log.dirs``, in order."""
+        return [node.dir / ("data" if i == 0 else f"data-{i}") for i in range(self.log_dirs)]
 
     def next_rack(self) -> str | None:
         """The rack a node added now goes in (continuing the cycle), None without racks."""
@@ -136,5 +142,5 @@ class SandboxState:
             created_at=d.get("created_at", 0.0), security=d.get("security", "plaintext"),
             quorum=d.get("quorum", "static"),
             sasl_mechanisms=list(d.get("sasl_mechanisms", MECHANISMS)),
-            racks=list(d.get("racks", [])),
+            racks=list(d.get("racks", [])), log_dirs=int(d.get("log_dirs", 1)),
         )

@@ -17,6 +17,7 @@ from opskit.adapters.reassign.admin import RATE_KEYS, REPLICA_KEYS
 from opskit.adapters.reassign.journal import Journal
 from opskit.cli.common import BootstrapOpt, ContextOpt, Output, OutputOpt, TimeoutOpt, emit
 from opskit.cli.reassign.execute import ActOpt, PlanArg, partition_name, read_plan, reassign_admin
+from opskit.cli.reassign.log_dirs import cancel_lines, cancel_log_dirs
 from opskit.core.reassign.cordon import CORDON_KEY
 from opskit.core.reassign.machine import Phase
 from opskit.core.reassign.plan_input import plan_id
@@ -96,11 +97,16 @@ def cancel(do_execute: ActOpt = False,
                 journal.record(pid, "uncordon", values=[[b, v] for b, v in c.prior])
                 mismatches += admin.restore_cordon(c.prior)
             data["cordon_mismatches"] = mismatches
+        disk = cancel_log_dirs(admin, do_execute)  # log-directory drains (--remove-log-dirs)
+        data.update(disk)
 
     def table(con: Any) -> None:
         ids = sorted({b for bs in data["uncordon"].values() for b in bs})
+        for line in cancel_lines(disk):
+            con.print(line)
         if not flights and not unfinished:
-            con.print("no reassignment in flight: nothing to cancel")
+            if not disk:
+                con.print("no reassignment in flight: nothing to cancel")
         elif not do_execute:
             con.print(f"would cancel {len(flights)} reassignment(s)"
                       + (": " + ", ".join(data["in_flight"]) if flights else "")
@@ -119,6 +125,9 @@ def cancel(do_execute: ActOpt = False,
     if data.get("errors"):
         raise KafkaOperationError(f"cancelling failed for {len(data['errors'])} partition(s): "
                                   f"{next(iter(data['errors'].items()))}")
+    if data.get("log_dir_mismatches"):
+        raise KafkaOperationError("cancelling the log-directory drain left: " + "; ".join(
+            data["log_dir_mismatches"]))
     if data.get("cordon_mismatches"):
         raise KafkaOperationError("uncordoning did not take: " + "; ".join(
             data["cordon_mismatches"]) + " (opskit reassign execute PLAN --resume --execute "

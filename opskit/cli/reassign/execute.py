@@ -248,6 +248,12 @@ def execute(
     timeout: TimeoutOpt = 10.0,
 ) -> None:
     """Run a reassignment plan, throttled and resumable (dry run without --execute)."""
+    from opskit.cli.reassign.log_dirs import disk_plan_of, execute_log_dirs
+
+    disk = disk_plan_of(plan_file)
+    if disk is not None:  # reassign plan --remove-log-dirs: moves within brokers
+        return execute_log_dirs(plan_file, disk, throttle, resume, no_cordon, do_execute,
+                                stall_timeout, output, reassign_admin(bootstrap, context, timeout))
     plan = read_plan(plan_file)
     pid = plan_id(plan)
     with reassign_admin(bootstrap, context, timeout) as admin:

@@ -69,6 +69,9 @@ def plan(
         show_default=False)] = None,
     remove_brokers: Annotated[str | None, typer.Option(
         "--remove-brokers", help="drain these brokers: 2 or 2,5", show_default=False)] = None,
+    remove_log_dirs: Annotated[str | None, typer.Option(
+        "--remove-log-dirs", help="drain log directories (JBOD disks) into their brokers' other "
+        "ones: BROKER:DIR[,BROKER:DIR...]", show_default=False)] = None,
     replication_factor: Annotated[int | None, typer.Option(
         "--replication-factor", min=1, help="raise the replication factor to N (never lowers; "
         "the leader stays first)", show_default=False)] = None,
@@ -114,6 +117,14 @@ def plan(
     timeout: TimeoutOpt = 10.0,
 ) -> None:
     """Plan a reassignment with the fewest replica moves; show it, write it. Changes nothing."""
+    if remove_log_dirs is not None:
+        from opskit.cli.reassign.execute import reassign_admin
+        from opskit.cli.reassign.log_dirs import plan_log_dirs
+
+        return plan_log_dirs(remove_log_dirs, any(x not in (None, False, []) for x in (
+            add_brokers, remove_brokers, replication_factor, topic, all_topics, include_internal,
+            rebalance, from_json, balance_bytes, byte_tolerance, capacity, capacity_all,
+            throttle)), write_plan, output, reassign_admin(bootstrap_server, context, timeout))
     if byte_tolerance is not None and not balance_bytes:
         raise UsageError("--byte-tolerance goes with --balance-bytes")
     tolerance = (parse_tolerance(byte_tolerance) if byte_tolerance is not None

@@ -1,0 +1,273 @@
+"""Draining log directories (JBOD disks): ``reassign plan --remove-log-dirs``, the
+execution of such a plan by ``reassign execute`` and its part of ``reassign cancel``.
+
+The planning is :mod:`opskit.core.reassign.log_dirs`, the execution
+:mod:`opskit.core.reassign.log_dir_exec` run by
+:mod:`opskit.adapters.reassign.log_dir_runner`. On Kafka 4.3+ (KIP-1066) the drained
+directories are cordoned first (``cordoned.log.dirs``, merged with the value found); on
+older Kafka one line says what is not protected.
+"""
+
+from __future__ import annotations
+
+import sys
+from datetime import UTC, datetime
+from typing import Any
+
+from opskit.adapters.files.safe_read import read_text
+from opskit.adapters.files.safe_write import check_writable_target, write_file
+from opskit.adapters.reassign.admin import ReassignAdmin
+from opskit.adapters.reassign.log_dir_runner import DiskJournal, DiskRunner
+from opskit.adapters.reassign.log_dirs import DiskAdmin
+from opskit.cli.common import Output, emit, fmt_bytes, stderr
+from opskit.core.reassign.cordon import CORDON_KEY
+from opskit.core.reassign.log_dir_exec import (
+    C_KEPT,
+    C_PLANNED,
+    C_RELEASED,
+    C_UNSUPPORTED,
+    DONE,
+    FAILED,
+    DiskExec,
+    initial,
+)
+from opskit.core.reassign.log_dirs import (
+    DiskPlan,
+    parse_disk_plan,
+    parse_log_dir_targets,
+    plan_dir_drain,
+)
+from opskit.core.reassign.plan_input import parse_rate
+from opskit.errors import (
+    InvalidInputError,
+    KafkaOperationError,
+    NotFoundError,
+    RefusedError,
+    UnsupportedError,
+    UsageError,
+)
+
+_TABLE_MOVES = 30
+
+
+def _say(text: str) -> None:
+    sys.stderr.write(f"opskit: {text}\n")
+    sys.stderr.flush()
+
+
+def _unprotected(dirs: str, reason: str) -> str:
+    return (f"log director(ies) {dirs} not cordoned ({reason}): until the drain ends, a "
+            "partition created on the broker meanwhile can be placed there (Kafka puts a new "
+            "replica in the directory with the fewest partitions: the one emptying)")
+
+
+def _dirs_text(drained: tuple[tuple[int, str], ...]) -> str:
+    return ",".join(f"{b}:{d}" for b, d in drained)
+
+
+# --------------------------------------------------------------------------- plan
+
+
+def plan_log_dirs(spec: str, other_goal: bool, write_plan: str | None, output: Output,
+                  ra: ReassignAdmin) -> None:
+    """``reassign plan --remove-log-dirs BROKER:DIR,...``: show (and write) the plan."""
+    if other_goal:
+        raise UsageError("--remove-log-dirs is a goal of its own: give it without --add-brokers, "
+                         "--remove-brokers, --replication-factor, --rebalance, --from-json or "
+                         "the byte options (--throttle goes with reassign execute)")
+    drained = parse_log_dir_targets(spec)
+    if write_plan is not None:
+        check_writable_target(write_plan, "plan file")
+    with ra:
+        reps, _isr, registered = ra.assignment()
+        brokers = sorted({b for b, _ in drained} & set(registered))
+        dirs, replicas = DiskAdmin(ra).describe(brokers) if brokers else ([], [])
+        plan = plan_dir_drain(dirs, replicas, drained, registered, reps,
+                              datetime.now(UTC).isoformat(timespec="seconds"))
+        note = _cordon_note(ra, plan)
+    err = stderr()
+    err.print(f"opskit: {note}", highlight=False, soft_wrap=True)
+    if write_plan is not None:
+        if not plan.moves:
+            err.print("opskit: nothing to move: no plan file written", highlight=False)
+        else:
+            write_file(write_plan, plan.to_json(), what="plan file")
+            err.print(f"plan written to {write_plan}: run it with opskit reassign execute "
+                      f"{write_plan} [--throttle RATE] --execute", highlight=False)
+    emit(plan.to_dict(), output, lambda con: _table(con, plan))
+
+
+def _cordon_note(ra: ReassignAdmin, plan: DiskPlan) -> str:
+    from opskit.errors import OpskitError
+
+    try:
+        support = ra.cordon_support(plan.brokers)
+    except OpskitError as e:
+        return f"could not tell whether reassign execute can cordon the directories: {e}"
+    if not support.supported:
+        return "warning: " + _unprotected(_dirs_text(plan.drained), support.reason)
+    return (f"reassign execute cordons {_dirs_text(plan.drained)} before the first move "
+            f"(KIP-1066, {CORDON_KEY}: no new replica is placed there) and leaves them cordoned "
+            "when the drain ends")
+
+
+def _table(con: Any, plan: DiskPlan) -> None:
+    con.print(f"drain {_dirs_text(plan.drained)}: {len(plan.moves)} replica(s), "
+              f"{fmt_bytes(plan.bytes_moved)} moved within their brokers (no data crosses the "
+              "network; replica sets unchanged)")
+    space = plan.space or {}
+    for key in sorted(plan.before):
+        b, d = key
+        total, usable = space.get(key, (-1, -1))
+        free = (f"; volume {fmt_bytes(usable)} free of {fmt_bytes(total)}" if total >= 0 else "")
+        mark = "  (drained)" if key in plan.drained else ""
+        con.print(f"  broker {b} {d}: {fmt_bytes(plan.before[key])} -> "
+                  f"{fmt_bytes(plan.after.get(key, 0))}{free}{mark}")
+    for m in plan.moves[:_TABLE_MOVES]:
+        con.print(f"  {m.tp.topic}:{m.tp.partition} broker {m.broker}: {m.source} -> {m.target} "
+                  f"({fmt_bytes(m.size_bytes)})")
+    if len(plan.moves) > _TABLE_MOVES:
+        con.print(f"  ... and {len(plan.moves) - _TABLE_MOVES} more (-o json or the plan file)")
+
+
+# --------------------------------------------------------------------------- execute
+
+
+def disk_plan_of(path: str) -> DiskPlan | None:
+    """The log-directory drain in a plan file, None when it is another kind of plan."""
+    try:
+        return parse_disk_plan(read_text(path, "plan file"), source=str(path))
+    except InvalidInputError:
+        return None  # the caller's own reader says what is wrong with it
+
+
+def execute_log_dirs(path: str, plan: DiskPlan, throttle: str | None, resume: bool,
+                     no_cordon: bool, do_execute: bool, stall_timeout: float, output: Output,
+                     ra: ReassignAdmin) -> None:
+    rate = parse_rate(throttle) if throttle is not None else None
+    pid = plan.plan_id()
+    with ra:
+        da = DiskAdmin(ra)
+        journal = DiskJournal(ra.admin.metadata().cluster_id)
+        existing = journal.load_disk(pid)
+        unfinished = existing is not None and not existing.done
+        if resume and not unfinished:
+            raise NotFoundError(f"no unfinished execution of plan {pid} to resume")
+        if unfinished:
+            assert existing is not None
+            if not do_execute:
+                emit({"dry_run": True, "resume": True, "plan_id": pid,
+                      "moves": existing.counts()}, output, lambda con: con.print(
+                    f"an unfinished execution of this plan exists ({existing.counts()}); add "
+                    "--execute to resume it"))
+                return
+            _say(f"resuming plan {pid}")
+            _run(existing, da, journal, stall_timeout, output)
+            return
+        others = [s for s in journal.disk_executions() if not s.done and s.plan_id != pid]
+        if others:
+            raise RefusedError(f"another opskit log-directory drain is unfinished on this cluster "
+                               f"(plan {others[0].plan_id}): finish it with opskit reassign "
+                               f"execute {others[0].plan_path} --resume --execute, or cancel it")
+        cordon, note = C_UNSUPPORTED, None
+        if no_cordon:
+            note = "--no-cordon"
+        else:
+            support = ra.cordon_support(plan.brokers)
+            cordon, note = (C_PLANNED, None) if support.supported else (C_UNSUPPORTED,
+                                                                        support.reason)
+        if cordon == C_UNSUPPORTED:
+            _say("warning: " + _unprotected(_dirs_text(plan.drained), note or ""))
+        data = {"plan_id": pid, "moves": len(plan.moves), "bytes": plan.bytes_moved,
+                "throttle_bytes_per_s": rate, "cordon": cordon == C_PLANNED,
+                "log_dirs": [[b, d] for b, d in plan.drained]}
+        if not do_execute:
+            data["dry_run"] = True
+            emit(data, output, lambda con: con.print(
+                (f"first: cordon {_dirs_text(plan.drained)} ({CORDON_KEY}, merged with the value "
+                 "found; kept when the drain ends, put back by reassign cancel --execute)\n"
+                 if cordon == C_PLANNED else "")
+                + f"{len(plan.moves)} replica(s), {fmt_bytes(plan.bytes_moved)} to move within "
+                f"broker(s) {','.join(map(str, plan.brokers))}"
+                + (f"; throttle {rate:,} B/s per broker (replica.alter.log.dirs.io.max.bytes."
+                   "per.second)" if rate else "; no throttle (--throttle RATE sets one)")
+                + "\ndry run: nothing changed (add --execute to run it)"))
+            return
+        for key, name in ((34, "AlterReplicaLogDirs"), (35, "DescribeLogDirs")):
+            if not ra.admin.capabilities.supports(key, 0):
+                raise UnsupportedError(f"the broker does not support {name} (API key {key}), "
+                                       "needed to move replicas between log directories")
+        ra.require_acls("reassign execute --execute", sorted({m.tp.topic for m in plan.moves}))
+        st = initial(pid, str(path), plan.moves, rate, plan.drained, cordon, note)
+        journal.record(pid, "start", plan=str(path))
+        _run(st, da, journal, stall_timeout, output)
+
+
+def _run(st: DiskExec, da: DiskAdmin, journal: DiskJournal, stall_timeout: float,
+         output: Output) -> None:
+    runner = DiskRunner(da, journal, _say, stall_timeout)
+    end = runner.run(st)
+    c = end.counts()
+    data: dict[str, Any] = {"plan_id": end.plan_id, "moves": c, "cancelled": end.cancelled,
+            "cordon": end.cordon, "log_dirs": [[b, d] for b, d in end.drained],
+            "failed": {f"{m.tp.topic}:{m.tp.partition}@{m.broker}": end.errors[i]
+                       for i, m in enumerate(end.moves) if end.status[i] == FAILED},
+            "mismatches": runner.mismatches}
+    tail = {C_KEPT: f"; {_dirs_text(end.drained)} stay cordoned (the disk is to be removed)",
+            C_RELEASED: "; cordon values put back"}.get(end.cordon, "")
+    emit(data, output, lambda con: con.print(
+        f"plan {end.plan_id}: {c[DONE]} of {len(end.moves)} replica(s) in their target "
+        f"directory" + ("; cancelled" if end.cancelled else "")
+        + ("; throttle removed" if end.throttle == "removed" else "") + tail))
+    if data["failed"]:
+        first = next(iter(data["failed"].items()))
+        raise KafkaOperationError(f"{len(data['failed'])} move(s) did not complete (e.g. "
+                                  f"{first[0]}: {first[1]}); throttle removed; resume with "
+                                  f"opskit reassign execute {end.plan_path} --resume --execute "
+                                  "or cancel with opskit reassign cancel --execute")
+    if runner.mismatches:
+        raise KafkaOperationError("config values did not take: " + "; ".join(runner.mismatches))
+
+
+# --------------------------------------------------------------------------- cancel
+
+
+def cancel_log_dirs(ra: ReassignAdmin, do_execute: bool, wait: float = 60.0) -> dict[str, Any]:
+    """``reassign cancel``'s part: every unfinished log-directory drain drops the copies in
+    flight and gets its throttle and cordon values back. Returns what was (or would be)
+    done; ``{}`` when there is no such drain."""
+    journal = DiskJournal(ra.admin.metadata().cluster_id)
+    unfinished = [s for s in journal.disk_executions() if not s.done]
+    if not unfinished:
+        return {}
+    out: dict[str, Any] = {"log_dir_drains": [s.plan_id for s in unfinished],
+                           "dry_run": not do_execute}
+    if not do_execute:
+        return out
+    runner = DiskRunner(DiskAdmin(ra), journal, _say)
+    ends = []
+    for s in unfinished:
+        journal.record(s.plan_id, "cancel")
+        lock: Any = journal.wait_lock(s.plan_id, wait)  # a running execution cancels itself
+        try:
+            now = journal.load_disk(s.plan_id) or s
+            ends.append(now if now.done else runner.cancel(now))
+        finally:
+            lock.__exit__(None, None, None)
+    out["log_dir_cancelled"] = {e.plan_id: e.counts() for e in ends}
+    out["log_dir_uncordoned"] = [e.plan_id for e in ends if e.cordon == C_RELEASED]
+    out["log_dir_mismatches"] = runner.mismatches
+    return out
+
+
+def cancel_lines(data: dict[str, Any]) -> list[str]:
+    if not data:
+        return []
+    if data.get("dry_run"):
+        return [(f"would cancel log-directory drain(s) {', '.join(data['log_dir_drains'])}: "
+                 "copies in flight dropped, throttle and cordon values put back (dry run; add "
+                 "--execute)")]
+    return [f"log-directory drain {pid}: cancelled ({c['cancelled']} move(s) stopped, their "
+            f"copies dropped; {c['done']} already finished stay in their new directory)"
+            + ("; cordon values put back" if pid in data["log_dir_uncordoned"] else "")
+            for pid, c in data["log_dir_cancelled"].items()]

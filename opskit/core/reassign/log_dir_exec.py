@@ -1,0 +1,148 @@
+"""The execution of a log-directory drain (:mod:`opskit.core.reassign.log_dirs`): its
+journaled state and the pure judgements the runner
+(:mod:`opskit.adapters.reassign.log_dir_runner`) makes from what the brokers report.
+
+A move is an AlterReplicaLogDirs request: the broker creates a *future* replica in the
+target directory, copies the log into it (at most
+``replica.alter.log.dirs.io.max.bytes.per.second`` per broker when ``--throttle`` is
+given), then swaps it in and deletes the old copy. Resending the request for a replica
+already moving to the same directory changes nothing, so a resumed run resends whatever
+is not done. Progress is DescribeLogDirs: done when the replica is in the target
+directory and no future replica is left.
+
+Kafka has no cancel for such a move, but pointing the replica at the directory it is in
+drops the future replica (what ``kafka-reassign-partitions.sh --cancel`` does):
+``reassign cancel --execute`` does that for every move not yet finished; finished moves
+stay where they went (moving them back is a new plan).
+
+Cordon (KIP-1066, Kafka 4.3+): ``cordoned.log.dirs`` of each drained broker becomes its
+value before (journaled) plus the drained directories (``*`` stays ``*``); kept after a
+finished drain (the disk is to be removed), put back on cancel.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from opskit.core.models import TopicPartition
+from opskit.core.reassign.cordon import CORDON_ALL
+from opskit.core.reassign.log_dirs import DirMove, norm_dir
+
+__all__ = ["THROTTLE_KEY", "DiskExec", "judge", "merge_cordon"]
+
+THROTTLE_KEY = "replica.alter.log.dirs.io.max.bytes.per.second"
+
+# move statuses
+PENDING, SUBMITTED, DONE, FAILED, CANCELLED = "pending", "submitted", "done", "failed", "cancelled"
+# cordon statuses (as opskit.core.reassign.cordon.CordonStatus, plus "off": --no-cordon)
+C_PLANNED, C_READ, C_APPLIED, C_KEPT, C_RELEASED, C_UNSUPPORTED = (
+    "planned", "read", "applied", "kept", "released", "unsupported")
+
+
+def merge_cordon(prior: str | None, dirs: list[str]) -> str:
+    """The ``cordoned.log.dirs`` value that adds ``dirs`` to ``prior`` (``*`` stays ``*``)."""
+    have = [d.strip() for d in (prior or "").split(",") if d.strip()]
+    if CORDON_ALL in have:
+        return CORDON_ALL
+    known = {norm_dir(d) for d in have}
+    return ",".join(have + [d for d in dirs if norm_dir(d) not in known])
+
+
+def judge(m: DirMove, seen: Mapping[tuple[TopicPartition, int], tuple[str | None, str | None]]
+          ) -> tuple[str, str | None]:
+    """(status, why) of a move from what its broker reports: (live dir, future dir) of
+    the replica. ``done``: in the target, no future left; ``submitted``: the future is in
+    the target; ``pending``: still in the source, nothing moving; ``failed``: elsewhere."""
+    live, future = seen.get((m.tp, m.broker), (None, None))
+    live = norm_dir(live) if live else None
+    future = norm_dir(future) if future else None
+    if live is None:
+        return FAILED, f"broker {m.broker} holds no replica of it (reassigned away or deleted?)"
+    if live == m.target and future is None:
+        return DONE, None
+    if future == m.target:
+        return SUBMITTED, None
+    if live == m.source and future is None:
+        return PENDING, None
+    return FAILED, (f"in {live}" + (f", moving to {future}" if future else "")
+                    + f", not {m.source} -> {m.target} (moved by someone else?)")
+
+
+@dataclass(frozen=True)
+class DiskExec:
+    """The journaled state of one drain execution (``state.json``)."""
+
+    plan_id: str
+    plan_path: str
+    moves: tuple[DirMove, ...]
+    status: tuple[str, ...]
+    errors: tuple[str | None, ...]
+    rate: int | None = None
+    #: (broker, its dynamic per-broker throttle before) once read; None: not read yet
+    throttle_prior: tuple[tuple[int, str | None], ...] | None = None
+    throttle: str = "none"  # none | read | set | removed
+    drained: tuple[tuple[int, str], ...] = ()
+    cordon: str = C_UNSUPPORTED
+    cordon_prior: tuple[tuple[int, str | None], ...] | None = None
+    cordon_note: str | None = None
+    cancelled: bool = False
+    done: bool = False
+
+    def counts(self) -> dict[str, int]:
+        out = {s: 0 for s in (PENDING, SUBMITTED, DONE, FAILED, CANCELLED)}
+        for s in self.status:
+            out[s] += 1
+        return out
+
+    def with_status(self, i: int, status: str, error: str | None = None) -> DiskExec:
+        st, er = list(self.status), list(self.errors)
+        st[i], er[i] = status, error
+        return replace(self, status=tuple(st), errors=tuple(er))
+
+    def cordon_brokers(self) -> tuple[int, ...]:
+        return tuple(sorted({b for b, _ in self.drained}))
+
+    def cordon_wanted(self) -> dict[int, str]:
+        """broker -> the value to set (prior value + its drained directories)."""
+        prior = dict(self.cordon_prior or ())
+        return {b: merge_cordon(prior.get(b), [d for bb, d in self.drained if bb == b])
+                for b in self.cordon_brokers()}
+
+    @property
+    def cordon_holds(self) -> bool:
+        return self.cordon in (C_READ, C_APPLIED, C_KEPT)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": "log-dir-drain", "plan_id": self.plan_id, "plan_path": self.plan_path,
+            "moves": [m.to_dict() for m in self.moves], "status": list(self.status),
+            "errors": list(self.errors), "rate": self.rate,
+            "throttle_prior": None if self.throttle_prior is None
+            else [[b, v] for b, v in self.throttle_prior],
+            "throttle": self.throttle, "drained": [[b, d] for b, d in self.drained],
+            "cordon": self.cordon, "cordon_prior": None if self.cordon_prior is None
+            else [[b, v] for b, v in self.cordon_prior],
+            "cordon_note": self.cordon_note, "cancelled": self.cancelled, "done": self.done,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> DiskExec:
+        def pairs(raw: Any) -> tuple[tuple[int, str | None], ...] | None:
+            return None if raw is None else tuple((int(b), None if v is None else str(v))
+                                                  for b, v in raw)
+        moves = tuple(DirMove(TopicPartition(m["topic"], int(m["partition"])), int(m["broker"]),
+                              m["from"], m["to"], int(m["size_bytes"])) for m in d["moves"])
+        return cls(d["plan_id"], d["plan_path"], moves, tuple(d["status"]),
+                   tuple(d["errors"]), d.get("rate"), pairs(d.get("throttle_prior")),
+                   d.get("throttle", "none"), tuple((int(b), str(p)) for b, p in d["drained"]),
+                   d.get("cordon", C_UNSUPPORTED), pairs(d.get("cordon_prior")),
+                   d.get("cordon_note"), bool(d.get("cancelled")), bool(d.get("done")))
+
+
+def initial(plan_id: str, plan_path: str, moves: tuple[DirMove, ...], rate: int | None,
+            drained: tuple[tuple[int, str], ...], cordon: str, note: str | None) -> DiskExec:
+    return DiskExec(plan_id, plan_path, moves, tuple(PENDING for _ in moves),
+                    tuple(None for _ in moves), rate, drained=drained, cordon=cordon,
+                    cordon_note=note)
