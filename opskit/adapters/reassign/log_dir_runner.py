@@ -6,8 +6,9 @@ its own root, ``$OPSKIT_STATE/reassign-logdirs/<cluster id>/<plan id>/``, with
 ``state.json`` (:class:`DiskExec`) replaced atomically after every step. The order:
 read and journal the throttle values found, set the throttle; read and journal the
 cordon values found, set the cordon and wait until the brokers report the directories
-cordoned; then send AlterReplicaLogDirs for every move not done and poll DescribeLogDirs
-until each is done; then put the throttle values back. After ``kill -9`` the same command
+cordoned; then send AlterReplicaLogDirs for the moves not done (``max_moves`` in flight per
+broker, one by default) and poll DescribeLogDirs until each is done; then put the
+throttle values back. After ``kill -9`` the same command
 continues from the journaled state (a move resent changes nothing); a ``cancel`` event in
 the journal (``reassign cancel --execute``) makes a running execution cancel and stop.
 """
@@ -39,6 +40,7 @@ from opskit.core.reassign.log_dir_exec import (
     THROTTLE_KEY,
     DiskExec,
     judge,
+    next_moves,
 )
 from opskit.errors import InvalidInputError, KafkaUnavailableError, RefusedError
 from opskit.paths import state_dir
@@ -75,7 +77,12 @@ class DiskJournal(Journal):
         return sorted(out, key=lambda s: s.done)
 
     def cancel_requested(self, plan_id: str) -> bool:
-        return any(e.get("kind") == "cancel" for e in self.events(plan_id))
+        """A ``cancel`` event since the execution's last ``start``."""
+        asked = False
+        for e in self.events(plan_id):
+            if e.get("kind") in ("start", "cancel"):
+                asked = e.get("kind") == "cancel"
+        return asked
 
     def wait_lock(self, plan_id: str, wait: float) -> object:
         """The plan's lock, waiting up to ``wait`` s for a running execution to let go."""
@@ -162,15 +169,13 @@ class DiskRunner:
                     live, fut = seen.get((r.tp, r.broker), (None, None))
                     seen[(r.tp, r.broker)] = (live, r.path) if r.future else (r.path, fut)
                     future_bytes += r.size_bytes if r.future else 0
-                todo: dict[int, str] = {}
                 for i, m in enumerate(st.moves):
                     if st.status[i] in (DONE, FAILED, CANCELLED):
                         continue
                     status, why = judge(m, seen)
                     if status != st.status[i] or why != st.errors[i]:
                         st = st.with_status(i, status, why)
-                    if status == PENDING:
-                        todo[i] = m.target
+                todo = {i: st.moves[i].target for i in next_moves(st, list(st.status))}
                 if todo:
                     self.journal.record(st.plan_id, "submit", moves=[
                         [st.moves[i].tp.topic, st.moves[i].tp.partition, st.moves[i].broker,
@@ -225,10 +230,16 @@ class DiskRunner:
         return st
 
     def cancel(self, st: DiskExec) -> DiskExec:
-        """Drop the future replica of every move not finished (AlterReplicaLogDirs to the
-        directory the replica is in), put the throttle and cordon values back. The caller
-        holds the lock."""
+        """Put the cordon values back, then drop the future replica of every move not
+        finished (AlterReplicaLogDirs to the directory the replica is in: first, because
+        Kafka refuses a move into a cordoned directory), then put the throttle back. The
+        caller holds the lock."""
         st = replace(st, cancelled=True)
+        if st.cordon_holds and st.cordon_prior is not None:
+            self.journal.record(st.plan_id, "uncordon", values=[list(p) for p in st.cordon_prior])
+            self.mismatches += self.da.restore(CORDON_KEY, st.cordon_prior,
+                                               "uncordoning log directories (cordoned.log.dirs)")
+            st = self._save(replace(st, cordon=C_RELEASED))
         seen = self.da.placement(self._brokers(st))
         back: dict[tuple[TopicPartition, int], str] = {}
         for i, m in enumerate(st.moves):
@@ -248,11 +259,11 @@ class DiskRunner:
             refused = self.da.alter(back)
             self.mismatches += [f"{tp.topic}:{tp.partition} on broker {b}: the copy could not be "
                                 f"dropped ({err})" for (tp, b), err in refused.items()]
+            for i, m in enumerate(st.moves):  # it finished before the request arrived
+                if (m.tp, m.broker) in refused:
+                    now = self.da.placement([m.broker])
+                    if judge(m, now)[0] == DONE:
+                        st = st.with_status(i, DONE)
         st = self._restore_throttle(self._save(st))
-        if st.cordon_holds and st.cordon_prior is not None:
-            self.journal.record(st.plan_id, "uncordon", values=[list(p) for p in st.cordon_prior])
-            self.mismatches += self.da.restore(CORDON_KEY, st.cordon_prior,
-                                               "uncordoning log directories (cordoned.log.dirs)")
-            st = replace(st, cordon=C_RELEASED)
         self.journal.record(st.plan_id, "cancelled", counts=st.counts())
         return self._save(replace(st, done=True))

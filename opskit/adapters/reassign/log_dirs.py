@@ -72,7 +72,8 @@ class DiskAdmin:
         return out
 
     # ------------------------------------------------------------------ moves
-    def alter(self, targets: Mapping[tuple[TopicPartition, int], str]) -> dict[tuple[TopicPartition, int], str]:
+    def alter(self, targets: Mapping[tuple[TopicPartition, int], str]
+              ) -> dict[tuple[TopicPartition, int], str]:
         """AlterReplicaLogDirs: (partition, broker) -> directory. Returns the refused ones
         with Kafka's error name."""
         if not targets:

@@ -253,7 +253,8 @@ def execute(
     disk = disk_plan_of(plan_file)
     if disk is not None:  # reassign plan --remove-log-dirs: moves within brokers
         return execute_log_dirs(plan_file, disk, throttle, resume, no_cordon, do_execute,
-                                stall_timeout, output, reassign_admin(bootstrap, context, timeout))
+                                stall_timeout, output, reassign_admin(bootstrap, context, timeout),
+                                max_moves)
     plan = read_plan(plan_file)
     pid = plan_id(plan)
     with reassign_admin(bootstrap, context, timeout) as admin:

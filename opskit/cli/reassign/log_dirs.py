@@ -143,7 +143,7 @@ def disk_plan_of(path: str) -> DiskPlan | None:
 
 def execute_log_dirs(path: str, plan: DiskPlan, throttle: str | None, resume: bool,
                      no_cordon: bool, do_execute: bool, stall_timeout: float, output: Output,
-                     ra: ReassignAdmin) -> None:
+                     ra: ReassignAdmin, max_moves: int | None = None) -> None:
     rate = parse_rate(throttle) if throttle is not None else None
     pid = plan.plan_id()
     with ra:
@@ -188,7 +188,8 @@ def execute_log_dirs(path: str, plan: DiskPlan, throttle: str | None, resume: bo
                  "found; kept when the drain ends, put back by reassign cancel --execute)\n"
                  if cordon == C_PLANNED else "")
                 + f"{len(plan.moves)} replica(s), {fmt_bytes(plan.bytes_moved)} to move within "
-                f"broker(s) {','.join(map(str, plan.brokers))}"
+                f"broker(s) {','.join(map(str, plan.brokers))}, {max_moves or 1} at a time per "
+                "broker"
                 + (f"; throttle {rate:,} B/s per broker (replica.alter.log.dirs.io.max.bytes."
                    "per.second)" if rate else "; no throttle (--throttle RATE sets one)")
                 + "\ndry run: nothing changed (add --execute to run it)"))
@@ -198,7 +199,8 @@ def execute_log_dirs(path: str, plan: DiskPlan, throttle: str | None, resume: bo
                 raise UnsupportedError(f"the broker does not support {name} (API key {key}), "
                                        "needed to move replicas between log directories")
         ra.require_acls("reassign execute --execute", sorted({m.tp.topic for m in plan.moves}))
-        st = initial(pid, str(path), plan.moves, rate, plan.drained, cordon, note)
+        st = initial(pid, str(path), plan.moves, rate, plan.drained, cordon, note,
+                     max_moves or 1)
         journal.record(pid, "start", plan=str(path))
         _run(st, da, journal, stall_timeout, output)
 
@@ -219,6 +221,9 @@ def _run(st: DiskExec, da: DiskAdmin, journal: DiskJournal, stall_timeout: float
         f"plan {end.plan_id}: {c[DONE]} of {len(end.moves)} replica(s) in their target "
         f"directory" + ("; cancelled" if end.cancelled else "")
         + ("; throttle removed" if end.throttle == "removed" else "") + tail))
+    if end.cancelled:
+        raise KafkaOperationError(f"the drain was cancelled (reassign cancel --execute): "
+                                  f"{c['cancelled']} move(s) stopped, {c[DONE]} finished")
     if data["failed"]:
         first = next(iter(data["failed"].items()))
         raise KafkaOperationError(f"{len(data['failed'])} move(s) did not complete (e.g. "

@@ -11,7 +11,7 @@ is not done. Progress is DescribeLogDirs: done when the replica is in the target
 directory and no future replica is left.
 
 Kafka has no cancel for such a move, but pointing the replica at the directory it is in
-drops the future replica (what ``kafka-reassign-partitions.sh --cancel`` does):
+drops the future replica (seen on Kafka 3.7.2 and 4.3.1):
 ``reassign cancel --execute`` does that for every move not yet finished; finished moves
 stay where they went (moving them back is a new plan).
 
@@ -89,6 +89,8 @@ class DiskExec:
     cordon_note: str | None = None
     cancelled: bool = False
     done: bool = False
+    #: moves in flight per broker at once (1 by default: see :func:`next_moves`)
+    max_moves: int = 1
 
     def counts(self) -> dict[str, int]:
         out = {s: 0 for s in (PENDING, SUBMITTED, DONE, FAILED, CANCELLED)}
@@ -125,6 +127,7 @@ class DiskExec:
             "cordon": self.cordon, "cordon_prior": None if self.cordon_prior is None
             else [[b, v] for b, v in self.cordon_prior],
             "cordon_note": self.cordon_note, "cancelled": self.cancelled, "done": self.done,
+            "max_moves": self.max_moves,
         }
 
     @classmethod
@@ -138,11 +141,33 @@ class DiskExec:
                    tuple(d["errors"]), d.get("rate"), pairs(d.get("throttle_prior")),
                    d.get("throttle", "none"), tuple((int(b), str(p)) for b, p in d["drained"]),
                    d.get("cordon", C_UNSUPPORTED), pairs(d.get("cordon_prior")),
-                   d.get("cordon_note"), bool(d.get("cancelled")), bool(d.get("done")))
+                   d.get("cordon_note"), bool(d.get("cancelled")), bool(d.get("done")),
+                   int(d.get("max_moves", 1)))
 
 
 def initial(plan_id: str, plan_path: str, moves: tuple[DirMove, ...], rate: int | None,
-            drained: tuple[tuple[int, str], ...], cordon: str, note: str | None) -> DiskExec:
+            drained: tuple[tuple[int, str], ...], cordon: str, note: str | None,
+            max_moves: int = 1) -> DiskExec:
     return DiskExec(plan_id, plan_path, moves, tuple(PENDING for _ in moves),
                     tuple(None for _ in moves), rate, drained=drained, cordon=cordon,
-                    cordon_note=note)
+                    cordon_note=note, max_moves=max_moves)
+
+
+def next_moves(st: DiskExec, statuses: list[str]) -> list[int]:
+    """The pending moves to send now: per broker, up to ``max_moves`` in flight (largest
+    first). One at a time by default: the broker copies one partition at a time per
+    ``num.replica.alter.log.dirs.threads`` anyway, and Kafka 3.7.2 was seen to stop
+    promoting future replicas (a NullPointerException in ReplicaAlterLogDirsThread's
+    directory assignment, in the broker log) when nine moves were sent together."""
+    busy: dict[int, int] = {}
+    for i, m in enumerate(st.moves):
+        if statuses[i] == SUBMITTED:
+            busy[m.broker] = busy.get(m.broker, 0) + 1
+    out: list[int] = []
+    for i in sorted((i for i, s in enumerate(statuses) if s == PENDING),
+                    key=lambda i: (-st.moves[i].size_bytes, st.moves[i].tp)):
+        b = st.moves[i].broker
+        if busy.get(b, 0) < st.max_moves:
+            busy[b] = busy.get(b, 0) + 1
+            out.append(i)
+    return out

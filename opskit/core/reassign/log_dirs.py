@@ -149,7 +149,8 @@ class DiskPlan:
         return json.dumps(self.to_dict(), indent=2) + "\n"
 
 
-def parse_log_dir_targets(text: str, flag: str = "--remove-log-dirs") -> tuple[tuple[int, str], ...]:
+def parse_log_dir_targets(text: str, flag: str = "--remove-log-dirs"
+                          ) -> tuple[tuple[int, str], ...]:
     """``1:/data/a,2:/data/b`` -> ((1, "/data/a"), (2, "/data/b")); UsageError when malformed
     (a directory must be an absolute path, as Kafka reports it)."""
     out: list[tuple[int, str]] = []

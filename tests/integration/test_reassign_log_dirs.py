@@ -1,0 +1,280 @@
+"""Draining a log directory (JBOD disk) on real brokers: ``reassign plan --remove-log-dirs``
+and its execution (AlterReplicaLogDirs), one single-broker sandbox with several log
+directories per Kafka version (``sandbox up --log-dirs N``).
+
+3.7.2 (2 log dirs): under an idempotent acks=all producer and a group, the drain of
+``data`` is SIGKILLed while a copy is in flight and resumed by the same command: every
+replica is off ``data`` at the end (DescribeLogDirs), no future replica is left, the
+intra-broker throttle is gone, no acknowledged record is lost; Kafka's own
+``kafka-reassign-partitions --verify`` reads the plan file and reports every replica
+move completed; ``plan`` and ``execute`` say in one line that nothing is cordoned.
+
+4.3.1 (3 log dirs, ``data-2`` already cordoned by the operator): the drain of ``data``
+cordons it (``cordoned.log.dirs`` = the value found + ``data``, both reported cordoned by
+DescribeLogDirs while the copy runs); a topic created meanwhile gets no replica in
+``data``; ``reassign cancel --execute`` drops the copies in flight (the replicas stay in
+``data``) and puts the value found back; the same plan run to the end leaves ``data``
+empty and keeps the cordon.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+    ResourceType,
+)
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from helpers import produce, run_cli
+from test_reassign_exec import Workload  # the idempotent acks=all producer + group
+
+from opskit.sandbox.cluster import Sandbox
+from opskit.sandbox.ports import free_port_block
+
+THROTTLE = "replica.alter.log.dirs.io.max.bytes.per.second"
+CORDON = "cordoned.log.dirs"
+
+
+def _sandbox(version: str, log_dirs: int, monkeypatch: pytest.MonkeyPatch) -> Iterator[Sandbox]:
+    monkeypatch.setenv("OPSKIT_SANDBOX_HEAP", "512m")
+    name = f"ldrx{version.replace('.', '')}-{uuid.uuid4().hex[:6]}"
+    sb = Sandbox(name)
+    try:
+        r = run_cli("sandbox", "up", "--name", name, "--brokers", "1", "--log-dirs",
+                    str(log_dirs), "--kafka-version", version, "--port",
+                    str(free_port_block(1)), "--no-context")
+        assert r.code == 0, r.out + r.err
+        assert f"{log_dirs} log dirs per node" in r.out, r.out
+        yield sb
+    finally:
+        sb.down()
+
+
+@pytest.fixture
+def jbod37(monkeypatch: pytest.MonkeyPatch) -> Iterator[Sandbox]:
+    yield from _sandbox("3.7", 2, monkeypatch)
+
+
+@pytest.fixture
+def jbod43(monkeypatch: pytest.MonkeyPatch) -> Iterator[Sandbox]:
+    yield from _sandbox("4.x", 3, monkeypatch)
+
+
+def _opskit(*args: str) -> list[str]:
+    return [sys.executable, "-m", "opskit.cli.main", *args]
+
+
+def _dirs(boot: str) -> dict[str, dict[str, Any]]:
+    """log dir -> {"cordoned": bool|None, "replicas": {(topic, p): is_future}}."""
+    from kafka.admin import KafkaAdminClient  # type: ignore[import-untyped]
+
+    k = KafkaAdminClient(bootstrap_servers=boot)
+    try:
+        res = k.describe_log_dirs(None, brokers=[0])
+    finally:
+        k.close()
+    out: dict[str, dict[str, Any]] = {}
+    for d in res[0]["log_dirs"]:
+        reps = {(t["name"], p["partition_index"], p["is_future_key"])
+                for t in d["topics"] for p in t["partitions"]}
+        out[d["log_dir"]] = {"cordoned": d.get("is_cordoned"), "replicas": reps}
+    return out
+
+
+def _config(boot: str, key: str) -> tuple[str | None, int]:
+    admin = AdminClient({"bootstrap.servers": boot})
+    for f in admin.describe_configs([ConfigResource(ResourceType.BROKER, "0")],
+                                    request_timeout=60).values():
+        e = f.result(60).get(key)
+        return (None, -1) if e is None else (e.value, int(e.source))
+    return None, -1
+
+
+def _create(boot: str, topic: str, partitions: int) -> None:
+    admin = AdminClient({"bootstrap.servers": boot})
+    for f in admin.create_topics([NewTopic(topic, partitions, 1)]).values():
+        f.result(30)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if sum(1 for d in _dirs(boot).values() for r in d["replicas"] if r[0] == topic) \
+                == partitions:
+            return
+        time.sleep(0.3)
+    raise AssertionError(f"{topic}: not all partitions on disk")
+
+
+def _wait(what: str, cond: Any, deadline_s: float = 120.0) -> None:
+    deadline = time.monotonic() + deadline_s
+    while not cond():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.3)
+
+
+def _kafka_tool(sb: Sandbox, boot: str, *args: str) -> str:
+    from opskit.sandbox.dist import ensure_kafka_dist
+
+    dist = ensure_kafka_dist(sb.require().version)
+    new = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"
+    cls = new if dist._has_class("kafka-tools-", new) else "kafka.admin.ReassignPartitionsCommand"
+    r = dist.run_tool(cls, "--bootstrap-server", boot, *args)
+    assert r.returncode == 0, r.stderr[-800:]
+    return str(r.stdout)
+
+
+def _finish(args: list[str], timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """Run to the end; on a timeout, fail showing what it printed."""
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+        raise AssertionError(f"{args} did not end within {timeout:g}s: {out}{err}") from None
+    return subprocess.CompletedProcess(args, proc.returncode, out, err)
+
+
+def _futures(boot: str) -> list[tuple[str, int, bool]]:
+    return [r for d in _dirs(boot).values() for r in d["replicas"] if r[2]]
+
+
+def test_drain_a_log_dir_on_37_under_load_killed_and_resumed(jbod37: Sandbox, tmp_path: Path
+                                                              ) -> None:
+    st = jbod37.require()
+    boot, node = st.bootstrap, st.nodes[0]
+    data, other = str(node.dir / "data"), str(node.dir / "data-1")
+    s = uuid.uuid4().hex[:6]
+    topic = f"ld37_{s}"
+    _create(boot, topic, 6)
+    produce(boot, topic, {p: 800 for p in range(6)}, value=b"d" * 1000)  # 4.8 MB
+    with Workload(boot, [topic], f"ldg_{s}") as load:
+        # the group's first commits create __consumer_offsets first: on 3.7 a partition
+        # created during the drain could land in the directory being emptied (the warning)
+        _wait("the workload", lambda: bool(load.acked) and bool(load.consumed))
+        _wait("__consumer_offsets on disk", lambda: any(
+            r[0] == "__consumer_offsets" for d in _dirs(boot).values() for r in d["replicas"]))
+        before = _dirs(boot)
+        on_data = {r for r in before[data]["replicas"] if r[0] == topic}
+        assert on_data, before  # Kafka spread the partitions over both directories
+
+        plan = tmp_path / "drain.json"
+        r = run_cli("reassign", "plan", "--remove-log-dirs", f"0:{data}", "--write-plan",
+                    str(plan), "-b", boot)
+        assert r.code == 0, r.err
+        assert "not cordoned" in r.err and "KIP-1066 needs Kafka 4.3+" in r.err, r.err
+        assert f"{data}:" in r.out and "(drained)" in r.out, r.out
+        doc = json.loads(plan.read_text())
+        moved = {(p["topic"], p["partition"]) for p in doc["partitions"]}
+        assert moved == {(t, p) for t, p, _f in before[data]["replicas"]}
+        assert all(p["log_dirs"] == [other] for p in doc["partitions"])
+
+        args = _opskit("reassign", "execute", str(plan), "--throttle", "400KB", "--execute",
+                       "-b", boot)
+        proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            _wait("a copy in flight", lambda: bool(_futures(boot)) or proc.poll() is not None)
+            assert proc.poll() is None, proc.communicate()
+            assert _config(boot, THROTTLE) == ("400000", 2)
+        finally:
+            proc.send_signal(signal.SIGKILL)  # opskit dies mid-copy
+            _out, err = proc.communicate(timeout=30)
+        assert "not cordoned" in err, err
+        again = _finish(args)
+        assert again.returncode == 0, again.stdout + again.stderr
+        assert "resuming plan" in again.stderr, again.stderr
+        time.sleep(2)  # a little more load after the drain
+    after = _dirs(boot)
+    assert after[data]["replicas"] == set(), after[data]
+    assert _futures(boot) == []
+    assert {(t, p) for t, p, _f in after[other]["replicas"] if t == topic} == \
+        {(topic, p) for p in range(6)}
+    assert _config(boot, THROTTLE)[1] != 2  # our dynamic value is gone
+    assert load.errors == [] and load.acked
+    assert set(load.acked) <= set(load.consumed)  # no acknowledged record lost
+    out = _kafka_tool(jbod37, boot, "--reassignment-json-file", str(plan), "--verify")
+    assert out.count("completed successfully") == len(doc["partitions"]), out
+
+
+def test_drain_a_log_dir_on_43_cordons_cancel_restores_finish_keeps(
+        jbod43: Sandbox, tmp_path: Path) -> None:
+    st = jbod43.require()
+    boot, node = st.bootstrap, st.nodes[0]
+    data, d1, d2 = (str(node.dir / n) for n in ("data", "data-1", "data-2"))
+    admin = AdminClient({"bootstrap.servers": boot})
+    s = uuid.uuid4().hex[:6]
+    topic = f"ld43_{s}"
+    _create(boot, topic, 6)
+    produce(boot, topic, {p: 1000 for p in range(6)}, value=b"d" * 1000)  # 6 MB
+    # the operator cordoned data-2 already: the value the cancel must put back
+    res = ConfigResource(ResourceType.BROKER, "0", incremental_configs=[
+        ConfigEntry(CORDON, d2, incremental_operation=AlterConfigOpType.SET)])
+    for f in admin.incremental_alter_configs([res]).values():
+        f.result(30)
+    _wait("data-2 cordoned", lambda: _dirs(boot)[d2]["cordoned"] is True)
+    on_data = {(t, p) for t, p, _f in _dirs(boot)[data]["replicas"]}
+    assert on_data
+
+    plan = tmp_path / "drain.json"
+    r = run_cli("reassign", "plan", "--remove-log-dirs", f"0:{data}", "--write-plan", str(plan),
+                "-b", boot)
+    assert r.code == 0, r.err
+    assert f"cordons 0:{data} before the first move" in r.err, r.err
+    doc = json.loads(plan.read_text())
+    assert all(p["log_dirs"] == [d1] for p in doc["partitions"])  # not into cordoned data-2
+
+    # 1. a slow drain: cordoned (merged) while it copies; a new topic avoids data
+    proc = subprocess.Popen(_opskit("reassign", "execute", str(plan), "--throttle", "50KB",
+                                    "--execute", "-b", boot),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        _wait("the copy", lambda: bool(_futures(boot)) or proc.poll() is not None)
+        assert proc.poll() is None, proc.communicate()
+        dirs = _dirs(boot)
+        assert dirs[data]["cordoned"] is True and dirs[d2]["cordoned"] is True, dirs
+        assert dirs[d1]["cordoned"] is False
+        assert _config(boot, CORDON) == (f"{d2},{data}", 2)
+        mid = f"ldmid_{s}"
+        _create(boot, mid, 4)  # uncordoned, Kafka would pick the emptiest directory
+        dirs = _dirs(boot)
+        assert {(t, p) for t, p, _f in dirs[d1]["replicas"] if t == mid} == \
+            {(mid, p) for p in range(4)}, dirs
+
+        # 2. cancel: copies dropped, replicas stay in data, the value found comes back
+        c = run_cli("reassign", "cancel", "--execute", "-b", boot)
+        assert c.code == 0, c.out + c.err
+        assert "cordon values put back" in c.out, c.out
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 6 and "cancelled" in err, out + err
+    assert _futures(boot) == []
+    assert {(t, p) for t, p, _f in _dirs(boot)[data]["replicas"]} == on_data
+    assert _config(boot, CORDON) == (d2, 2)
+    assert _config(boot, THROTTLE)[1] != 2
+
+    # 3. the same plan to the end: data empty, the cordon kept
+    fin = _finish(_opskit("reassign", "execute", str(plan), "--throttle", "5MB", "--execute",
+                          "-b", boot))
+    assert fin.returncode == 0, fin.stdout + fin.stderr
+    assert "stay cordoned" in fin.stdout, fin.stdout
+    dirs = _dirs(boot)
+    assert dirs[data]["replicas"] == set() and _futures(boot) == []
+    assert dirs[data]["cordoned"] is True
+    assert _config(boot, CORDON) == (f"{d2},{data}", 2)
+    assert _config(boot, THROTTLE)[1] != 2
