@@ -47,6 +47,11 @@ from opskit.paths import state_dir
 
 __all__ = ["DiskJournal", "DiskRunner"]
 
+#: seconds a caught-up copy may wait to be swapped in before the move is sent again
+STUCK_AFTER = 20.0
+#: times a move is sent again that way (then the stall timeout decides)
+MAX_RESTARTS = 3
+
 
 class DiskJournal(Journal):
     """The journal of log-directory drains (its own root: ``reassign status`` of inter-broker
@@ -104,6 +109,7 @@ class DiskRunner:
         self.da, self.journal, self.say = da, journal, say
         self.stall_timeout, self.poll = stall_timeout, poll
         self.mismatches: list[str] = []
+        self.restarts: dict[int, int] = {}
 
     def _save(self, st: DiskExec) -> DiskExec:
         self.journal.save_disk(st)
@@ -156,6 +162,7 @@ class DiskRunner:
         best = (-1, -1)
         last = time.monotonic()
         shown = 0.0
+        stuck_since: dict[int, float] = {}
         while True:
             try:
                 dirs, reps = self.da.describe(brokers)
@@ -165,16 +172,20 @@ class DiskRunner:
             if dirs is not None:
                 seen: dict[tuple[TopicPartition, int], tuple[str | None, str | None]] = {}
                 future_bytes = 0
+                caught_up: set[tuple[TopicPartition, int]] = set()
                 for r in reps:
                     live, fut = seen.get((r.tp, r.broker), (None, None))
                     seen[(r.tp, r.broker)] = (live, r.path) if r.future else (r.path, fut)
                     future_bytes += r.size_bytes if r.future else 0
+                    if r.future and r.offset_lag == 0:
+                        caught_up.add((r.tp, r.broker))
                 for i, m in enumerate(st.moves):
                     if st.status[i] in (DONE, FAILED, CANCELLED):
                         continue
                     status, why = judge(m, seen)
                     if status != st.status[i] or why != st.errors[i]:
                         st = st.with_status(i, status, why)
+                st = self._unstick(st, seen, caught_up, stuck_since)
                 todo = {i: st.moves[i].target for i in next_moves(st, list(st.status))}
                 if todo:
                     self.journal.record(st.plan_id, "submit", moves=[
@@ -210,6 +221,38 @@ class DiskRunner:
                     "throttle and cordon stay set; resume with opskit reassign execute "
                     f"{st.plan_path} --resume --execute, or cancel")
             time.sleep(self.poll)
+
+    def _unstick(self, st: DiskExec,
+                 seen: dict[tuple[TopicPartition, int], tuple[str | None, str | None]],
+                 caught_up: set[tuple[TopicPartition, int]], since: dict[int, float]
+                 ) -> DiskExec:
+        """A copy caught up (offset lag 0) but not swapped in for :data:`STUCK_AFTER` s is
+        dropped (the move pointed back at the replica's directory) and sent again: Kafka
+        3.7.2 was seen to leave such a copy for good (a NullPointerException in
+        ReplicaAlterLogDirsThread's directory assignment, in the broker log)."""
+        now = time.monotonic()
+        for i, m in enumerate(st.moves):
+            key = (m.tp, m.broker)
+            if st.status[i] != SUBMITTED or key not in caught_up:
+                since.pop(i, None)
+                continue
+            first = since.setdefault(i, now)
+            if now - first < STUCK_AFTER or self.restarts.get(i, 0) >= MAX_RESTARTS:
+                continue
+            live = seen.get(key, (None, None))[0]
+            if live is None:
+                continue
+            self.restarts[i] = self.restarts.get(i, 0) + 1
+            self.say(f"reassign: {m.tp.topic}:{m.tp.partition} on broker {m.broker}: the copy "
+                     f"caught up {now - first:.0f} s ago but was not swapped in (Kafka 3.7 can "
+                     "stop there: NullPointerException in ReplicaAlterLogDirsThread in the "
+                     "broker log); dropping it and sending the move again")
+            self.journal.record(st.plan_id, "restart", move=[m.tp.topic, m.tp.partition,
+                                                               m.broker, live])
+            self.da.alter({key: live})
+            since.pop(i, None)
+            st = self._save(st.with_status(i, PENDING))
+        return st
 
     def _finish(self, st: DiskExec) -> DiskExec:
         st = self._restore_throttle(st)

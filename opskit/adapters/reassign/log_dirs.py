@@ -58,7 +58,8 @@ class DiskAdmin:
                     for p in t.get("partitions", []):
                         reps.append(Replica(TopicPartition(t["name"], int(p["partition_index"])),
                                             node, path, int(p["partition_size"]),
-                                            bool(p.get("is_future_key"))))
+                                            bool(p.get("is_future_key")),
+                                            int(p.get("offset_lag", -1))))
         return dirs, reps
 
     def placement(self, brokers: Iterable[int]

@@ -17,7 +17,7 @@ from opskit.adapters.reassign.admin import RATE_KEYS, REPLICA_KEYS
 from opskit.adapters.reassign.journal import Journal
 from opskit.cli.common import BootstrapOpt, ContextOpt, Output, OutputOpt, TimeoutOpt, emit
 from opskit.cli.reassign.execute import ActOpt, PlanArg, partition_name, read_plan, reassign_admin
-from opskit.cli.reassign.log_dirs import cancel_lines, cancel_log_dirs
+from opskit.cli.reassign.log_dirs import cancel_lines, cancel_log_dirs, status_log_dirs
 from opskit.core.reassign.cordon import CORDON_KEY
 from opskit.core.reassign.machine import Phase
 from opskit.core.reassign.plan_input import plan_id
@@ -47,6 +47,9 @@ def status(output: OutputOpt = Output.table, bootstrap: BootstrapOpt = None,
         "broker_throttles": {b: v for b, v in sorted(throttled.items()) if v},
         "cordoned": dict(sorted(cordoned.items())),
     }
+    drains = status_log_dirs(journal.root.name)
+    if drains:  # log-directory drains (--remove-log-dirs), journaled apart
+        data["log_dir_drains"] = drains
 
     def table(con: Any) -> None:
         con.print(f"{len(flights)} reassignment(s) in flight")
@@ -60,6 +63,10 @@ def status(output: OutputOpt = Output.table, bootstrap: BootstrapOpt = None,
             con.print(f"broker {b} throttle: {v}")
         for b, v in data["cordoned"].items():
             con.print(f"broker {b} cordoned: {CORDON_KEY}={v}")
+        for d in drains:
+            con.print(f"opskit log-directory drain {d['plan_id']}: "
+                      f"{'cancelled' if d['cancelled'] else 'done' if d['done'] else 'unfinished'} "
+                      f"{d['moves']}")
 
     emit(data, output, table)
 

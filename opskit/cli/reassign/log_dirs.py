@@ -234,7 +234,15 @@ def _run(st: DiskExec, da: DiskAdmin, journal: DiskJournal, stall_timeout: float
         raise KafkaOperationError("config values did not take: " + "; ".join(runner.mismatches))
 
 
-# --------------------------------------------------------------------------- cancel
+# --------------------------------------------------------------------------- status, cancel
+
+
+def status_log_dirs(cluster: str) -> list[dict[str, Any]]:
+    """``reassign status``'s part: the cluster's journaled log-directory drains."""
+    return [{"plan_id": s.plan_id, "done": s.done, "cancelled": s.cancelled,
+             "moves": s.counts(), "cordon": s.cordon,
+             "log_dirs": [[b, d] for b, d in s.drained]}
+            for s in DiskJournal(cluster).disk_executions()]
 
 
 def cancel_log_dirs(ra: ReassignAdmin, do_execute: bool, wait: float = 60.0) -> dict[str, Any]:

@@ -77,6 +77,8 @@ class Replica:
     path: str
     size_bytes: int
     future: bool = False
+    #: a future replica's offsets behind the replica it copies (-1: not reported)
+    offset_lag: int = -1
 
 
 @dataclass(frozen=True)
