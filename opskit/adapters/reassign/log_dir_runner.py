@@ -47,10 +47,8 @@ from opskit.paths import state_dir
 
 __all__ = ["DiskJournal", "DiskRunner"]
 
-#: seconds a caught-up copy may wait to be swapped in before the move is sent again
+#: seconds a caught-up copy may wait to be swapped in before a warning says so
 STUCK_AFTER = 20.0
-#: times a move is sent again that way (then the stall timeout decides)
-MAX_RESTARTS = 3
 
 
 class DiskJournal(Journal):
@@ -109,7 +107,7 @@ class DiskRunner:
         self.da, self.journal, self.say = da, journal, say
         self.stall_timeout, self.poll = stall_timeout, poll
         self.mismatches: list[str] = []
-        self.restarts: dict[int, int] = {}
+        self.stuck: set[int] = set()
 
     def _save(self, st: DiskExec) -> DiskExec:
         self.journal.save_disk(st)
@@ -159,7 +157,7 @@ class DiskRunner:
 
     def _move(self, st: DiskExec) -> DiskExec:
         brokers = self._brokers(st)
-        best = (-1, -1)
+        seen_progress = (-1, -1)
         last = time.monotonic()
         shown = 0.0
         stuck_since: dict[int, float] = {}
@@ -185,7 +183,7 @@ class DiskRunner:
                     status, why = judge(m, seen)
                     if status != st.status[i] or why != st.errors[i]:
                         st = st.with_status(i, status, why)
-                st = self._unstick(st, seen, caught_up, stuck_since)
+                self._unstick(st, caught_up, stuck_since)
                 todo = {i: st.moves[i].target for i in next_moves(st, list(st.status))}
                 if todo:
                     self.journal.record(st.plan_id, "submit", moves=[
@@ -203,8 +201,8 @@ class DiskRunner:
                 st = self._save(st)
                 c = st.counts()
                 progress = (c[DONE] + c[FAILED], future_bytes)
-                if progress > best:
-                    best, last = progress, time.monotonic()
+                if progress != seen_progress:  # a move ended, or a copy grew (or restarted)
+                    seen_progress, last = progress, time.monotonic()
                 if c[PENDING] + c[SUBMITTED] == 0:
                     return st
                 if time.monotonic() - shown >= 5:
@@ -223,13 +221,11 @@ class DiskRunner:
             time.sleep(self.poll)
 
     def _unstick(self, st: DiskExec,
-                 seen: dict[tuple[TopicPartition, int], tuple[str | None, str | None]],
-                 caught_up: set[tuple[TopicPartition, int]], since: dict[int, float]
-                 ) -> DiskExec:
-        """A copy caught up (offset lag 0) but not swapped in for :data:`STUCK_AFTER` s is
-        dropped (the move pointed back at the replica's directory) and sent again: Kafka
-        3.7.2 was seen to leave such a copy for good (a NullPointerException in
-        ReplicaAlterLogDirsThread's directory assignment, in the broker log)."""
+                 caught_up: set[tuple[TopicPartition, int]], since: dict[int, float]) -> None:
+        """Say once per move when a copy is caught up (offset lag 0) but not swapped in for
+        :data:`STUCK_AFTER` s: Kafka 3.7.2 was seen to leave such a copy for good (a
+        NullPointerException in ReplicaAlterLogDirsThread's directory assignment, in the
+        broker log); dropping it and sending the move again did not help there."""
         now = time.monotonic()
         for i, m in enumerate(st.moves):
             key = (m.tp, m.broker)
@@ -237,22 +233,15 @@ class DiskRunner:
                 since.pop(i, None)
                 continue
             first = since.setdefault(i, now)
-            if now - first < STUCK_AFTER or self.restarts.get(i, 0) >= MAX_RESTARTS:
+            if now - first < STUCK_AFTER or i in self.stuck:
                 continue
-            live = seen.get(key, (None, None))[0]
-            if live is None:
-                continue
-            self.restarts[i] = self.restarts.get(i, 0) + 1
-            self.say(f"reassign: {m.tp.topic}:{m.tp.partition} on broker {m.broker}: the copy "
-                     f"caught up {now - first:.0f} s ago but was not swapped in (Kafka 3.7 can "
-                     "stop there: NullPointerException in ReplicaAlterLogDirsThread in the "
-                     "broker log); dropping it and sending the move again")
-            self.journal.record(st.plan_id, "restart", move=[m.tp.topic, m.tp.partition,
-                                                               m.broker, live])
-            self.da.alter({key: live})
-            since.pop(i, None)
-            st = self._save(st.with_status(i, PENDING))
-        return st
+            self.stuck.add(i)
+            self.say(f"reassign: warning: {m.tp.topic}:{m.tp.partition} on broker {m.broker}: "
+                     f"its copy caught up {now - first:.0f} s ago but is not swapped in; Kafka "
+                     "3.7 can stop there (NullPointerException in ReplicaAlterLogDirsThread in "
+                     "the broker log): if so, the run stops after --stall-timeout; restarting "
+                     "the broker is the remedy to try (not tested by opskit)")
+            self.journal.record(st.plan_id, "stuck", move=[m.tp.topic, m.tp.partition, m.broker])
 
     def _finish(self, st: DiskExec) -> DiskExec:
         st = self._restore_throttle(st)
