@@ -162,6 +162,8 @@ class DiskRunner:
         shown = 0.0
         stuck_since: dict[int, float] = {}
         while True:
+            if self.journal.cancel_requested(st.plan_id):  # before sending anything more
+                return replace(st, cancelled=True)
             try:
                 dirs, reps = self.da.describe(brokers)
             except KafkaUnavailableError as e:
@@ -211,8 +213,6 @@ class DiskRunner:
                                if st.status[i] in (PENDING, SUBMITTED))
                     self.say(f"reassign: {c[DONE]}/{len(st.moves)} replicas moved, "
                              f"{c[SUBMITTED]} copying, {left:,} bytes left to move")
-            if self.journal.cancel_requested(st.plan_id):
-                return replace(st, cancelled=True)
             if time.monotonic() - last > self.stall_timeout:
                 raise KafkaUnavailableError(
                     f"no progress for {self.stall_timeout:g}s ({st.counts()}): stopped; the "
