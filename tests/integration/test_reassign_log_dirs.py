@@ -344,3 +344,8 @@ def test_drain_a_log_dir_on_43_cordons_cancel_restores_finish_keeps(
     assert st_out.code == 0, st_out.err
     drains = st_out.json()["log_dir_drains"]
     assert [(d["done"], d["cancelled"], d["cordon"]) for d in drains] == [(True, False, "kept")]
+
+    # 4. the disk stays after all: uncordon puts the value found before the drain back
+    u = run_cli("reassign", "uncordon", "--brokers", "0", "--execute", "-b", boot)
+    assert u.code == 0, u.out + u.err
+    assert _config(boot, CORDON) == (d2, 2)

@@ -17,7 +17,12 @@ from opskit.adapters.reassign.admin import RATE_KEYS, REPLICA_KEYS
 from opskit.adapters.reassign.journal import Journal
 from opskit.cli.common import BootstrapOpt, ContextOpt, Output, OutputOpt, TimeoutOpt, emit
 from opskit.cli.reassign.execute import ActOpt, PlanArg, partition_name, read_plan, reassign_admin
-from opskit.cli.reassign.log_dirs import cancel_lines, cancel_log_dirs, status_log_dirs
+from opskit.cli.reassign.log_dirs import (
+    cancel_lines,
+    cancel_log_dirs,
+    disk_cordon_prior,
+    status_log_dirs,
+)
 from opskit.core.reassign.cordon import CORDON_KEY
 from opskit.core.reassign.machine import Phase
 from opskit.core.reassign.plan_input import plan_id
@@ -167,6 +172,7 @@ def uncordon(
                     f"{','.join(map(str, sorted(set(c.brokers) & set(ids))))}: cancel it with "
                     "opskit reassign cancel --execute, or let it finish")
             prior.update({b: v for b, v in c.prior if b in ids})
+        prior.update(disk_cordon_prior(journal.root.name, ids))  # --remove-log-dirs drains
         now = admin.cordons(ids)
         missing = [b for b in ids if b not in now]
         if missing:

@@ -11,6 +11,7 @@ older Kafka one line says what is not protected.
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -243,6 +244,24 @@ def status_log_dirs(cluster: str) -> list[dict[str, Any]]:
              "moves": s.counts(), "cordon": s.cordon,
              "log_dirs": [[b, d] for b, d in s.drained]}
             for s in DiskJournal(cluster).disk_executions()]
+
+
+def disk_cordon_prior(cluster: str, ids: Iterable[int]) -> dict[int, str | None]:
+    """``reassign uncordon``'s part: the ``cordoned.log.dirs`` values finished disk drains
+    found before they cordoned (broker -> value; None: none was set). RefusedError while an
+    unfinished disk drain holds the cordon of one of ``ids``."""
+    out: dict[int, str | None] = {}
+    wanted = set(ids)
+    for ds in DiskJournal(cluster).disk_executions()[::-1]:  # finished first
+        hit = sorted(set(ds.cordon_brokers()) & wanted)
+        if not hit or not ds.cordon_holds or ds.cordon_prior is None:
+            continue
+        if not ds.done:
+            raise RefusedError(f"an unfinished log-directory drain (plan {ds.plan_id}) holds "
+                               f"the cordon of broker(s) {','.join(map(str, hit))}: cancel it "
+                               "with opskit reassign cancel --execute, or let it finish")
+        out.update({b: v for b, v in ds.cordon_prior if b in hit})
+    return out
 
 
 def cancel_log_dirs(ra: ReassignAdmin, do_execute: bool, wait: float = 60.0) -> dict[str, Any]:
