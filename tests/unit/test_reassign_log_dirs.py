@@ -192,3 +192,22 @@ def test_next_moves_keeps_max_in_flight_per_broker_largest_first() -> None:
     assert next_moves(s, statuses) == [2]  # broker 1 busy; broker 0: 7 > 5
     two = initial("p", "/p.json", moves, None, (), "unsupported", None, max_moves=2)
     assert sorted(next_moves(two, list(two.status))) == [1, 2, 3, 4]
+
+
+def test_journal_cancel_counts_since_the_last_start_and_state_round_trips(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from opskit.adapters.reassign.log_dir_runner import DiskJournal
+
+    j = DiskJournal("c1", root=tmp_path)
+    assert not j.cancel_requested("p")
+    j.record("p", "start")
+    j.record("p", "cancel")
+    assert j.cancel_requested("p")
+    j.record("p", "start")  # a new run of the same plan after the cancelled one
+    assert not j.cancel_requested("p")
+    m = DirMove(TopicPartition("t", 0), 0, "/a", "/b", 1)
+    s = initial("p", "/p.json", (m,), None, ((0, "/a"),), "planned", None)
+    j.save_disk(s)
+    assert j.load_disk("p") == s and j.disk_executions() == [s]
+    (j.dir("p") / "state.json").write_text("{")
+    with pytest.raises(InvalidInputError, match="unreadable"):
+        j.load_disk("p")
