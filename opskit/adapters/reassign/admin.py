@@ -367,10 +367,17 @@ class ReassignAdmin(ReassignConnection):
 
     def restore_cordon(self, prior: Iterable[tuple[int, str | None]]) -> list[str]:
         """Put back each broker's value from before (delete ours where there was none);
-        read them back once. Returns the mismatches found (empty when exact)."""
+        read them back until they show (KRaft applies a dynamic value through the metadata
+        log, a moment after the answer), up to 15 s. Returns the mismatches left (empty
+        when exact)."""
         pairs = sorted(prior)
         self._alter_configs({("broker", str(b)): {CORDON_KEY: v} for b, v in pairs},
                             "uncordoning brokers (cordoned.log.dirs)")
-        now = dict(self.read_cordon(b for b, _ in pairs))
-        return [f"broker {b} {CORDON_KEY}: {now.get(b)!r} (expected {v!r})"
-                for b, v in pairs if now.get(b) != v]
+        deadline = time.monotonic() + max(15.0, self.timeout)
+        while True:
+            now = dict(self.read_cordon([b for b, _ in pairs]))  # (a list: read twice)
+            bad = [f"broker {b} {CORDON_KEY}: {now.get(b)!r} (expected {v!r})"
+                   for b, v in pairs if now.get(b) != v]
+            if not bad or time.monotonic() > deadline:
+                return bad
+            time.sleep(0.3)
