@@ -223,6 +223,7 @@ def test_drain_a_log_dir_on_37_under_load_killed_and_resumed(jbod37: Sandbox, tm
     topic = f"ld37_{s}"
     _create(boot, topic, 6)
     produce(boot, topic, {p: 800 for p in range(6)}, value=b"d" * 1000)  # 4.8 MB
+    restarted: list[bool] = []
     with _Producer(boot, topic) as load:
         # no consumer group: on 3.7.2 moving the just-created, empty __consumer_offsets
         # partitions between directories stalled (see docs/design-multi-rack.md)
@@ -253,9 +254,16 @@ def test_drain_a_log_dir_on_37_under_load_killed_and_resumed(jbod37: Sandbox, tm
             proc.send_signal(signal.SIGKILL)  # opskit dies mid-copy
             _out, err = proc.communicate(timeout=30)
         assert "not cordoned" in err, err
-        again = _finish(args)
-        assert again.returncode == 0, again.stdout + again.stderr
+        again = _finish([*args, "--stall-timeout", "60"])
         assert "resuming plan" in again.stderr, again.stderr
+        if again.returncode == 3 and "not swapped in" in again.stderr:
+            # Kafka 3.7.2 left a finished copy unswapped (its NullPointerException): the run
+            # said so and stopped; the remedy is a broker restart, then the same command
+            jbod37.stop_node(0)
+            jbod37.start_node(0)
+            again = _finish(args)
+            restarted.append(True)
+        assert again.returncode == 0, again.stdout + again.stderr
         time.sleep(2)  # a little more load after the drain
     after = _dirs(boot)
     assert after[data]["replicas"] == set(), after[data]
@@ -267,6 +275,7 @@ def test_drain_a_log_dir_on_37_under_load_killed_and_resumed(jbod37: Sandbox, tm
     consumed = load.read_all(6)
     assert set(load.acked) <= set(consumed)  # no acknowledged record lost
     assert len(consumed) == len(set(consumed))  # none written twice (idempotence)
+    print(f"broker restarted for Kafka 3.7.2's unswapped copy: {bool(restarted)}")
     out = _kafka_tool(jbod37, boot, "--reassignment-json-file", str(plan), "--verify")
     assert out.count("completed successfully") == len(doc["partitions"]), out
 

@@ -157,7 +157,7 @@ class DiskRunner:
 
     def _move(self, st: DiskExec) -> DiskExec:
         brokers = self._brokers(st)
-        seen_progress = (-1, -1)
+        seen_progress = (-1, -(2**62))
         last = time.monotonic()
         shown = 0.0
         stuck_since: dict[int, float] = {}
@@ -171,12 +171,12 @@ class DiskRunner:
                 dirs, reps = None, []
             if dirs is not None:
                 seen: dict[tuple[TopicPartition, int], tuple[str | None, str | None]] = {}
-                future_bytes = 0
+                future_lag = 0
                 caught_up: set[tuple[TopicPartition, int]] = set()
                 for r in reps:
                     live, fut = seen.get((r.tp, r.broker), (None, None))
                     seen[(r.tp, r.broker)] = (live, r.path) if r.future else (r.path, fut)
-                    future_bytes += r.size_bytes if r.future else 0
+                    future_lag += max(r.offset_lag, 0) if r.future else 0
                     if r.future and r.offset_lag == 0:
                         caught_up.add((r.tp, r.broker))
                 for i, m in enumerate(st.moves):
@@ -202,8 +202,10 @@ class DiskRunner:
                                                            f"{refused[(m.tp, m.broker)]}")
                 st = self._save(st)
                 c = st.counts()
-                progress = (c[DONE] + c[FAILED], future_bytes)
-                if progress != seen_progress:  # a move ended, or a copy grew (or restarted)
+                # a move ended, or the copies' offset lag shrank (a copy caught up but not
+                # swapped in is no progress, whatever is appended to it)
+                progress = (c[DONE] + c[FAILED], -future_lag)
+                if progress > seen_progress:
                     seen_progress, last = progress, time.monotonic()
                 if c[PENDING] + c[SUBMITTED] == 0:
                     return st
