@@ -227,7 +227,8 @@ class DiskRunner:
         """Say once per move when a copy is caught up (offset lag 0) but not swapped in for
         :data:`STUCK_AFTER` s: Kafka 3.7.2 was seen to leave such a copy for good (a
         NullPointerException in ReplicaAlterLogDirsThread's directory assignment, in the
-        broker log); dropping it and sending the move again did not help there."""
+        broker log); dropping it and sending the move again did not help there, a broker
+        restart did (the 3.7 integration test)."""
         now = time.monotonic()
         for i, m in enumerate(st.moves):
             key = (m.tp, m.broker)
@@ -241,8 +242,8 @@ class DiskRunner:
             self.say(f"reassign: warning: {m.tp.topic}:{m.tp.partition} on broker {m.broker}: "
                      f"its copy caught up {now - first:.0f} s ago but is not swapped in; Kafka "
                      "3.7 can stop there (NullPointerException in ReplicaAlterLogDirsThread in "
-                     "the broker log): if so, the run stops after --stall-timeout; restarting "
-                     "the broker is the remedy to try (not tested by opskit)")
+                     "the broker log): if so, the run stops after --stall-timeout; restart the "
+                     "broker, then run the same command")
             self.journal.record(st.plan_id, "stuck", move=[m.tp.topic, m.tp.partition, m.broker])
 
     def _finish(self, st: DiskExec) -> DiskExec:
