@@ -75,7 +75,7 @@ def plan_log_dirs(spec: str, other_goal: bool, write_plan: str | None, output: O
     if other_goal:
         raise UsageError("--remove-log-dirs is a goal of its own: give it without --add-brokers, "
                          "--remove-brokers, --replication-factor, --rebalance, --from-json or "
-                         "the byte options (--throttle goes with reassign execute)")
+                         "the byte options or --leader-weights (--throttle goes with reassign execute)")
     drained = parse_log_dir_targets(spec)
     if write_plan is not None:
         check_writable_target(write_plan, "plan file")

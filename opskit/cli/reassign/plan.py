@@ -124,7 +124,8 @@ def plan(
         return plan_log_dirs(remove_log_dirs, any(x not in (None, False, []) for x in (
             add_brokers, remove_brokers, replication_factor, topic, all_topics, include_internal,
             rebalance, from_json, balance_bytes, byte_tolerance, capacity, capacity_all,
-            throttle)), write_plan, output, reassign_admin(bootstrap_server, context, timeout))
+            throttle, leader_weights)), write_plan, output,
+            reassign_admin(bootstrap_server, context, timeout))
     if byte_tolerance is not None and not balance_bytes:
         raise UsageError("--byte-tolerance goes with --balance-bytes")
     tolerance = (parse_tolerance(byte_tolerance) if byte_tolerance is not None
