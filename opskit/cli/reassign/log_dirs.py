@@ -57,7 +57,7 @@ def _say(text: str) -> None:
 
 
 def _unprotected(dirs: str, reason: str) -> str:
-    return (f"log director(ies) {dirs} not cordoned ({reason}): until the drain ends, a "
+    return (f"log directories {dirs} not cordoned ({reason}): until the drain ends, a "
             "partition created on the broker meanwhile can be placed there (Kafka puts a new "
             "replica in the directory with the fewest partitions: the one emptying)")
 
