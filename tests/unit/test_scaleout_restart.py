@@ -109,7 +109,10 @@ def test_restarts_a_node_running_the_old_defaults(tmp_path: Path) -> None:
 def test_a_node_with_the_new_defaults_is_not_restarted(tmp_path: Path) -> None:
     sb = FakeSandbox({0: True, 1: True, 2: True})
     detail = steps(tmp_path, sb, FakeKafka({})).run(Step(StepKind.RESTART_NODE, 1), plan())
-    assert sb.calls == [] and "not restarted" in detail
+    # not restarted, but a run resumed after this restart finished (killed before the
+    # election) still gives the node its leaders back
+    assert sb.calls == ["elect"] and "not restarted" in detail
+    assert detail.endswith("led by their preferred replica again")
 
 
 def test_a_node_a_killed_run_stopped_is_started_first(tmp_path: Path) -> None:
@@ -204,3 +207,21 @@ def test_both_runners_end_a_restart_with_the_shared_kafka_sequence(tmp_path: Pat
     assert [c[:2] for c in kube.calls] == [(0, brokers)]
     assert kube.calls[0][2].startswith("pod insights-kafka-0 was restarted but node 0 reports "
                                        "default.replication.factor=1: its StatefulSet sets")
+
+
+def test_k8s_a_pod_already_restarted_gets_its_leaders_back(tmp_path: Path) -> None:
+    """Resumed after a kill between the pod's restart and the election: the pod runs with
+    the settings and its StatefulSet has them, so it is not restarted again, but its
+    preferred leaders are elected back (the shared sequence's last step)."""
+    from hip30_k8s import hip30_statefulset
+
+    p = plan()
+    sb = FakeSandbox({0: True, 1: True, 2: True})
+    kafka = FakeKafka({})
+    kafka.sb = sb
+    k8s = K8sSteps(FakeKube(hip30_statefulset()), "hanzo", "insights-kafka", kafka)  # type: ignore[arg-type]
+    api = FakeKube(k8s._with_settings(hip30_statefulset(), p))
+    k8s = K8sSteps(api, "hanzo", "insights-kafka", kafka)  # type: ignore[arg-type]
+    detail = k8s.run(Step(StepKind.RESTART_NODE, 0), p)
+    assert api.replaced == [] and "already: not restarted" in detail
+    assert sb.calls == ["elect"] and detail.endswith("led by their preferred replica again")

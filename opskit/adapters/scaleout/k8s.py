@@ -290,8 +290,9 @@ class K8sSteps:
         template_ok = objs.env_changes([sts], self.restart_settings(plan)) == {} and \
             objs.update_strategy(sts) == objs.update_strategy(want)
         old = k.runs_with_defaults(n, plan)
-        if not old and template_ok:
-            return f"node {n} (pod {pod}) runs with {values} already: not restarted"
+        if not old and template_ok:  # a resumed run's finished restart: leaders may be away
+            return (f"node {n} (pod {pod}) runs with {values} already: not restarted"
+                    f"{k.lead_again()}")
         alone = k.sole_in_sync(n)
         if alone:
             raise sole_in_sync_refusal(n, alone, f"pod {pod}", "; the scale-out is not finished")

@@ -174,8 +174,8 @@ class LocalSteps:
                "settled controller", lambda: k.settled(brokers))
         old = k.runs_with_defaults(n, plan)
         values = ", ".join(f"{d}={plan.target_rf}" for d in STATIC_DEFAULTS)
-        if not old:
-            return f"{started}node {n} runs with {values} already: not restarted"
+        if not old:  # a resumed run whose restart finished: its leaders may still be away
+            return f"{started}node {n} runs with {values} already: not restarted{k.lead_again()}"
         alone = k.sole_in_sync(n)
         if alone:
             still = ", ".join(f"{key}={v}" for key, v in old.items())
