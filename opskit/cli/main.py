@@ -219,6 +219,17 @@ def _stdout_unusable() -> bool:
     return mode == os.O_RDONLY
 
 
+def _now_devnull(was: bool) -> bool:
+    """Whether fd 1 is /dev/null now and was not (``was``) when the command started:
+    rich's broken-pipe handling points it there before it exits 1."""
+    if was:
+        return False
+    try:
+        return os.path.samestat(os.fstat(sys.stdout.fileno()), os.stat(os.devnull))
+    except (AttributeError, OSError, ValueError):  # a stream without a descriptor (tests)
+        return False
+
+
 def _stdout_gone() -> None:
     """After a broken pipe: point fd 1 at /dev/null so the final flush cannot fail again."""
     try:
@@ -245,6 +256,7 @@ def main(argv: list[str] | None = None) -> int:
         # accepted anywhere on the line, not only before the subcommand
         args = ["--debug"] + [a for a in args if a != "--debug"]
     _forget_command_config()
+    null_at_start = _now_devnull(False)
     try:
         _register_for(args)
         rv = _command()(args=args, prog_name="opskit", standalone_mode=False)
@@ -273,9 +285,10 @@ def main(argv: list[str] | None = None) -> int:
         _err("interrupted")
         code = exits.INTERRUPTED
     except SystemExit as e:
-        if sys.stdout is streams[0]:  # not click's broken-pipe exit: a bug
-            code = _internal(RuntimeError(f"exit {e.code} requested"), debug)
-        else:  # click met EPIPE on stdout, wrapped both streams and exited 1
+        if sys.stdout is streams[0] and not (e.code == 1 and _now_devnull(null_at_start)):
+            code = _internal(RuntimeError(f"exit {e.code} requested"), debug)  # a bug
+        else:  # EPIPE on stdout: click wrapped both streams and exited 1, or rich's
+            # console (typer's help) pointed fd 1 at /dev/null and exited 1
             sys.stdout, sys.stderr = streams
             _stdout_gone()
             _err(_STDOUT_BROKEN)

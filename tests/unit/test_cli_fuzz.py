@@ -703,7 +703,11 @@ def test_stdout_closed_or_broken(tmp_path: Path) -> None:
                 "read-only": _with_stdout(["context", "list"], tmp_path, read_only),
                 "broken-pipe": _with_stdout(["acls", "monitor-principal", "x"], tmp_path, writer),
                 "broken-pipe-json": _with_stdout(["acls", "monitor-principal", "x", "-o", "json"],
-                                                 tmp_path, writer)}
+                                                 tmp_path, writer),
+                # typer's rich help meets EPIPE in rich's console (`opskit --help | head -1`)
+                "broken-pipe-help": _with_stdout(["--help"], tmp_path, writer),
+                "broken-pipe-command-help": _with_stdout(["reassign", "plan", "--help"],
+                                                         tmp_path, writer)}
     finally:
         os.close(read_only)
         os.close(writer)
