@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, Self
 
 import pytest
 import typer
@@ -30,7 +30,7 @@ from opskit.core.reassign.log_dir_exec import (
 )
 from opskit.core.reassign.log_dirs import DirMove, LogDir, Replica, plan_dir_drain
 from opskit.core.reassign.model import parse_assignments
-from opskit.errors import IncompleteError
+from opskit.errors import IncompleteError, KafkaOperationError
 
 T0 = TopicPartition("t", 0)
 
@@ -70,9 +70,9 @@ def test_each_verdict_and_unknown_is_never_done() -> None:
 class _FakeDisk:
     """DescribeLogDirs and the throttle read, as broker 1 (two dirs) and broker 2 answer."""
 
-    answers: dict[int, list[Replica]] = {}
-    failed: dict[int, str] = {}
-    throttle: dict[int, str | None] = {}
+    answers: ClassVar[dict[int, list[Replica]]] = {}
+    failed: ClassVar[dict[int, str]] = {}
+    throttle: ClassVar[dict[int, str | None]] = {}
 
     def __init__(self, ra: Any) -> None:
         pass
@@ -85,16 +85,18 @@ class _FakeDisk:
         return dirs, reps, {b: w for b, w in self.failed.items() if b in ids}
 
     def dynamic_values(self, key: str, brokers: Any) -> tuple[tuple[int, str | None], ...]:
+        if "RAISE" in self.throttle.values():
+            raise KafkaOperationError("DescribeConfigs: CLUSTER_AUTHORIZATION_FAILED")
         return tuple((b, self.throttle.get(b)) for b in brokers)
 
 
 class _FakeRA:
-    class admin:  # noqa: N801 - the attribute chain ReassignAdmin has
+    class admin:  # the attribute chain ReassignAdmin has
         @staticmethod
         def metadata() -> Any:
             return type("M", (), {"cluster_id": "c-verify"})()
 
-    def __enter__(self) -> _FakeRA:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -166,6 +168,12 @@ def test_verify_of_a_disk_plan_exit_codes(tmp_path: Path, monkeypatch: pytest.Mo
     _FakeDisk.throttle = {}
     code, out = _verify(monkeypatch, path, capsys)
     assert code == 0 and {r["state"] for r in out[0]["replicas"]} == {V_DONE}
+    # the throttle cannot be read (no DescribeConfigs): 3, the replicas still shown
+    _FakeDisk.throttle = {1: "RAISE"}
+    code, out = _verify(monkeypatch, path, capsys)
+    assert code == 3 and {r["state"] for r in out[0]["replicas"]} == {V_DONE}
+    assert out[0]["throttle_unreadable"] and "could not be read" in out[1]["error"]
+    _FakeDisk.throttle = {}
     # broker 1 does not answer: 3, never 0
     _FakeDisk.failed = {1: "broker 1 did not answer DescribeLogDirs: timed out"}
     code, out = _verify(monkeypatch, path, capsys)

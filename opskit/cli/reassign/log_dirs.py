@@ -374,7 +374,7 @@ def verify_log_dirs(plan: DirPlan, output: Output, ra: ReassignAdmin) -> None:
     any plan, and each named replica in its directory (DescribeLogDirs, broker by broker).
     Exit 0 all at their target and no intra-broker throttle left, 1 still moving or a
     throttle left, 2 one differs or is missing, 3 one could not be verified (a broker that
-    is not registered or does not answer: never 0)."""
+    is not registered or does not answer: never 0) or the throttle could not be read."""
     pid = dirs_plan_id((t.tp, t.broker, t.target) for t in plan.targets)
     brokers = sorted({t.broker for t in plan.targets} | {b for b, _ in plan.drained})
     with ra:
@@ -388,7 +388,11 @@ def verify_log_dirs(plan: DirPlan, output: Output, ra: ReassignAdmin) -> None:
         dirs, replicas, failed = da.describe_each(b for b in brokers if b in registered)
         unreadable.update(failed)
         answered = [b for b in brokers if b not in unreadable]
-        throttles = da.dynamic_values(THROTTLE_KEY, answered) if answered else ()
+        throttle_error: str | None = None
+        try:
+            throttles = da.dynamic_values(THROTTLE_KEY, answered) if answered else ()
+        except OpskitError as e:  # a part of the answer, not all of it: said, and exit 3
+            throttles, throttle_error = (), f"{THROTTLE_KEY} could not be read: {e}"
     seen: dict[tuple[TopicPartition, int], tuple[str | None, str | None]] = {}
     for r in replicas:
         live, fut = seen.get((r.tp, r.broker), (None, None))
@@ -422,6 +426,7 @@ def verify_log_dirs(plan: DirPlan, output: Output, ra: ReassignAdmin) -> None:
     data: dict[str, Any] = {
         "plan_id": pid, "partitions": parts, "replicas": rows, "throttles_left": left,
         "log_dirs": drained, "unreadable": {str(b): w for b, w in sorted(unreadable.items())},
+        "throttle_unreadable": throttle_error,
         "execution": None if state is None else ("cancelled" if state.cancelled else "done"
                                                  if state.done else "unfinished")}
 
@@ -442,16 +447,17 @@ def verify_log_dirs(plan: DirPlan, output: Output, ra: ReassignAdmin) -> None:
                          else ", cordoned" if d["cordoned"] else ", not cordoned"))
         n_done = sum(1 for r in rows if r["state"] == V_DONE)
         con.print(f"{n_done} of {len(rows)} replica(s) in their planned log directory; "
-                  + ("throttles left: " + "; ".join(left) if left else "no throttle left"))
+                  + ("throttles left: " + "; ".join(left) if left
+                     else "throttle unknown" if throttle_error else "no throttle left"))
 
     emit(data, output, table)
     states = [r["state"] for r in rows] + [
         V_DONE if p["state"].startswith("done") else p["state"] for p in parts]
-    code = verify_exit(states, bool(left))
+    code = verify_exit(states + ([V_UNKNOWN] if throttle_error else []), bool(left))
     if code == 3:
         unknown = [r for r in rows if r["state"] == V_UNKNOWN]
         raise IncompleteError(f"{len(unknown)} replica(s) could not be verified: "
-                              f"{unknown[0]['why']}")
+                              f"{unknown[0]['why']}" if unknown else str(throttle_error))
     if code:
         raise typer.Exit(code)
 
