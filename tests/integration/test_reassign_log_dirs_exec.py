@@ -11,7 +11,7 @@ record is lost (all read back by assigned partitions). No consumer group: on 3.7
 just-created, empty ``__consumer_offsets`` partition moved between directories was never
 swapped in (a broker NullPointerException; README). Kafka's own
 ``kafka-reassign-partitions --verify`` reads the plan file and reports every replica move
-completed, and so does ``reassign verify`` (exit 0); with broker 1 killed it exits 3 (no
+completed, and so does ``reassign verify`` (exit 0); with broker 1 stopped it exits 3 (no
 replica "done"). ``plan`` and ``execute`` say in one line that nothing is cordoned.
 
 4.3.1 (3 log dirs, ``data-2`` already cordoned by the operator): the drain of ``data``
