@@ -1,22 +1,26 @@
 """Draining a log directory (JBOD disk) on real brokers: ``reassign plan --remove-log-dirs``
-and its execution (AlterReplicaLogDirs), one single-broker sandbox with several log
-directories per Kafka version (``sandbox up --log-dirs N``).
+and its execution (AlterReplicaLogDirs), ``reassign verify`` of the plan
+(``sandbox up --log-dirs N``).
 
-3.7.2 (2 log dirs): under an idempotent acks=all producer, the drain of ``data`` is
-SIGKILLed while a copy is in flight and resumed by the same command: every replica is off
-``data`` at the end (DescribeLogDirs), no future replica is left, the intra-broker throttle
-is gone, no acknowledged record is lost (all read back by assigned partitions). No consumer
-group: on 3.7.2 a just-created, empty ``__consumer_offsets`` partition moved between
-directories was never swapped in (a broker NullPointerException; README). Kafka's own
-``kafka-reassign-partitions --verify`` reads the plan file and reports every replica
-move completed; ``plan`` and ``execute`` say in one line that nothing is cordoned.
+3.7.2 (3 brokers, 2 log dirs each, a topic at RF 3): under an idempotent acks=all producer,
+the drain of broker 1's ``data`` is SIGKILLed while a copy is in flight (``reassign verify``
+then exits 1 or 2) and resumed by the same command: every replica is off broker 1's
+``data`` at the end (DescribeLogDirs), no future replica is left, the other brokers'
+directories hold what they held before, the intra-broker throttle is gone, no acknowledged
+record is lost (all read back by assigned partitions). No consumer group: on 3.7.2 a
+just-created, empty ``__consumer_offsets`` partition moved between directories was never
+swapped in (a broker NullPointerException; README). Kafka's own
+``kafka-reassign-partitions --verify`` reads the plan file and reports every replica move
+completed, and so does ``reassign verify`` (exit 0); with broker 1 stopped it exits 3 (no
+replica "done"). ``plan`` and ``execute`` say in one line that nothing is cordoned.
 
 4.3.1 (3 log dirs, ``data-2`` already cordoned by the operator): the drain of ``data``
 cordons it (``cordoned.log.dirs`` = the value found + ``data``, both reported cordoned by
 DescribeLogDirs while the copy runs); a topic created meanwhile gets no replica in
 ``data``; ``reassign cancel --execute`` drops the copies in flight (the replicas stay in
-``data``) and puts the value found back; the same plan run to the end leaves ``data``
-empty and keeps the cordon.
+``data``, ``reassign verify`` exits 2) and puts the value found back; the same plan run to
+the end leaves ``data`` empty and keeps the cordon (``reassign verify``: 0, ``data``
+reported cordoned).
 """
 
 from __future__ import annotations
@@ -112,14 +116,15 @@ class _Producer:
         return got
 
 
-def _sandbox(version: str, log_dirs: int, monkeypatch: pytest.MonkeyPatch) -> Iterator[Sandbox]:
+def _sandbox(version: str, log_dirs: int, monkeypatch: pytest.MonkeyPatch,
+             brokers: int = 1) -> Iterator[Sandbox]:
     monkeypatch.setenv("OPSKIT_SANDBOX_HEAP", "512m")
     name = f"ldrx{version.replace('.', '')}-{uuid.uuid4().hex[:6]}"
     sb = Sandbox(name)
     try:
-        r = run_cli("sandbox", "up", "--name", name, "--brokers", "1", "--log-dirs",
+        r = run_cli("sandbox", "up", "--name", name, "--brokers", str(brokers), "--log-dirs",
                     str(log_dirs), "--kafka-version", version, "--port",
-                    str(free_port_block(1)), "--no-context")
+                    str(free_port_block(brokers)), "--no-context")
         assert r.code == 0, r.out + r.err
         assert f"{log_dirs} log dirs per node" in r.out, r.out
         yield sb
@@ -129,7 +134,7 @@ def _sandbox(version: str, log_dirs: int, monkeypatch: pytest.MonkeyPatch) -> It
 
 @pytest.fixture
 def jbod37(monkeypatch: pytest.MonkeyPatch) -> Iterator[Sandbox]:
-    yield from _sandbox("3.7", 2, monkeypatch)
+    yield from _sandbox("3.7", 2, monkeypatch, brokers=3)
 
 
 @pytest.fixture
@@ -141,13 +146,13 @@ def _opskit(*args: str) -> list[str]:
     return [sys.executable, "-m", "opskit.cli.main", *args]
 
 
-def _dirs(boot: str) -> dict[str, dict[str, Any]]:
-    """log dir -> {"cordoned": bool|None, "replicas": {(topic, p): is_future}}."""
+def _dirs(boot: str, broker: int = 0) -> dict[str, dict[str, Any]]:
+    """log dir -> {"cordoned": bool|None, "replicas": {(topic, p): is_future}} of a broker."""
     from kafka.admin import KafkaAdminClient  # type: ignore[import-untyped]
 
     k = KafkaAdminClient(bootstrap_servers=boot)
     try:
-        res = k.describe_log_dirs(None, brokers=[0])
+        res = k.describe_log_dirs(None, brokers=[broker])
     finally:
         k.close()
     out: dict[str, dict[str, Any]] = {}
@@ -158,23 +163,23 @@ def _dirs(boot: str) -> dict[str, dict[str, Any]]:
     return out
 
 
-def _config(boot: str, key: str) -> tuple[str | None, int]:
+def _config(boot: str, key: str, broker: int = 0) -> tuple[str | None, int]:
     admin = AdminClient({"bootstrap.servers": boot})
-    for f in admin.describe_configs([ConfigResource(ResourceType.BROKER, "0")],
+    for f in admin.describe_configs([ConfigResource(ResourceType.BROKER, str(broker))],
                                     request_timeout=60).values():
         e = f.result(60).get(key)
         return (None, -1) if e is None else (e.value, int(e.source))
     return None, -1
 
 
-def _create(boot: str, topic: str, partitions: int) -> None:
+def _create(boot: str, topic: str, partitions: int, rf: int = 1) -> None:
     admin = AdminClient({"bootstrap.servers": boot})
-    for f in admin.create_topics([NewTopic(topic, partitions, 1)]).values():
+    for f in admin.create_topics([NewTopic(topic, partitions, rf)]).values():
         f.result(30)
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        if sum(1 for d in _dirs(boot).values() for r in d["replicas"] if r[0] == topic) \
-                == partitions:
+        if sum(1 for b in range(rf) for d in _dirs(boot, b).values() for r in d["replicas"]
+               if r[0] == topic) == partitions * rf:
             return
         time.sleep(0.3)
     raise AssertionError(f"{topic}: not all partitions on disk")
@@ -210,67 +215,77 @@ def _finish(args: list[str], timeout: float = 300) -> subprocess.CompletedProces
     return subprocess.CompletedProcess(args, proc.returncode, out, err)
 
 
-def _futures(boot: str) -> list[tuple[str, int, bool]]:
-    return [r for d in _dirs(boot).values() for r in d["replicas"] if r[2]]
+def _futures(boot: str, broker: int = 0) -> list[tuple[str, int, bool]]:
+    return [r for d in _dirs(boot, broker).values() for r in d["replicas"] if r[2]]
 
 
-def test_drain_a_log_dir_on_37_under_load_killed_and_resumed(jbod37: Sandbox, tmp_path: Path
-                                                              ) -> None:
+def test_drain_a_log_dir_of_one_broker_on_37_rf3_under_load_killed_and_resumed(
+        jbod37: Sandbox, tmp_path: Path) -> None:
     st = jbod37.require()
-    boot, node = st.bootstrap, st.nodes[0]
+    boot, node = st.bootstrap, st.nodes[1]  # broker 1: not the controller
     data, other = str(node.dir / "data"), str(node.dir / "data-1")
     s = uuid.uuid4().hex[:6]
     topic = f"ld37_{s}"
-    _create(boot, topic, 6)
-    produce(boot, topic, {p: 800 for p in range(6)}, value=b"d" * 1000)  # 4.8 MB
+    _create(boot, topic, 6, rf=3)
+    produce(boot, topic, {p: 800 for p in range(6)}, value=b"d" * 1000)  # 4.8 MB a replica
     restarted: list[bool] = []
     with _Producer(boot, topic) as load:
         # no consumer group: on 3.7.2 moving the just-created, empty __consumer_offsets
         # partitions between directories stalled (see docs/design-multi-rack.md)
         _wait("the producer", lambda: bool(load.acked))
-        before = _dirs(boot)
-        on_data = {r for r in before[data]["replicas"] if r[0] == topic}
-        assert on_data, before  # Kafka spread the partitions over both directories
+        before = {b: _dirs(boot, b) for b in (0, 1, 2)}
+        on_data = {r for r in before[1][data]["replicas"] if r[0] == topic}
+        assert len(on_data) >= 2, before[1]  # Kafka spread the partitions over both dirs
 
         plan = tmp_path / "drain.json"
-        r = run_cli("reassign", "plan", "--remove-log-dirs", f"0:{data}", "--write-plan",
+        r = run_cli("reassign", "plan", "--remove-log-dirs", f"1:{data}", "--write-plan",
                     str(plan), "-b", boot)
         assert r.code == 0, r.err
         assert "not cordoned" in r.err and "KIP-1066 needs Kafka 4.3+" in r.err, r.err
         assert f"{data}:" in r.out and "(drained)" in r.out, r.out
         doc = json.loads(plan.read_text())
         moved = {(p["topic"], p["partition"]) for p in doc["partitions"]}
-        assert moved == {(t, p) for t, p, _f in before[data]["replicas"]}
-        assert all(p["log_dirs"] == [other] for p in doc["partitions"])
+        assert moved == {(t, p) for t, p, _f in before[1][data]["replicas"]}
+        for p in doc["partitions"]:  # only broker 1's replica is named, the others "any"
+            assert sorted(p["replicas"]) == [0, 1, 2], p
+            assert p["log_dirs"] == [other if b == 1 else "any" for b in p["replicas"]], p
 
         args = _opskit("reassign", "execute", str(plan), "--throttle", "400KB", "--execute",
                        "-b", boot)
         proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
-            _wait("a copy in flight", lambda: bool(_futures(boot)) or proc.poll() is not None)
+            _wait("a copy in flight",
+                  lambda: bool(_futures(boot, 1)) or proc.poll() is not None)
             assert proc.poll() is None, proc.communicate()
-            assert _config(boot, THROTTLE) == ("400000", 2)
+            assert _config(boot, THROTTLE, 1) == ("400000", 2)
         finally:
             proc.send_signal(signal.SIGKILL)  # opskit dies mid-copy
             _out, err = proc.communicate(timeout=30)
         assert "not cordoned" in err, err
+        # verify mid-drain: one move sent, the others not: never 0
+        mid = run_cli("reassign", "verify", str(plan), "-o", "json", "-b", boot)
+        assert mid.code in (1, 2), mid.out + mid.err
+        assert {r["state"] for r in mid.json()["replicas"]} - {"done"}, mid.out
         again = _finish([*args, "--stall-timeout", "60"])
         assert "resuming plan" in again.stderr, again.stderr
         if again.returncode == 3 and "not swapped in" in again.stderr:
             # Kafka 3.7.2 left a finished copy unswapped (its NullPointerException): the run
             # said so and stopped; the remedy is a broker restart, then the same command
-            jbod37.stop_node(0)
-            jbod37.start_node(0)
+            jbod37.stop_node(1)
+            jbod37.start_node(1)
             again = _finish(args)
             restarted.append(True)
         assert again.returncode == 0, again.stdout + again.stderr
         time.sleep(2)  # a little more load after the drain
-    after = _dirs(boot)
-    assert after[data]["replicas"] == set(), after[data]
-    assert _futures(boot) == []
-    assert {(t, p) for t, p, _f in after[other]["replicas"] if t == topic} == \
+    after = {b: _dirs(boot, b) for b in (0, 1, 2)}
+    assert after[1][data]["replicas"] == set(), after[1][data]
+    assert all(_futures(boot, b) == [] for b in (0, 1, 2))
+    assert {(t, p) for t, p, _f in after[1][other]["replicas"] if t == topic} == \
         {(topic, p) for p in range(6)}
-    assert _config(boot, THROTTLE)[1] != 2  # our dynamic value is gone
+    for b in (0, 2):  # the other brokers' directories untouched
+        assert {d: v["replicas"] for d, v in after[b].items()} == \
+            {d: v["replicas"] for d, v in before[b].items()}, b
+    assert _config(boot, THROTTLE, 1)[1] != 2  # our dynamic value is gone
     assert load.errors == [] and load.acked
     consumed = load.read_all(6)
     assert set(load.acked) <= set(consumed)  # no acknowledged record lost
@@ -278,6 +293,34 @@ def test_drain_a_log_dir_on_37_under_load_killed_and_resumed(jbod37: Sandbox, tm
     print(f"broker restarted for Kafka 3.7.2's unswapped copy: {bool(restarted)}")
     out = _kafka_tool(jbod37, boot, "--reassignment-json-file", str(plan), "--verify")
     assert out.count("completed successfully") == len(doc["partitions"]), out
+    # opskit's verify agrees: every replica in its planned directory, no throttle: 0
+    v = run_cli("reassign", "verify", str(plan), "-o", "json", "-b", boot)
+    assert v.code == 0, v.out + v.err
+    vd = v.json()
+    assert [(r["partition"], r["broker"], r["state"]) for r in vd["replicas"]] == \
+        [(f"{t}:{p}", 1, "done") for t, p in sorted(moved)]
+    # what the drained directory holds now (the read-back consumer's group lookup created
+    # __consumer_offsets after the drain: on 3.7, with no cordon, Kafka can put it there)
+    now = {r for r in _dirs(boot, 1)[data]["replicas"]}
+    assert not {r for r in now if r[0] == topic}
+    assert [(d["broker"], d["dir"], d["replicas"]) for d in vd["log_dirs"]] == \
+        [(1, data, len(now))], (vd["log_dirs"], now)
+    assert not vd["log_dirs"][0]["cordoned"]  # 3.7: no KIP-1066 (None: not reported)
+    assert vd["throttles_left"] == []
+    assert vd["execution"] == "done"
+    # the drained broker gone: unverifiable, exit 3 every time, never "done". Until the
+    # controller fences it, a read routed to it fails the whole command (exit 3, no
+    # report); then each of its replicas is reported "unknown"
+    jbod37.stop_node(1)
+    deadline = time.monotonic() + 120
+    while True:
+        gone = run_cli("reassign", "verify", str(plan), "-o", "json", "-b", boot)
+        assert gone.code == 3, gone.out + gone.err
+        if gone.out.strip() or time.monotonic() > deadline:
+            break
+        time.sleep(2)
+    assert {r["state"] for r in gone.json()["replicas"]} == {"unknown"}, gone.out
+    assert "could not be verified" in gone.err and "broker 1" in gone.err, gone.err
 
 
 def test_drain_a_log_dir_on_43_cordons_cancel_restores_finish_keeps(
@@ -336,6 +379,8 @@ def test_drain_a_log_dir_on_43_cordons_cancel_restores_finish_keeps(
     assert proc.returncode == 6 and "cancelled" in err, out + err
     assert _futures(boot) == []
     assert {(t, p) for t, p, _f in _dirs(boot)[data]["replicas"]} == on_data
+    v = run_cli("reassign", "verify", str(plan), "-o", "json", "-b", boot)
+    assert v.code == 2 and {r["state"] for r in v.json()["replicas"]} == {"differs"}, v.out
     assert _config(boot, CORDON) == (d2, 2)
     assert _config(boot, THROTTLE)[1] != 2
 
@@ -349,6 +394,11 @@ def test_drain_a_log_dir_on_43_cordons_cancel_restores_finish_keeps(
     assert dirs[data]["cordoned"] is True
     assert _config(boot, CORDON) == (f"{d2},{data}", 2)
     assert _config(boot, THROTTLE)[1] != 2
+    v = run_cli("reassign", "verify", str(plan), "-o", "json", "-b", boot)
+    assert v.code == 0, v.out + v.err
+    assert {r["state"] for r in v.json()["replicas"]} == {"done"}
+    assert v.json()["log_dirs"] == [{"broker": 0, "dir": data, "cordoned": True,
+                                     "replicas": 0}]
     st_out = run_cli("reassign", "status", "-o", "json", "-b", boot)
     assert st_out.code == 0, st_out.err
     drains = st_out.json()["log_dir_drains"]

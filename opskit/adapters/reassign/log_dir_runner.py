@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from opskit.adapters.files.safe_write import write_file
 from opskit.adapters.reassign.journal import Journal
@@ -45,10 +46,23 @@ from opskit.core.reassign.log_dir_exec import (
 from opskit.errors import InvalidInputError, KafkaUnavailableError, RefusedError
 from opskit.paths import state_dir
 
-__all__ = ["DiskJournal", "DiskRunner"]
+__all__ = ["DiskJournal", "DiskRunner", "cordon_read_at"]
 
 #: seconds a caught-up copy may wait to be swapped in before a warning says so
 STUCK_AFTER = 20.0
+
+
+def cordon_read_at(events: list[dict[str, Any]]) -> float:
+    """The ``ts`` of the last cordon-read event among a journal's events, else of the last
+    event with one; 0.0 when there is none."""
+    last = read = 0.0
+    for e in events:
+        ts = e.get("ts")
+        if isinstance(ts, int | float) and not isinstance(ts, bool):
+            last = max(last, float(ts))
+            if e.get("kind") in ("cordon-read", "cordon_read"):
+                read = max(read, float(ts))
+    return read or last
 
 
 class DiskJournal(Journal):
@@ -78,6 +92,12 @@ class DiskJournal(Journal):
         out = [s for d in sorted(self.root.iterdir()) if (d / "state.json").exists()
                if (s := self.load_disk(d.name)) is not None]
         return sorted(out, key=lambda s: s.done)
+
+    def cordon_read_at(self, plan_id: str) -> float:
+        """When the execution read the cordon values it journaled (the journal's own time of
+        its last ``cordon-read`` event, ``cordon_read`` in the inter-broker journal), else of
+        its last event; 0 when it has none."""
+        return cordon_read_at(self.events(plan_id))
 
     def cancel_requested(self, plan_id: str) -> bool:
         """A ``cancel`` event since the execution's last ``start``."""

@@ -20,7 +20,7 @@ from opskit.core.models import TopicPartition
 from opskit.core.reassign.cordon import CORDON_KEY
 from opskit.core.reassign.log_dir_exec import THROTTLE_KEY
 from opskit.core.reassign.log_dirs import LogDir, Replica, norm_dir
-from opskit.errors import KafkaOperationError
+from opskit.errors import KafkaOperationError, OpskitError
 
 __all__ = ["DiskAdmin"]
 
@@ -61,6 +61,28 @@ class DiskAdmin:
                                             bool(p.get("is_future_key")),
                                             int(p.get("offset_lag", -1))))
         return dirs, reps
+
+    def describe_each(self, brokers: Iterable[int]
+                      ) -> tuple[list[LogDir], list[Replica], dict[int, str]]:
+        """:meth:`describe`, one broker at a time: a broker that does not answer, or answers
+        with no log directory (DescribeLogDirs answers an unauthorised request with none),
+        is returned with why (broker -> reason) instead of failing the rest."""
+        dirs: list[LogDir] = []
+        reps: list[Replica] = []
+        failed: dict[int, str] = {}
+        for b in sorted(set(brokers)):
+            try:
+                d, r = self.describe([b])
+            except OpskitError as e:
+                failed[b] = f"broker {b} did not answer DescribeLogDirs: {e}"
+                continue
+            if not [x for x in d if x.broker == b]:
+                failed[b] = (f"broker {b} reported no log directory (DescribeLogDirs; not "
+                             "authorised to describe the cluster?)")
+                continue
+            dirs += d
+            reps += r
+        return dirs, reps, failed
 
     def placement(self, brokers: Iterable[int]
                   ) -> dict[tuple[TopicPartition, int], tuple[str | None, str | None]]:

@@ -15,15 +15,19 @@ import typer
 
 from opskit.adapters.reassign.admin import RATE_KEYS, REPLICA_KEYS
 from opskit.adapters.reassign.journal import Journal
+from opskit.adapters.reassign.log_dir_runner import cordon_read_at
 from opskit.cli.common import BootstrapOpt, ContextOpt, Output, OutputOpt, TimeoutOpt, emit
 from opskit.cli.reassign.execute import ActOpt, PlanArg, partition_name, read_plan, reassign_admin
 from opskit.cli.reassign.log_dirs import (
     cancel_lines,
     cancel_log_dirs,
-    disk_cordon_prior,
+    dir_plan_of,
+    disk_cordon_found,
     status_log_dirs,
+    verify_log_dirs,
 )
 from opskit.core.reassign.cordon import CORDON_KEY
+from opskit.core.reassign.log_dir_exec import newest_cordon_priors
 from opskit.core.reassign.machine import Phase
 from opskit.core.reassign.plan_input import plan_id
 from opskit.errors import KafkaOperationError, RefusedError, UnsupportedError
@@ -161,7 +165,7 @@ def uncordon(
     with reassign_admin(bootstrap, context, timeout) as admin:
         admin.require()
         journal = Journal(admin.admin.metadata().cluster_id)
-        prior: dict[int, str | None] = {b: None for b in ids}
+        found: list[tuple[float, tuple[tuple[int, str | None], ...]]] = []
         for st in journal.executions()[::-1]:  # finished ones first, unfinished last
             c = st.cordon
             if c is None or not c.holds or c.prior is None:
@@ -171,8 +175,11 @@ def uncordon(
                     f"an unfinished drain (plan {st.plan_id}) holds the cordon of broker(s) "
                     f"{','.join(map(str, sorted(set(c.brokers) & set(ids))))}: cancel it with "
                     "opskit reassign cancel --execute, or let it finish")
-            prior.update({b: v for b, v in c.prior if b in ids})
-        prior.update(disk_cordon_prior(journal.root.name, ids))  # --remove-log-dirs drains
+            found.append((cordon_read_at(journal.events(st.plan_id)), c.prior))
+        found += disk_cordon_found(journal.root.name, ids)  # --remove-log-dirs drains
+        # the value the newest drain found (by the journals' times), else none
+        prior: dict[int, str | None] = {b: None for b in ids}
+        prior.update(newest_cordon_priors(found, ids))
         now = admin.cordons(ids)
         missing = [b for b in ids if b not in now]
         if missing:
@@ -202,7 +209,12 @@ def uncordon(
 def verify(plan_file: PlanArg, output: OutputOpt = Output.table, bootstrap: BootstrapOpt = None,
            context: ContextOpt = None, timeout: TimeoutOpt = 10.0) -> None:
     """Does the cluster match the plan? Exit 0 yes, 1 still moving, 2 differs; lists any
-    throttle config left on the plan's brokers and topics."""
+    throttle config left on the plan's brokers and topics. A plan naming log directories
+    (--remove-log-dirs, or log_dirs in Kafka's JSON) also checks each such replica in its
+    directory (DescribeLogDirs): exit 3 when a broker does not answer."""
+    disk = dir_plan_of(plan_file)
+    if disk is not None:  # moves between log directories: each replica's directory
+        return verify_log_dirs(disk, output, reassign_admin(bootstrap, context, timeout))
     plan = read_plan(plan_file)
     with reassign_admin(bootstrap, context, timeout) as admin:
         admin.require()

@@ -12,8 +12,11 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
+
+import typer
 
 from opskit.adapters.files.safe_read import read_text
 from opskit.adapters.files.safe_write import check_writable_target, write_file
@@ -21,6 +24,7 @@ from opskit.adapters.reassign.admin import ReassignAdmin
 from opskit.adapters.reassign.log_dir_runner import DiskJournal, DiskRunner
 from opskit.adapters.reassign.log_dirs import DiskAdmin
 from opskit.cli.common import Output, emit, fmt_bytes, stderr
+from opskit.core.models import TopicPartition
 from opskit.core.reassign.cordon import CORDON_KEY
 from opskit.core.reassign.log_dir_exec import (
     C_KEPT,
@@ -29,20 +33,34 @@ from opskit.core.reassign.log_dir_exec import (
     C_UNSUPPORTED,
     DONE,
     FAILED,
+    THROTTLE_KEY,
+    V_DONE,
+    V_UNKNOWN,
+    DirTarget,
     DiskExec,
+    dir_targets,
     initial,
+    newest_cordon_priors,
+    verify_dir,
+    verify_exit,
 )
 from opskit.core.reassign.log_dirs import (
     DiskPlan,
+    dirs_plan_id,
+    is_disk_plan,
+    norm_dir,
     parse_disk_plan,
     parse_log_dir_targets,
     plan_dir_drain,
 )
+from opskit.core.reassign.model import Assignment, load_json, parse_assignments
 from opskit.core.reassign.plan_input import parse_rate
 from opskit.errors import (
+    IncompleteError,
     InvalidInputError,
     KafkaOperationError,
     NotFoundError,
+    OpskitError,
     RefusedError,
     UnsupportedError,
     UsageError,
@@ -246,13 +264,16 @@ def status_log_dirs(cluster: str) -> list[dict[str, Any]]:
             for s in DiskJournal(cluster).disk_executions()]
 
 
-def disk_cordon_prior(cluster: str, ids: Iterable[int]) -> dict[int, str | None]:
-    """``reassign uncordon``'s part: the ``cordoned.log.dirs`` values finished disk drains
-    found before they cordoned (broker -> value; None: none was set). RefusedError while an
-    unfinished disk drain holds the cordon of one of ``ids``."""
-    out: dict[int, str | None] = {}
+def disk_cordon_found(cluster: str, ids: Iterable[int]
+                      ) -> list[tuple[float, tuple[tuple[int, str | None], ...]]]:
+    """``reassign uncordon``'s part: for each finished disk drain of one of ``ids`` that
+    holds a cordon, (when it read the ``cordoned.log.dirs`` values, the values it found
+    before it cordoned; None: none was set). RefusedError while an unfinished disk drain
+    holds the cordon of one of ``ids``."""
+    out: list[tuple[float, tuple[tuple[int, str | None], ...]]] = []
     wanted = set(ids)
-    for ds in DiskJournal(cluster).disk_executions()[::-1]:  # finished first
+    journal = DiskJournal(cluster)
+    for ds in journal.disk_executions()[::-1]:  # finished first
         hit = sorted(set(ds.cordon_brokers()) & wanted)
         if not hit or not ds.cordon_holds or ds.cordon_prior is None:
             continue
@@ -260,8 +281,17 @@ def disk_cordon_prior(cluster: str, ids: Iterable[int]) -> dict[int, str | None]
             raise RefusedError(f"an unfinished log-directory drain (plan {ds.plan_id}) holds "
                                f"the cordon of broker(s) {','.join(map(str, hit))}: cancel it "
                                "with opskit reassign cancel --execute, or let it finish")
-        out.update({b: v for b, v in ds.cordon_prior if b in hit})
+        out.append((journal.cordon_read_at(ds.plan_id),
+                    tuple((b, v) for b, v in ds.cordon_prior if b in hit)))
     return out
+
+
+def disk_cordon_prior(cluster: str, ids: Iterable[int]) -> dict[int, str | None]:
+    """broker -> the ``cordoned.log.dirs`` value the newest finished disk drain of it found
+    before it cordoned (None: none was set); brokers no such drain cordoned are left out.
+    RefusedError while an unfinished disk drain holds the cordon of one of ``ids``."""
+    ids = list(ids)
+    return newest_cordon_priors(disk_cordon_found(cluster, ids), ids)
 
 
 def cancel_log_dirs(ra: ReassignAdmin, do_execute: bool, wait: float = 60.0) -> dict[str, Any]:
@@ -303,3 +333,134 @@ def cancel_lines(data: dict[str, Any]) -> list[str]:
             f"copies dropped; {c['done']} already finished stay in their new directory)"
             + ("; cordon values put back" if pid in data["log_dir_uncordoned"] else "")
             for pid, c in data["log_dir_cancelled"].items()]
+
+
+# --------------------------------------------------------------------------- verify
+
+
+@dataclass(frozen=True)
+class DirPlan:
+    """What ``reassign verify`` checks of a plan naming log directories."""
+
+    path: str
+    assignments: tuple[Assignment, ...]
+    targets: tuple[DirTarget, ...]
+    #: the directories an opskit ``--remove-log-dirs`` plan drains (empty for Kafka's JSON)
+    drained: tuple[tuple[int, str], ...]
+
+
+def dir_plan_of(path: str) -> DirPlan | None:
+    """The plan file when it names log directories (``reassign plan --remove-log-dirs``, or
+    Kafka's JSON with ``log_dirs`` other than ``any``); None otherwise, also when it is
+    unreadable or malformed (the inter-broker reader then says why)."""
+    try:
+        text = read_text(path, "plan file")
+        data = load_json(text)
+        assignments = parse_assignments(data)
+    except OpskitError:
+        return None
+    targets = dir_targets(assignments)
+    if not targets:
+        return None
+    drained: tuple[tuple[int, str], ...] = ()
+    if is_disk_plan(data):
+        disk = parse_disk_plan(text, source=str(path))  # malformed: one line, exit 2
+        drained = disk.drained if disk is not None else ()
+    return DirPlan(str(path), assignments, targets, drained)
+
+
+def verify_log_dirs(plan: DirPlan, output: Output, ra: ReassignAdmin) -> None:
+    """``reassign verify`` of a plan naming log directories: each partition's replicas as for
+    any plan, and each named replica in its directory (DescribeLogDirs, broker by broker).
+    Exit 0 all at their target and no intra-broker throttle left, 1 still moving or a
+    throttle left, 2 one differs or is missing, 3 one could not be verified (a broker that
+    is not registered or does not answer: never 0) or the throttle could not be read."""
+    pid = dirs_plan_id((t.tp, t.broker, t.target) for t in plan.targets)
+    brokers = sorted({t.broker for t in plan.targets} | {b for b, _ in plan.drained})
+    with ra:
+        ra.require()
+        flights = ra.in_flight()  # first, as verify of a broker plan
+        reps, _isr, registered = ra.assignment()
+        state = DiskJournal(ra.admin.metadata().cluster_id).load_disk(pid)
+        da = DiskAdmin(ra)
+        unreadable = {b: f"broker {b} is not registered (stopped or removed): its log "
+                      "directories cannot be read" for b in brokers if b not in registered}
+        dirs, replicas, failed = da.describe_each(b for b in brokers if b in registered)
+        unreadable.update(failed)
+        answered = [b for b in brokers if b not in unreadable]
+        throttle_error: str | None = None
+        try:
+            throttles = da.dynamic_values(THROTTLE_KEY, answered) if answered else ()
+        except OpskitError as e:  # a part of the answer, not all of it: said, and exit 3
+            throttles, throttle_error = (), f"{THROTTLE_KEY} could not be read: {e}"
+    seen: dict[tuple[TopicPartition, int], tuple[str | None, str | None]] = {}
+    for r in replicas:
+        live, fut = seen.get((r.tp, r.broker), (None, None))
+        seen[(r.tp, r.broker)] = (live, r.path) if r.future else (r.path, fut)
+    offline: dict[int, tuple[str, ...]] = {}
+    for d in dirs:
+        if d.error_code:
+            offline[d.broker] = (*offline.get(d.broker, ()), d.path)
+    parts: list[dict[str, Any]] = []
+    for a in plan.assignments:
+        now = reps.get(a.tp)
+        verdict = ("missing" if now is None else "moving" if a.tp in flights
+                   else "done" if tuple(now) == a.replicas
+                   else "done (order differs)" if set(now) == set(a.replicas) else "differs")
+        parts.append({"partition": _pname(a.tp), "target": list(a.replicas),
+                      "replicas": list(now or ()), "state": verdict})
+    rows: list[dict[str, Any]] = []
+    for t in plan.targets:
+        verdict, why = verify_dir(t, seen, unreadable, offline)
+        live, fut = seen.get((t.tp, t.broker), (None, None))
+        rows.append({"partition": _pname(t.tp), "broker": t.broker, "target": t.target,
+                     "log_dir": live, "future_log_dir": fut, "state": verdict, "why": why})
+    prior = dict(state.throttle_prior or ()) if state is not None else {}
+    left = [f"broker {b} {THROTTLE_KEY}={v}" for b, v in throttles
+            if v is not None and prior.get(b) != v]
+    drained = [{"broker": b, "dir": d, "cordoned": None if b in unreadable else next(
+                    (x.cordoned for x in dirs if x.broker == b and norm_dir(x.path) == d), None),
+                "replicas": None if b in unreadable else sum(
+                    1 for r in replicas if r.broker == b and norm_dir(r.path) == d)}
+               for b, d in plan.drained]
+    data: dict[str, Any] = {
+        "plan_id": pid, "partitions": parts, "replicas": rows, "throttles_left": left,
+        "log_dirs": drained, "unreadable": {str(b): w for b, w in sorted(unreadable.items())},
+        "throttle_unreadable": throttle_error,
+        "execution": None if state is None else ("cancelled" if state.cancelled else "done"
+                                                 if state.done else "unfinished")}
+
+    def table(con: Any) -> None:
+        for p in parts:
+            if not p["state"].startswith("done"):
+                con.print(f"{p['partition']}: {p['state']} (replicas {p['replicas']}, "
+                          f"target {p['target']})")
+        for r in rows:
+            if r["state"] != V_DONE:
+                con.print(f"{r['partition']} on broker {r['broker']}: {r['state']} "
+                          f"({r['why']}; target {r['target']})")
+        for d in drained:
+            if d["replicas"] is None:
+                continue
+            con.print(f"drained {d['broker']}:{d['dir']}: {d['replicas']} replica(s) left"
+                      + ("" if d["cordoned"] is None
+                         else ", cordoned" if d["cordoned"] else ", not cordoned"))
+        n_done = sum(1 for r in rows if r["state"] == V_DONE)
+        con.print(f"{n_done} of {len(rows)} replica(s) in their planned log directory; "
+                  + ("throttles left: " + "; ".join(left) if left
+                     else "throttle unknown" if throttle_error else "no throttle left"))
+
+    emit(data, output, table)
+    states = [r["state"] for r in rows] + [
+        V_DONE if p["state"].startswith("done") else p["state"] for p in parts]
+    code = verify_exit(states + ([V_UNKNOWN] if throttle_error else []), bool(left))
+    if code == 3:
+        unknown = [r for r in rows if r["state"] == V_UNKNOWN]
+        raise IncompleteError(f"{len(unknown)} replica(s) could not be verified: "
+                              f"{unknown[0]['why']}" if unknown else str(throttle_error))
+    if code:
+        raise typer.Exit(code)
+
+
+def _pname(tp: TopicPartition) -> str:
+    return f"{tp.topic}:{tp.partition}"

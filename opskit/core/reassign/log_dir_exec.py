@@ -22,15 +22,17 @@ finished drain (the disk is to be removed), put back on cancel.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
 from opskit.core.models import TopicPartition
 from opskit.core.reassign.cordon import CORDON_ALL
 from opskit.core.reassign.log_dirs import DirMove, norm_dir
+from opskit.core.reassign.model import ANY_LOG_DIR, Assignment
 
-__all__ = ["THROTTLE_KEY", "DiskExec", "judge", "merge_cordon"]
+__all__ = ["THROTTLE_KEY", "DirTarget", "DiskExec", "dir_targets", "judge", "merge_cordon",
+           "newest_cordon_priors", "verify_dir", "verify_exit"]
 
 THROTTLE_KEY = "replica.alter.log.dirs.io.max.bytes.per.second"
 
@@ -171,3 +173,84 @@ def next_moves(st: DiskExec, statuses: list[str]) -> list[int]:
             busy[b] = busy.get(b, 0) + 1
             out.append(i)
     return out
+
+
+# --------------------------------------------------------------------------- verify
+
+# verdicts of ``reassign verify`` on a plan naming log directories
+V_DONE, V_MOVING, V_DIFFERS, V_MISSING, V_UNKNOWN = (
+    "done", "moving", "differs", "missing", "unknown")
+
+
+@dataclass(frozen=True)
+class DirTarget:
+    """A replica a plan puts in a named log directory (Kafka's ``log_dirs``, not ``any``)."""
+
+    tp: TopicPartition
+    broker: int
+    target: str
+
+
+def dir_targets(assignments: Iterable[Assignment]) -> tuple[DirTarget, ...]:
+    """The named log directories of a reassignment JSON's entries (``any`` left out)."""
+    return tuple(sorted((DirTarget(a.tp, b, norm_dir(d))
+                         for a in assignments
+                         for b, d in zip(a.replicas, a.log_dirs or (), strict=False)
+                         if d != ANY_LOG_DIR), key=lambda t: (t.tp, t.broker)))
+
+
+def verify_dir(t: DirTarget,
+               seen: Mapping[tuple[TopicPartition, int], tuple[str | None, str | None]],
+               unreadable: Mapping[int, str], offline: Mapping[int, tuple[str, ...]]
+               ) -> tuple[str, str | None]:
+    """(verdict, why) of one replica against its planned directory, from what its broker
+    reported: ``seen`` (partition, broker) -> (directory, future directory) over the
+    brokers that answered; ``unreadable`` broker -> why it gave no answer (its replicas are
+    ``unknown``, never ``done``); ``offline`` broker -> its offline directories (a replica
+    not found elsewhere may be in one: ``unknown``)."""
+    if t.broker in unreadable:
+        return V_UNKNOWN, unreadable[t.broker]
+    live, future = seen.get((t.tp, t.broker), (None, None))
+    live = norm_dir(live) if live else None
+    future = norm_dir(future) if future else None
+    if live is None and future is None:
+        if offline.get(t.broker):
+            return V_UNKNOWN, (f"not in an online log directory of broker {t.broker}; offline: "
+                               + ", ".join(offline[t.broker]))
+        return V_MISSING, f"broker {t.broker} holds no replica of it"
+    if future == t.target:
+        return V_MOVING, f"copying from {live} to {future}" if live else "copying"
+    if future is not None:
+        return V_DIFFERS, f"in {live}, moving to {future}"
+    if live == t.target:
+        return V_DONE, None
+    return V_DIFFERS, f"in {live}"
+
+
+def verify_exit(states: Iterable[str], throttle_left: bool) -> int:
+    """``reassign verify``'s exit code: 2 a replica or partition differs or is missing; 3 one
+    could not be verified (and none differs); 1 one is still moving or a throttle is left;
+    0 every one is at its target and no throttle is left."""
+    have = set(states)
+    if have & {V_DIFFERS, V_MISSING}:
+        return 2
+    if V_UNKNOWN in have:
+        return 3
+    if V_MOVING in have or throttle_left:
+        return 1
+    return 0
+
+
+def newest_cordon_priors(found: Iterable[tuple[float, Iterable[tuple[int, str | None]]]],
+                         brokers: Iterable[int]) -> dict[int, str | None]:
+    """broker -> the ``cordoned.log.dirs`` value found by the drain that read it last, from
+    (when the drain read the values, the values it read) of finished drains: what
+    ``reassign uncordon`` puts back (a broker no drain read is left out). The time is the
+    journal's; ties go to the later entry."""
+    wanted = set(brokers)
+    out: dict[int, tuple[float, str | None]] = {}
+    for ts, values in found:
+        for b, v in values:
+            if b in wanted and (b not in out or ts >= out[b][0]):
+                out[b] = (ts, v)
+    return {b: v for b, (_ts, v) in sorted(out.items())}

@@ -39,7 +39,7 @@ from opskit.errors import InvalidInputError, NotFoundError, RefusedError, UsageE
 
 __all__ = [
     "DISK_PLAN_FORMAT", "MIN_FREE_PCT", "DirMove", "DiskPlan", "LogDir", "Replica",
-    "is_disk_plan", "parse_disk_plan", "parse_log_dir_targets", "plan_dir_drain",
+    "dirs_plan_id", "is_disk_plan", "parse_disk_plan", "parse_log_dir_targets", "plan_dir_drain",
 ]
 
 DISK_PLAN_FORMAT = "opskit/log-dir-drain"
@@ -115,9 +115,7 @@ class DiskPlan:
         return sum(m.size_bytes for m in self.moves)
 
     def plan_id(self) -> str:
-        canon = ";".join(f"{m.tp.topic}:{m.tp.partition}@{m.broker}={m.target}"
-                         for m in sorted(self.moves, key=lambda m: (m.tp, m.broker)))
-        return "dirs-" + hashlib.sha256(canon.encode()).hexdigest()[:16]
+        return dirs_plan_id((m.tp, m.broker, m.target) for m in self.moves)
 
     def to_dict(self) -> dict[str, Any]:
         by_tp: dict[TopicPartition, dict[int, str]] = {}
@@ -149,6 +147,13 @@ class DiskPlan:
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2) + "\n"
+
+
+def dirs_plan_id(targets: Iterable[tuple[TopicPartition, int, str]]) -> str:
+    """The id (the journal's name) of the moves (partition, broker, target directory)."""
+    canon = ";".join(f"{tp.topic}:{tp.partition}@{b}={d}"
+                     for tp, b, d in sorted(targets, key=lambda t: (t[0], t[1])))
+    return "dirs-" + hashlib.sha256(canon.encode()).hexdigest()[:16]
 
 
 def parse_log_dir_targets(text: str, flag: str = "--remove-log-dirs"
