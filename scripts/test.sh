@@ -39,7 +39,7 @@ SHARDS=(
   "$I/test_playbook_quorum.py $I/test_playbook_safety.py $I/test_demo_script.py
    $I/test_racks_playbook_status.py $I/test_playbook_k8s.py $I/test_reassign_exec.py
    $I/test_replay_standalone.py $I/test_replay_killed_standalone.py $I/test_replay_spark.py
-   $I/test_broker_faults.py"
+   $I/test_broker_faults.py $I/test_playbook_multirack_k8s_4x.py"
 )
 if [ "${OPSKIT_TEST_SERIAL:-0}" = 1 ]; then
   exec "$VENV/bin/python" -m pytest tests "$@"

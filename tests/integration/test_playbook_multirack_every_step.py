@@ -84,6 +84,14 @@ def test_the_failpoint_list_is_every_failpoint_the_code_passes() -> None:
                      ("planned", '"spread"')}, steps
     got = failpoints(STEPS)
     assert len(got) == 2 * len(STEPS) + 2 * 3 + 1 and len(set(got)) == len(got), got
+    # Kubernetes (multirack_k8s.py, its pod restart in k8s_restart.py, the spread
+    # inherited): the same ones inside set_rack, plus ``patched`` (the template replaced,
+    # the pod not deleted yet). test_playbook_multirack_k8s.py kills at stopped:set_rack:2
+    # and planned:spread, test_playbook_multirack_k8s_4x.py at restarted:set_rack:1
+    k8s = {(w, k.strip()) for w, k in call.findall((src / "multirack_k8s.py").read_text())}
+    assert k8s == {("restarted", "step.key")}, k8s
+    pod = {(w, k.strip()) for w, k in call.findall((src / "k8s_restart.py").read_text())}
+    assert pod == {("patched", "step_key"), ("stopped", "step_key")}, pod
 
 
 @pytest.fixture

@@ -93,10 +93,15 @@ def container_settings(sts: dict[str, Any], pod: str) -> dict[str, str]:
 
 class RackKubelet:
     """Plays the StatefulSet controller + kubelet for both StatefulSets (see the module
-    docstring); ``started``/``restarted`` record the node ids it started / restarted."""
+    docstring) in ``namespace``; ``started``/``restarted`` record the node ids it started /
+    restarted. A broker-only node in ``hold`` whose pod was deleted gets its new pod, never
+    Ready: its broker is stopped and not started again (a pod that cannot start) until
+    the node leaves ``hold``; ``held`` records those stops."""
 
-    def __init__(self, api: KubeApi, sb: Sandbox) -> None:
-        self.api, self.sb = api, sb
+    def __init__(self, api: KubeApi, sb: Sandbox, namespace: str = NS) -> None:
+        self.api, self.sb, self.ns = api, sb, namespace
+        self.hold: set[int] = set()
+        self.held: list[int] = []
         self.errors: list[str] = []
         self.started: list[int] = []
         self.restarted: list[int] = []
@@ -121,16 +126,16 @@ class RackKubelet:
 
     def _make_pod(self, sts: dict[str, Any], name: str) -> None:
         template = sts["spec"]["template"]
-        self.api.core.create_namespaced_pod(NS, {
+        self.api.core.create_namespaced_pod(self.ns, {
             "apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name, "namespace": NS,
+            "metadata": {"name": name, "namespace": self.ns,
                          "labels": dict(template["metadata"]["labels"]),
                          "annotations": {"fake-kubelet/template": _template_hash(sts)}},
             "spec": copy.deepcopy(template["spec"])})
 
     def _ready(self, name: str) -> None:
         now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        self.api.core.patch_namespaced_pod_status(name, NS, {"status": {
+        self.api.core.patch_namespaced_pod_status(name, self.ns, {"status": {
             "phase": "Running", "conditions": [
                 {"type": "Ready", "status": "True", "lastTransitionTime": now}]}})
 
@@ -147,16 +152,16 @@ class RackKubelet:
         self.restarted.append(node_id)
 
     def _sync_combined(self) -> None:
-        sts = self.api.get_statefulset(NS, STS)
+        sts = self.api.get_statefulset(self.ns, STS)
         if sts is None:
             return
         name = f"{STS}-0"
-        if self.api.pod_uid(NS, name) is not None:
-            pod = self.api.core.read_namespaced_pod(name, NS)
+        if self.api.pod_uid(self.ns, name) is not None:
+            pod = self.api.core.read_namespaced_pod(name, self.ns)
             if (pod.metadata.annotations or {}).get("fake-kubelet/template") == \
                     _template_hash(sts):
                 return
-            self.api.core.delete_namespaced_pod(name, NS)   # the rolling update
+            self.api.core.delete_namespaced_pod(name, self.ns)   # the rolling update
             self._make_pod(sts, name)
             self._restart_with(0, container_settings(sts, name))
         else:
@@ -166,19 +171,24 @@ class RackKubelet:
     def _sync_brokers(self) -> None:
         from opskit.sandbox.scale import add_node
 
-        sts = self.api.get_statefulset(NS, BROKER_STS)
+        sts = self.api.get_statefulset(self.ns, BROKER_STS)
         if sts is None:
             return
         assert sts["spec"]["updateStrategy"]["type"] == "OnDelete"
         first = objs.broker_first_id(sts)
         for ordinal in range(int(sts["spec"]["replicas"])):     # in order, one at a time
             name = f"{BROKER_STS}-{ordinal}"
-            ready = self.api.pod_ready(NS, name)
+            ready = self.api.pod_ready(self.ns, name)
             if ready:
                 continue
             if ready is None:
                 self._make_pod(sts, name)
             node_id = first + ordinal
+            if node_id in self.hold:
+                if node_id not in self.held:
+                    self.sb.stop_node(node_id)
+                    self.held.append(node_id)
+                return
             settings = container_settings(sts, name)
             if node_id in self.started:           # a deleted pod: its broker restarts
                 self._restart_with(node_id, settings)

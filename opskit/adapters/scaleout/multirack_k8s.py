@@ -23,11 +23,13 @@ Steps (the plan is :func:`opskit.core.scaleout.multirack.plan_multi_rack`'s):
 - ``set_rack:N``: the rack in the template of node N's StatefulSet (compare-and-set),
   then that one pod restarted (deleted: the broker-only StatefulSet is ``OnDelete``; the
   combined one, ``RollingUpdate``, replaces its pod itself), waiting for the new pod
-  Ready, the broker reporting its rack and every partition back in ISR. Broker-only
-  nodes first, the controller last (the plan's order). A broker reporting its rack under
-  a template that gives it is not restarted (a resumed run), but the step still waits
-  for every partition in ISR and gives it its leaders back; the only in-sync replica
-  of anything is never restarted.
+  Ready, the broker reporting its rack and every partition back in ISR (failpoints: the
+  restart's ``patched`` and ``stopped``, :mod:`.k8s_restart`, then ``restarted`` once the
+  new pod is Ready, before those waits, as on a sandbox). Broker-only nodes first, the
+  controller last (the plan's order). A broker reporting its rack under a template
+  that gives it is not restarted (a resumed run), but the step still waits for every
+  partition in ISR and gives it its leaders back; the only in-sync replica of anything
+  is never restarted.
 - ``preflight``, ``spread``, ``elect_leaders``, ``verify_spread``, ``final_health``: the
   Kafka steps of the local platform (:class:`.multirack.MultiRackSteps`); the spread's
   plan is also kept in a ConfigMap, so a run resumed elsewhere executes the same plan.
@@ -317,6 +319,8 @@ class K8sMultiRackSteps(MultiRackSteps):
                 f"broker {n} registered in rack {rack}")
 
     def _restart_in_rack(self, step: Step, plan: MultiRackPlan) -> str:
+        from opskit.adapters.scaleout.runner import failpoint
+
         assert step.node_id is not None
         n, k, rack = step.node_id, self.kafka, plan.rack_of(step.node_id)
         sts, pod, combined = self._pod_of(n)
@@ -342,6 +346,7 @@ class K8sMultiRackSteps(MultiRackSteps):
             raise sole_in_sync_refusal(n, alone, f"pod {pod}", f" and is not in rack {rack} yet")
         done = restart_pod(self.api, k, self.namespace, step.key, n, pod, sts, want, template_ok,
                            waiting=f"waiting for pod {pod} Ready", absent=f"pod {pod} not created")
+        failpoint("restarted", step.key)     # the new pod Ready, nothing else waited for
         self._reports(n, rack)
         self._settled(plan, f"after restarting node {n}: waiting for every partition in ISR")
         back = k.lead_again()
