@@ -245,7 +245,7 @@ def _solve(base: Sequence[Sequence[int]], start: Sequence[Sequence[int]], broker
                sum(1 for b in was if b in counted), weights[i])
         members.setdefault(key, []).append(i)
     # the start's flow: per class and broker, its partitions placed there
-    arcs: list[tuple[list[int], dict[int, int]]] = []  # per class: its members, broker -> arc
+    arcs: list[tuple[list[int], dict[int, int], dict[int, int]]] = []  # members, arcs, start
     for (held, rf, _units, weight), idx in members.items():
         k = len(idx)
         limit = racks.limit(rf) if racks.active else rf
@@ -264,7 +264,7 @@ def _solve(base: Sequence[Sequence[int]], start: Sequence[Sequence[int]], broker
             for b in in_rack:
                 to_broker[b] = g.arc(cr, node[b], k - on[b], on[b], 0 if b in held else weight)
                 load[b] += on[b]
-        arcs.append((idx, to_broker))
+        arcs.append((idx, to_broker, on))
     for b in brokers:
         g.arc(node[b], sink, ceil - load[b], load[b] - floor, 0)
     gain = 0
@@ -275,8 +275,10 @@ def _solve(base: Sequence[Sequence[int]], start: Sequence[Sequence[int]], broker
     if gain >= 0:
         return None
     out = [list(rs) for rs in start]
-    for idx, to_broker in arcs:
+    for idx, to_broker, on in arcs:
         flow = {b: g.cap[e ^ 1] for b, e in to_broker.items()}
+        if flow == on:
+            continue  # no cycle went through this class: its partitions stay as they start
         rf = len(base[idx[0]])
         limit = racks.limit(rf) if racks.active else rf
         sets = decompose(flow, rack_of, limit, [[b for b in start[i] if b in staying] for i in idx])
