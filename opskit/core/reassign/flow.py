@@ -25,6 +25,12 @@ cycles of the residual network (Bellman-Ford queue with a check of the predecess
 graph) until none is left: the flow is then of minimum cost. The planner's placement is
 at most a few moves above it, so there are few cycles to cancel. The work is capped
 (``budget`` arc scans): over it, no answer (the caller keeps its placement).
+
+Bytes: where the partitions are few (``BYTE_ARCS``), the replica-minimal placement is then
+made byte-minimal among replica-minimal ones by the same search with each partition its
+own class and a move costing a large constant plus its size (capped by ``BYTE_BUDGET``;
+over it, the replica-minimal placement stays). On larger topologies the planner's
+``balance.trim_bytes`` exchanges are what reduce the bytes.
 """
 
 from __future__ import annotations
