@@ -3,8 +3,10 @@
 and six in a,b,c,a,b,c, with ``__consumer_offsets`` on brokers 0-2 (where Kafka put it
 when the cluster had three) and two topics concentrated in rack a. The plan spreads every
 partition, moves the exact minimum of replicas, and the printed bounds never exceed the
-exact minima. On six brokers the printed replica bound (19) is below the minimum (20):
-true, not tight (issue 24 asks for bounds that are both where cheap)."""
+exact minima. On six brokers the heuristic's own replica bound (19) is below the minimum
+(20): true, not tight; the plan moves more than it, so the exact fallback
+(``opskit.core.reassign.flow``) computes the minimum and prints that (issue 24 asks for
+bounds that are both where cheap)."""
 
 from __future__ import annotations
 
@@ -42,7 +44,7 @@ def layout(brokers: int) -> Topology:
     return Topology(tuple(Broker(b, "abc"[b % 3]) for b in range(brokers)), tuple(parts))
 
 
-@pytest.mark.parametrize(("brokers", "printed"), [(4, 8), (6, 19)])
+@pytest.mark.parametrize(("brokers", "printed"), [(4, 8), (6, 20)])
 def test_layouts_against_the_exact_solver(brokers: int, printed: int) -> None:
     topo = layout(brokers)
     plan = plan_reassignment(topo, Goal(GoalKind.REBALANCE), Policy(), NOW)

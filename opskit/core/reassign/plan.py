@@ -15,7 +15,11 @@ Goals (``opskit.core.reassign.model.GoalKind``):
   per rack), moving only each partition's surplus, then the counts are balanced over all
   brokers with moves that keep the spread, so a broker in a new rack receives its share. Then planned moves are
   exchanged for moves of smaller replicas where the counts, racks and number of moves
-  allow (``balance.trim_bytes``). Replicas on brokers that are not registered (a dead broker) stay and are
+  allow (``balance.trim_bytes``). Where that placement moves more replicas than the
+  printed bound, the exact minimum is computed (``opskit.core.reassign.flow``): it is
+  then the printed bound, and its placement replaces the heuristic's when it moves fewer
+  (bytes trimmed again; never onto a broker over its capacity, never moving a partition
+  without a leader). Replicas on brokers that are not registered (a dead broker) stay and are
   not counted, unless that broker is being drained.
 - replication-factor N: each partition of the chosen topics with fewer than N replicas
   gains N - RF replicas on the least loaded brokers that keep the rack spread; nothing is
@@ -67,6 +71,7 @@ from opskit.core.reassign.bytes import (
     broker_bytes,
     byte_goal_bounds,
 )
+from opskit.core.reassign.flow import exact_fallback
 from opskit.core.reassign.leader_weights import LeaderLoad, leader_load, weigh_leaders
 from opskit.core.reassign.leaders import balance_all_leaders, balance_leaders, repair_leaders
 from opskit.core.reassign.model import (
@@ -127,7 +132,7 @@ def plan_reassignment(topology: Topology, goal: Goal, policy: Policy, now: datet
             raise RefusedError(f"{worst.topic} has replication factor {top_rf}, above the "
                                f"{len(stay)} brokers that would be left")
         racks = _rack_rule(topology, stay, policy)
-        spread, lower = _balance(topology, reps, stay, drained, racks)
+        spread, lower = _balance(topology, reps, stay, drained, racks, policy.capacity)
         if policy.balance_leaders:
             balance_leaders(reps, stay)
             repair_leaders([p.replicas for p in parts], reps, stay, racks)
@@ -298,7 +303,7 @@ def _check_moves(topology: Topology, moves: Sequence[tuple[PartitionState, list[
 
 
 def _balance(topology: Topology, reps: list[list[int]], stay: list[int], drained: list[int],
-             racks: RackRule) -> tuple[RackBounds | None, tuple[int, int]]:
+             racks: RackRule, capacity: Mapping[int, int]) -> tuple[RackBounds | None, tuple[int, int]]:
     """Balance replica counts (in ``reps``) over the staying brokers; returns the rack
     bounds (None without racks) and the lower bounds (replicas, bytes).
 
@@ -311,7 +316,8 @@ def _balance(topology: Topology, reps: list[list[int]], stay: list[int], drained
         lower = _lower_bounds(reps, sizes, stay, drained)
         balance_replicas(reps, sizes, stay, drained, racks)
         trim_bytes(reps, [p.replicas for p in topology.partitions], sizes, stay, racks)
-        return None, lower
+        return None, (exact_fallback(topology.partitions, reps, stay, drained, racks, capacity,
+                                     lower[0]), lower[1])
     bounds = rack_bounds(reps, sizes, stay, drained, racks, topology.racks())
     spread_over_racks(reps, stay, drained, racks)
     balance_replicas(reps, sizes, stay, drained, racks)
@@ -327,6 +333,9 @@ def _balance(topology: Topology, reps: list[list[int]], stay: list[int], drained
         p = topology.partitions[left[0]]
         raise RefusedError(f"{p.topic}:{p.partition} cannot leave broker {left[1]} keeping its "
                            f"replicas spread over racks")
+    if bounds.balanced:
+        return bounds, (exact_fallback(topology.partitions, reps, stay, drained, racks, capacity,
+                                       bounds.replicas), bounds.bytes)
     return bounds, (bounds.replicas, bounds.bytes)
 
 
