@@ -358,15 +358,22 @@ def test_multi_rack_on_kubernetes_killed_resumed(
         kept = admin_api.read_configmap(NS, f"{JOURNAL}-plans")
         assert kept is not None and list(kept[0]) == [f"spread-{run_id}.json"], kept
 
-        # status from another process: the multi-rack run, the spread in flight
+        # status from another process: the multi-rack run, the spread in flight; once the
+        # killed run's Lease has run out, "interrupted", never "running"
+        _wait_lease_free(admin_api)
         r = _run(_cli(apiserver, "", "status", "--output", "json"), timeout=120)
         assert r.returncode == 0, r.stderr
-        assert json.loads(r.stdout)["in_flight"] == "spread"
-        assert json.loads(r.stdout)["plan"]["playbook"] == "multi-rack"
+        shown = json.loads(r.stdout)
+        assert shown["in_flight"] == "spread" and shown["plan"]["playbook"] == "multi-rack"
+        assert shown["process"]["state"] == "interrupted", shown.get("process")
+        r = _run(_cli(apiserver, "", "status"), timeout=120)
+        assert r.returncode == 0, r.stderr
+        text = " ".join(r.stdout.split())
+        assert "interrupted (its Lease, held by " in text and "was not renewed after" in text, text
+        assert "INTERRUPTED" in text and "RUNNING" not in text, text
 
         # the next resume as a new pod would run it: an empty state directory, so the
         # spread's plan comes back from the ConfigMap
-        _wait_lease_free(admin_api)
         fresh = {**os.environ, "OPSKIT_STATE": str(tmp_path / "fresh-pod-state")}
         r = _run(resume, env=fresh)
         assert r.returncode == 0, r.stderr[-3000:]

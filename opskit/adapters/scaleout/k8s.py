@@ -199,6 +199,29 @@ class RunLease:
                 log.warning("scale-out lease not released: %s", e)
 
 
+def lease_state(api: KubeApi, namespace: str, statefulset: str,
+                now: datetime | None = None) -> dict[str, Any]:
+    """Whether a live run holds the StatefulSet's run Lease (``RunLease``), for
+    ``playbook status``: {"state": "running", "holder", "until"} while its holder renews
+    it, else {"state": "interrupted", "lease": why} (no Lease, released, or not renewed
+    since its duration ran out: the run's process is gone)."""
+    now = now or datetime.now(UTC)
+    got = api.read_lease(namespace, objs.lease_name(statefulset))
+    if got is None:
+        return {"state": "interrupted", "lease": "no run holds its Lease"}
+    spec = got[0]
+    holder = spec.get("holderIdentity") or ""
+    renewed = _parse_time(spec.get("renewTime"))
+    until = (renewed + timedelta(seconds=int(spec.get("leaseDurationSeconds") or 0))
+             if renewed else None)
+    if not holder or until is None:
+        return {"state": "interrupted", "lease": "no run holds its Lease"}
+    if until > now:
+        return {"state": "running", "holder": holder, "until": f"{until:%H:%M:%SZ}"}
+    return {"state": "interrupted",
+            "lease": f"its Lease, held by {holder}, was not renewed after {until:%H:%M:%SZ}"}
+
+
 @dataclass
 class K8sSteps:
     """Runs one step of ``plan`` on Kubernetes; returns a one-line detail."""

@@ -277,12 +277,16 @@ def status(sandbox: SandboxOpt = "default", platform: PlatformOpt = "local",
     if k8s is not None:
         from opskit.cli.playbook import k8s as playbook_k8s
         got = playbook_k8s.load(k8s)
+        shown = got.to_dict()
+        proc = playbook_k8s.process(k8s, got)  # a killed run's Lease is not renewed
+        if proc is not None:
+            shown["process"] = proc
         if got.plan.playbook == "multi-rack":
             from opskit.cli.playbook.multirack import show
 
-            show(got.to_dict(), output)
+            show(shown, output)
         else:
-            _show(got.to_dict(), output)
+            _show(shown, output)
         return 0
 
     state, _ = latest(sandbox)

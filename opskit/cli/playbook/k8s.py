@@ -205,6 +205,23 @@ def load(args: K8sArgs) -> Any:
     return max(found, key=lambda s: s.journal[-1].at if s.journal else "")
 
 
+def process(args: K8sArgs, state: Any) -> dict[str, Any] | None:
+    """For a run journaled as planned or running: whether a live run holds its Lease
+    (``running``) or its process is gone (``interrupted``, kill -9, a lost node), with the
+    command that resumes it; None for a run that stopped on its own (as the sandbox's
+    ``run.process``)."""
+    from opskit.adapters.scaleout.k8s import lease_state
+
+    if state.phase.value not in ("planned", "running"):
+        return None
+    ns, sts = args.require(kafka=False)
+    got = lease_state(args.api(), ns, sts)
+    if got["state"] == "interrupted":
+        got["resume_command"] = (f"opskit playbook resume --platform kubernetes --namespace {ns} "
+                                 f"--statefulset {sts} (and the run's other options)")
+    return got
+
+
 def unfinished(args: K8sArgs) -> Any:
     state = load(args)
     if state.phase.value in ("done", "aborted"):

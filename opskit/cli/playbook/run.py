@@ -176,7 +176,8 @@ def phase_text(data: dict[str, Any]) -> str:
     if proc.get("state") != "interrupted":
         return str(data.get("phase", "planned"))
     pid = proc.get("pid")
-    who = ("no process holds its run lock" if pid is None else
+    who = (proc["lease"] if proc.get("lease") else  # Kubernetes: the run's Lease
+           "no process holds its run lock" if pid is None else
            f"pid {pid} gone" if proc.get("pid_gone") else
            f"pid {pid} no longer holds its run lock")
     return f"interrupted ({who}): resume with {proc['resume_command']}"
