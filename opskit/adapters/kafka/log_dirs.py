@@ -2,7 +2,8 @@
 
 confluent-kafka has no DescribeLogDirs call. This asks every broker at the
 protocol level (opskit's own codec, :mod:`opskit.adapters.kafka.protocol.codec`: one
-Metadata request for the partitions and brokers, then one DescribeLogDirs per
+Metadata request for the partitions and brokers, unless the caller passes what its own
+Metadata read learned (:class:`KnownCluster`), then one DescribeLogDirs per
 broker, all in flight together); with SASL, or when that fails, kafka-python's
 ``KafkaAdminClient.describe_log_dirs`` (its import alone costs about 0.15 s).
 Sizes are *extra* information (byte
@@ -35,14 +36,24 @@ from typing import Any
 from opskit.adapters.kafka import capabilities
 from opskit.adapters.kafka.protocol import codec as kp
 from opskit.adapters.kafka.protocol import offsets as offsets_wire
-from opskit.adapters.kafka.protocol.client import WireUnsupported, usable
+from opskit.adapters.kafka.protocol.client import Node, WireClient, WireUnsupported, usable
 from opskit.core.connection import ConnectionConfig
 from opskit.core.models import TopicPartition
 from opskit.errors import KafkaUnavailableError
 
 log = logging.getLogger(__name__)
 
-__all__ = ["PartitionSizes", "read_partition_sizes"]
+__all__ = ["KnownCluster", "PartitionSizes", "read_partition_sizes"]
+
+
+@dataclass(frozen=True)
+class KnownCluster:
+    """What a Metadata read of the caller already learned, so the size read does not ask
+    for it again: the brokers (id, host, port) and every partition of the topics with its
+    leader (-1: none)."""
+
+    brokers: tuple[tuple[int, str, int], ...]
+    partitions: Mapping[TopicPartition, int]
 
 
 @dataclass(frozen=True)
@@ -61,11 +72,14 @@ def read_partition_sizes(
     topics: Iterable[str],
     leaders: Mapping[TopicPartition, int] | None = None,
     timeout: float = 5.0,
+    known: KnownCluster | None = None,
 ) -> PartitionSizes:
     """Partition sizes from DescribeLogDirs (confluent-kafka lacks it).
 
     Bounded by ``timeout`` whatever the client does; every failure is reported
-    as ``unavailable`` with the reason, never raised: sizes are extra data.
+    as ``unavailable`` with the reason, never raised: sizes are extra data. ``known``:
+    the brokers and partitions from the caller's own Metadata read (the protocol-level
+    path then sends no Metadata request of its own).
     """
     names = sorted(set(topics))
     if not names:
@@ -75,7 +89,7 @@ def read_partition_sizes(
         return PartitionSizes({}, f"the broker does not support {missing[0]}")
     if usable(conn):
         try:
-            wire_sizes, wire_leaders, disks = _read_wire(conn, names, timeout)
+            wire_sizes, wire_leaders, disks = _read_wire(conn, names, timeout, known)
             return _sizes(wire_sizes, wire_leaders, names, leaders, disks)
         except (WireUnsupported, KafkaUnavailableError) as e:
             log.debug("DescribeLogDirs at the protocol level not available (%s); "
@@ -125,13 +139,25 @@ def _disks(volumes: Mapping[int, set[tuple[int, int]]]) -> dict[int, tuple[int, 
     return {node: (sum(t for t, _ in vs), sum(u for _, u in vs)) for node, vs in volumes.items()}
 
 
-def _read_wire(conn: ConnectionConfig, topics: list[str], timeout: float
+def _read_wire(conn: ConnectionConfig, topics: list[str], timeout: float,
+               known: KnownCluster | None = None
                ) -> tuple[dict[TopicPartition, dict[int, int]], dict[TopicPartition, int],
                           dict[int, tuple[int, int]]]:
     """(partition -> broker -> size, partition -> leader, broker -> disk space), asking
-    every broker in one round at the protocol level."""
-    with offsets_wire.bootstrap_client(conn, timeout) as client:
-        leaders = offsets_wire.leaders(client, topics)  # teaches the client every broker
+    every broker in one round at the protocol level (after one Metadata request for the
+    brokers and partitions, unless ``known`` gives them)."""
+    if known is not None:
+        if not known.brokers:
+            raise WireUnsupported("no broker in the metadata")
+        wanted_topics = set(topics)
+        client = WireClient(conn, [Node(*b) for b in known.brokers], timeout)
+        leaders = {tp: leader for tp, leader in known.partitions.items()
+                   if tp.topic in wanted_topics}
+    else:
+        client = offsets_wire.bootstrap_client(conn, timeout)
+    with client:
+        if known is None:
+            leaders = offsets_wire.leaders(client, topics)  # teaches the client every broker
         deadline = time.monotonic() + timeout
         v = client.version(kp.API_DESCRIBE_LOG_DIRS, 1, 5, deadline)
         wanted: dict[str, list[int]] = {}

@@ -13,8 +13,9 @@ Cordons (KIP-1066, :mod:`opskit.core.reassign.cordon`). ``cordoned.log.dirs`` is
 dynamic per-broker value (``*``) with IncrementalAlterConfigs, like the throttle rates;
 confirmed from the broker's own report (DescribeLogDirs v5 ``is_cordoned`` on every log
 directory); restored to the per-broker value found before (deleted where there was none).
-Whether the cluster can cordon: the finalized metadata.version (DescribeFeatures, from
-ApiVersions) and the key in each drained broker's DescribeConfigs.
+Whether the cluster can cordon: the finalized metadata.version (what kafka-python calls
+DescribeFeatures: an ApiVersions v3+ answer, read by opskit's protocol codec) and the key in
+each drained broker's DescribeConfigs.
 """
 
 from __future__ import annotations
@@ -48,6 +49,9 @@ _DYNAMIC_TOPIC = 1  # ConfigSource.DYNAMIC_TOPIC_CONFIG
 
 class ReassignAdmin(ReassignConnection):
     """The calls of a reassignment on one connection. ``close()`` when done."""
+
+    #: (the finalized metadata.version level,) once read (see :meth:`metadata_level`)
+    _level: tuple[int | None] | None = None
 
     # ------------------------------------------------------------------ reads
     def assignment(self) -> tuple[dict[TopicPartition, tuple[int, ...]],
@@ -287,19 +291,53 @@ class ReassignAdmin(ReassignConnection):
     #: the ACLs a cordon change needs (``reassign execute --execute`` lists them)
     CORDON_ACLS = frozenset({("cluster", "DESCRIBE_CONFIGS"), ("cluster", "ALTER_CONFIGS")})
 
+    def metadata_level(self) -> int | None:
+        """The cluster's finalized metadata.version feature level, None when it reports none
+        (an old or foreign broker: it cannot cordon). Kafka's "DescribeFeatures" is an
+        ApiVersions v3+ answer (KIP-584): one round trip on a connection of its own
+        (:func:`opskit.adapters.kafka.protocol.features.read_features`), or kafka-python's
+        ``describe_features`` for the SASL mechanisms opskit's protocol client does not
+        speak. Raises NotAuthorisedError or KafkaUnavailableError; a level read is kept for
+        the next call."""
+        if self._level is not None:
+            return self._level[0]
+        from opskit.adapters.kafka.protocol.client import usable
+
+        if usable(self.conn):
+            level = self._wire_level()
+        else:
+            try:
+                fin = (self.kp.describe_features().get("metadata.version") or {}).get("finalized")
+                level = int(fin[1]) if fin else None
+            except Exception as e:  # an old or foreign broker: it cannot cordon
+                err = self.translate(e, "DescribeFeatures")
+                if isinstance(err, (NotAuthorisedError, KafkaUnavailableError)):
+                    raise err from e
+                log.debug("DescribeFeatures failed: %s", err)
+                level = None
+        self._level = (level,)
+        return level
+
+    def _wire_level(self) -> int | None:
+        from opskit.adapters.kafka.protocol.codec import WireUnsupported
+        from opskit.adapters.kafka.protocol.features import read_features
+        from opskit.errors import AuthenticationError
+
+        try:
+            fin = read_features(self.conn, self.timeout).finalized.get("metadata.version")
+        except (WireUnsupported, AuthenticationError) as e:  # an old or foreign broker
+            log.debug("DescribeFeatures (ApiVersions v3) failed: %s", e)
+            return None
+        except OSError as e:
+            raise KafkaUnavailableError(
+                f"cannot reach Kafka at {self.conn.bootstrap} (DescribeFeatures, timeout "
+                f"{self.timeout:g}s): {e or type(e).__name__}") from e
+        return fin[1] if fin else None
+
     def cordon_support(self, brokers: Iterable[int]) -> CordonSupport:
         """Can the cluster cordon these (registered) brokers? Never raises for a cluster that
         cannot: the answer says why."""
-        try:
-            features = self.kp.describe_features()
-            fin = (features.get("metadata.version") or {}).get("finalized")
-            level = int(fin[1]) if fin else None
-        except Exception as e:  # an old or foreign broker: it cannot cordon
-            err = self.translate(e, "DescribeFeatures")
-            if isinstance(err, (NotAuthorisedError, KafkaUnavailableError)):
-                raise err from e
-            log.debug("DescribeFeatures failed: %s", err)
-            level = None
+        level = self.metadata_level()
         found = self._describe([ck.ConfigResource(ck.ResourceType.BROKER, str(b))
                                 for b in sorted(set(brokers))], "reading cordoned.log.dirs")
         knows = {b: CORDON_KEY in found.get(("broker", str(b)), {}) for b in brokers}
@@ -307,17 +345,10 @@ class ReassignAdmin(ReassignConnection):
 
     def fully_cordoned(self, brokers: Iterable[int]) -> set[int]:
         """The brokers whose every log directory is cordoned (``cordoned.log.dirs=*``), on a
-        cluster whose metadata.version honours it; empty elsewhere (one DescribeFeatures,
-        then DescribeConfigs per broker only on such a cluster)."""
-        try:
-            fin = (self.kp.describe_features().get("metadata.version") or {}).get("finalized")
-        except Exception as e:  # an old or foreign broker: it cannot cordon
-            err = self.translate(e, "DescribeFeatures")
-            if isinstance(err, (NotAuthorisedError, KafkaUnavailableError)):
-                raise err from e
-            log.debug("DescribeFeatures failed: %s", err)
-            return set()
-        if not fin or int(fin[1]) < MIN_METADATA_LEVEL:
+        cluster whose metadata.version honours it; empty elsewhere (the features read, then
+        DescribeConfigs per broker only on such a cluster)."""
+        level = self.metadata_level()
+        if level is None or level < MIN_METADATA_LEVEL:
             return set()
         return {b for b, (v, _src) in self.cordons(brokers, tolerant=True).items()
                 if (v or "").strip() == CORDON_ALL}

@@ -11,15 +11,24 @@
   absent from ``disks``;
 - ``min.insync.replicas`` of every topic: DescribeConfigs (the effective value, a broker
   default included).
+
+Metadata is read first; the reads that need only its answer (DescribeCluster, every
+broker's DescribeLogDirs, DescribeConfigs, and the caller's ``also``) then run at once,
+each in a thread of its own and each bounded by the admin's timeout as before, and their
+outcomes are taken in the order they used to run one after another (so the same failure
+is reported first). The size read gets the brokers and partitions Metadata named instead
+of asking for them again.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from opskit.adapters.kafka.admin.client import KafkaAdmin
-from opskit.adapters.kafka.log_dirs import read_partition_sizes
+from opskit.adapters.kafka.admin.client import ClusterMeta, KafkaAdmin
+from opskit.adapters.kafka.log_dirs import KnownCluster, read_partition_sizes
 from opskit.core.models import TopicPartition
 from opskit.core.reassign.model import Broker, PartitionState, Topology
 from opskit.errors import OpskitError
@@ -38,22 +47,38 @@ class TopologyRead:
     disks: dict[int, tuple[int, int]] = field(default_factory=dict)
 
 
-def read_topology(admin: KafkaAdmin) -> TopologyRead:
-    """The cluster as a :class:`Topology` (see the module docstring)."""
+def read_topology(admin: KafkaAdmin, also: Callable[[ClusterMeta], None] | None = None
+                  ) -> TopologyRead:
+    """The cluster as a :class:`Topology` (see the module docstring). ``also``: another
+    read of the caller's that needs only the Metadata, run alongside the others; it
+    reports its own outcome (what it raises is raised here, after the topology's own
+    failures)."""
     meta = admin.metadata()
-    racks_note: str | None = None
-    try:
-        racks = admin.broker_racks()
-    except OpskitError as e:
-        log.debug("DescribeCluster failed: %s", e)
-        racks, racks_note = {}, f"racks unknown ({e})"
-    brokers = tuple(Broker(b.node_id, racks.get(b.node_id)) for b in meta.brokers)
     topics = sorted(meta.topics)
     leaders = {TopicPartition(t, p.partition): p.leader
                for t in topics for p in meta.topics[t] if p.leader >= 0}
-    sizes = read_partition_sizes(admin.conn, topics, leaders, admin.timeout)
+    known = KnownCluster(tuple((b.node_id, b.host, b.port) for b in meta.brokers),
+                         {TopicPartition(t, p.partition): p.leader
+                          for t in topics for p in meta.topics[t]})
+    with ThreadPoolExecutor(max_workers=4, thread_name_prefix="opskit-topology") as pool:
+        racks_read = pool.submit(admin.broker_racks)
+        sizes_read = pool.submit(read_partition_sizes, admin.conn, topics, leaders,
+                                 admin.timeout, known)
+        configs_read = pool.submit(admin.topic_configs, topics)
+        also_read = pool.submit(also, meta) if also is not None else None
+        racks_note: str | None = None
+        try:
+            racks = racks_read.result()
+        except OpskitError as e:
+            log.debug("DescribeCluster failed: %s", e)
+            racks, racks_note = {}, f"racks unknown ({e})"
+        sizes = sizes_read.result()
+        configs = configs_read.result()
+        if also_read is not None:
+            also_read.result()
+    brokers = tuple(Broker(b.node_id, racks.get(b.node_id)) for b in meta.brokers)
     min_isr: dict[str, int] = {}
-    for topic, cfg in admin.topic_configs(topics).items():
+    for topic, cfg in configs.items():
         raw = cfg.get("min.insync.replicas", (None, True))[0]
         min_isr[topic] = int(raw) if raw is not None and raw.isdigit() else 1
     parts = tuple(

@@ -11,7 +11,7 @@ broker before/after and the moves; ``-o json``: the plan file itself) and writes
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -53,6 +53,11 @@ from opskit.core.reassign.model import (
 from opskit.core.reassign.plan import plan_reassignment
 from opskit.core.reassign.plan_input import parse_rate
 from opskit.errors import IncompleteError, UsageError
+
+if TYPE_CHECKING:
+    from opskit.adapters.kafka.admin.client import ClusterMeta
+    from opskit.adapters.reassign.admin import ReassignAdmin
+    from opskit.core.connection import ConnectionConfig
 
 #: moves listed in the table (all of them are in -o json and the plan file)
 _TABLE_MOVES = 30
@@ -142,16 +147,15 @@ def plan(
     if write_plan is not None:
         check_writable_target(write_plan, "plan file")
     with connect(bootstrap_server, context, timeout) as admin:
-        read = read_topology(admin)
+        look = _CordonLook(admin.conn, goal, timeout)
+        read = read_topology(admin, look)  # the cordon look runs alongside the other reads
     notes = [n for n in (read.sizes_unavailable and f"partition sizes unknown, bytes shown as 0: "
                          f"{read.sizes_unavailable}", read.racks_unavailable) if n]
-    registered = {b.id for b in read.topology.brokers}
-    if goal.kind is GoalKind.REMOVE_BROKERS:
-        notes.append(_cordon_note(goal.brokers, registered, bootstrap_server, context, timeout))
+    if look.drain_note is not None:
+        notes.append(look.drain_note)
     topology = read.topology
     if goal.kind is not GoalKind.FROM_JSON:
-        topology, cordon_notes = _without_cordoned(topology, goal, bootstrap_server, context,
-                                                   timeout)
+        topology, cordon_notes = _without_cordoned(topology, goal, look)
         notes += cordon_notes
     if read.sizes_unavailable and (balance_bytes or given_capacity or capacity_rest is not None):
         what = "--balance-bytes" if balance_bytes else "--capacity"
@@ -235,22 +239,45 @@ def _capacity(topology: Topology, disks: dict[int, tuple[int, int]], given: dict
     return caps, "disk: usable space + replicas held (DescribeLogDirs)", note
 
 
-def _without_cordoned(topology: Topology, goal: Goal, bootstrap: str | None,
-                      context: str | None, timeout: float) -> tuple[Topology, list[str]]:
+class _CordonLook:
+    """The cordon reads of a plan (KIP-1066), run by :func:`read_topology` alongside its own
+    reads once Metadata named the brokers: what ``reassign execute`` will do about a drain's
+    cordon (``--remove-brokers``), and which brokers are fully cordoned (every goal but
+    ``--from-json``). One connection for both; a failed look is a note, never an error."""
+
+    def __init__(self, conn: ConnectionConfig, goal: Goal, timeout: float) -> None:
+        self.conn, self.goal, self.timeout = conn, goal, timeout
+        #: the drain's cordon note (``--remove-brokers`` only)
+        self.drain_note: str | None = None
+        #: the fully cordoned brokers, or why they could not be read
+        self.cordoned: set[int] = set()
+        self.failed: str | None = None
+
+    def __call__(self, meta: ClusterMeta) -> None:
+        from opskit.adapters.reassign.admin import ReassignAdmin
+        from opskit.errors import OpskitError
+
+        registered = {b.node_id for b in meta.brokers}
+        with ReassignAdmin(self.conn, timeout=self.timeout) as ra:
+            if self.goal.kind is GoalKind.REMOVE_BROKERS:
+                self.drain_note = _cordon_note(self.goal.brokers, registered, ra)
+            if self.goal.kind is not GoalKind.FROM_JSON:
+                try:
+                    self.cordoned = ra.fully_cordoned(sorted(registered))
+                except OpskitError as e:
+                    self.failed = f"could not read which brokers are cordoned (KIP-1066): {e}"
+
+
+def _without_cordoned(topology: Topology, goal: Goal, look: _CordonLook
+                      ) -> tuple[Topology, list[str]]:
     """Leave out the fully cordoned brokers that hold nothing (a finished drain's): no plan
     fills them again. A failed look changes nothing and is a note."""
-    from opskit.adapters.files.config_file import resolve_connection
-    from opskit.adapters.reassign.admin import ReassignAdmin
     from opskit.core.reassign.cordon import leave_out_cordoned
-    from opskit.errors import OpskitError
 
     keep = goal.brokers  # (named by --add-brokers / --remove-brokers: the goal decides)
-    try:
-        with ReassignAdmin(resolve_connection(bootstrap, context), timeout=timeout) as ra:
-            cordoned = ra.fully_cordoned(topology.broker_ids)
-    except OpskitError as e:
-        return topology, [f"could not read which brokers are cordoned (KIP-1066): {e}"]
-    topology, out, holding = leave_out_cordoned(topology, cordoned, keep)
+    if look.failed is not None:
+        return topology, [look.failed]
+    topology, out, holding = leave_out_cordoned(topology, look.cordoned, keep)
     notes = []
     if out:
         ids = ",".join(map(str, out))
@@ -262,11 +289,8 @@ def _without_cordoned(topology: Topology, goal: Goal, bootstrap: str | None,
     return topology, notes
 
 
-def _cordon_note(drained: tuple[int, ...], registered: set[int], bootstrap: str | None,
-                 context: str | None, timeout: float) -> str:
+def _cordon_note(drained: tuple[int, ...], registered: set[int], ra: ReassignAdmin) -> str:
     """What ``reassign execute`` will do about the drained brokers' cordon (KIP-1066)."""
-    from opskit.adapters.files.config_file import resolve_connection
-    from opskit.adapters.reassign.admin import ReassignAdmin
     from opskit.core.reassign.cordon import (
         CordonStatus,
         CordonSupport,
@@ -279,8 +303,7 @@ def _cordon_note(drained: tuple[int, ...], registered: set[int], bootstrap: str 
     support = CordonSupport(True)
     if present:
         try:  # the plan itself needs none of this: a failed look is a note, not an error
-            with ReassignAdmin(resolve_connection(bootstrap, context), timeout=timeout) as ra:
-                support = ra.cordon_support(present)
+            support = ra.cordon_support(present)
         except OpskitError as e:
             return (f"could not tell whether reassign execute can cordon broker(s) "
                     f"{','.join(map(str, present))} (KIP-1066): {e}")

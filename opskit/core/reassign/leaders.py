@@ -10,6 +10,7 @@ moves no data. State is a list of replica lists (``reps``) the caller owns.
 
 from __future__ import annotations
 
+from bisect import bisect_left, insort
 from collections import deque
 from collections.abc import Mapping, Sequence
 from itertools import pairwise
@@ -203,8 +204,10 @@ def balance_topic_leaders(reps: list[list[int]], topics: Sequence[str], brokers:
 
 
 class _TopicViews:
-    """Each topic's leader counts and reachability, computed once per state of that topic
-    (a topic's views are dropped when its partitions are reordered)."""
+    """Each topic's leader counts and the partitions each broker leads, kept up to date
+    as its partitions are reordered (the same as recomputing them: counts, and each
+    broker's partitions in the topic's order); its reachability computed once per state
+    of that topic (dropped when the topic changes)."""
 
     def __init__(self, groups: Mapping[str, Sequence[list[int]]], stay: Sequence[int]) -> None:
         self.groups = groups
@@ -212,6 +215,11 @@ class _TopicViews:
         self._held: dict[str, dict[int, int]] = {}
         self._reach: dict[str, dict[int, dict[int, tuple[list[int], int, int] | None]]] = {}
         self._led: dict[str, dict[int, list[list[int]]]] = {}
+        #: topic -> broker u -> (broker v, the first partition u leads that v holds), for
+        #: the brokers whose led partitions did not change since
+        self._firsts: dict[str, dict[int, list[tuple[int, list[int]]]]] = {}
+        #: topic -> id(partition's replica list) -> its place in the topic
+        self._pos: dict[str, dict[int, int]] = {}
 
     def held(self, topic: str) -> dict[int, int]:
         out = self._held.get(topic)
@@ -226,14 +234,37 @@ class _TopicViews:
             led = self._led.get(topic)
             if led is None:
                 led = self._led[topic] = _led(self.groups[topic], self.stay)
-            out = per[source] = _reach(led, source, self.stay)
+            out = per[source] = _reach(led, self._firsts.setdefault(topic, {}), source,
+                                       self.stay)
         return out
 
-    def changed(self, topic: str) -> None:
-        self._held.pop(topic, None)
-        self._reach.pop(topic, None)
-        self._led.pop(topic, None)
+    def apply(self, topic: str, path: Sequence[tuple[list[int], int]]) -> None:
+        """Put each step's broker first in its partition (:func:`_apply`), updating the
+        topic's counts and led lists."""
+        held, led = self._held.get(topic), self._led.get(topic)
+        firsts = self._firsts.get(topic, {})
+        pos = self._pos.get(topic)
+        if led is not None and pos is None:
+            pos = self._pos[topic] = {id(rs): i for i, rs in enumerate(self.groups[topic])}
+        for rs, v in path:
+            u = rs[0]
+            # only u's and v's led partitions change (this one, from u's to v's, reordered)
+            firsts.pop(u, None)
+            firsts.pop(v, None)
+            if held is not None:
+                held[u] -= 1
+                held[v] += 1
+            if led is not None and pos is not None:
+                def at(r: list[int], pos: dict[int, int] = pos) -> int:
+                    return pos[id(r)]
 
+                lst = led[u]
+                i = bisect_left(lst, at(rs), key=at)
+                assert lst[i] is rs
+                del lst[i]
+                insort(led[v], rs, key=at)
+        _apply(path)
+        self._reach.pop(topic, None)
 
 def _improve_topic(topic: str, groups: Mapping[str, Sequence[list[int]]], stay: Sequence[int],
                    leads: dict[int, int], views: _TopicViews) -> bool:
@@ -247,8 +278,7 @@ def _improve_topic(topic: str, groups: Mapping[str, Sequence[list[int]]], stay: 
                          key=lambda v: (held[v], leads[v], v))
         for v in targets:
             if _keeps_spread(leads, source, v, spread):
-                _apply(_path(prev, v))
-                views.changed(topic)
+                views.apply(topic, _path(prev, v))
                 leads[source] -= 1
                 leads[v] += 1
                 return True
@@ -260,10 +290,8 @@ def _improve_topic(topic: str, groups: Mapping[str, Sequence[list[int]]], stay: 
                     continue
                 back = views.reach(other, v)
                 if source in back:
-                    _apply(_path(prev, v))
-                    _apply(_path(back, source))
-                    views.changed(topic)
-                    views.changed(other)
+                    views.apply(topic, _path(prev, v))
+                    views.apply(other, _path(back, source))
                     return True
     return False
 
@@ -285,21 +313,43 @@ def _led(partitions: Sequence[list[int]], stay: Sequence[int]) -> dict[int, list
     return led
 
 
-def _reach(led: Mapping[int, Sequence[list[int]]], source: int,
+def _reach(led: Mapping[int, Sequence[list[int]]],
+           firsts: dict[int, list[tuple[int, list[int]]]], source: int,
            stay: Sequence[int]) -> dict[int, tuple[list[int], int, int] | None]:
     """Breadth-first from ``source``: each reachable broker's last step (replicas, from,
-    to) over partitions its predecessor leads (``led``, from ``_led``) and it holds."""
+    to) over partitions its predecessor leads (``led``, from ``_led``) and it holds.
+    ``firsts`` (filled here, kept for the same ``led``): per broker u, the brokers its
+    led partitions reach, each with the first such partition, in the order a scan of
+    ``led[u]`` meets them, which is all the search needs of ``led[u]``."""
     ok = set(stay)
     prev: dict[int, tuple[list[int], int, int] | None] = {source: None}
     queue = deque([source])
     while queue and len(prev) < len(ok):  # (every broker reached: nothing left to find)
         u = queue.popleft()
-        for rs in led[u]:
-            for v in rs[1:]:
-                if v in ok and v not in prev:
-                    prev[v] = (rs, u, v)
-                    queue.append(v)
+        out = firsts.get(u)
+        if out is None:
+            out = firsts[u] = _first_holders(led[u], ok, u)
+        for v, rs in out:
+            if v not in prev:
+                prev[v] = (rs, u, v)
+                queue.append(v)
     return prev
+
+
+def _first_holders(led: Sequence[list[int]], ok: set[int], u: int) -> list[tuple[int, list[int]]]:
+    """(v, the first partition of ``led`` with a replica on v) for each broker v of ``ok``
+    but u, in the order a scan of ``led`` (and of each partition's followers) meets them."""
+    seen: set[int] = set()
+    out: list[tuple[int, list[int]]] = []
+    want = len(ok) - (u in ok)
+    for rs in led:
+        for v in rs[1:]:
+            if v in ok and v != u and v not in seen:
+                seen.add(v)
+                out.append((v, rs))
+        if len(seen) == want:
+            break
+    return out
 
 
 def _path(prev: Mapping[int, tuple[list[int], int, int] | None], target: int) -> list[tuple[list[int], int]]:
