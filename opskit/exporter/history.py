@@ -30,7 +30,9 @@ so :meth:`History.carried_window` summarizes the stored samples still in the win
 (:func:`opskit.core.status.carry.summarize`, packed in an ``array('q')``: 21 integers per
 group partition) and keeps that until the next store or until the oldest of them leaves
 the window; the cycles in between get status and rates from the summary and their own
-sample, without unpacking the window.
+sample, without unpacking the window. The storing cycles do too, and carry the summary
+over the store: one cycle between two stores prepares the summary the next window keeps,
+and the store adds its own sample to it (:mod:`opskit.exporter.windows`).
 
 Whatever was not seen in the latest cycle (deleted topic, partition, group) is
 dropped at once, so nothing grows with churn.
