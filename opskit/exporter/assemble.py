@@ -45,7 +45,7 @@ from opskit.core.timing.rates import catch_up_eta
 from opskit.core.timing.retention import RetentionBasis
 from opskit.exporter.freshness import FamilyRead
 from opskit.exporter.group_status import group_status
-from opskit.exporter.history import History, Row
+from opskit.exporter.history import History
 from opskit.exporter.names import THROTTLE_DIRECTIONS
 from opskit.exporter.snapshot import (
     BrokerSnap,
@@ -61,6 +61,7 @@ from opskit.exporter.snapshot import (
     TopicThrottleSnap,
 )
 from opskit.exporter.throttles import count_throttled_replicas
+from opskit.exporter.windows import Row
 
 Position = tuple[TopicPartition, int]
 

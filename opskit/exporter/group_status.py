@@ -18,7 +18,8 @@ from opskit.core.status.carry import rates_after, status_after
 from opskit.core.status.quick import partition_status
 from opskit.core.status.rank import Status
 from opskit.core.timing.rates import window_rates
-from opskit.exporter.history import CARRIED_STRIDE, CarriedWindow, History, Row
+from opskit.exporter.history import History
+from opskit.exporter.windows import CARRIED_STRIDE, CarriedWindow, Row
 
 
 def _sum(values: Iterable[float | None]) -> float | None:

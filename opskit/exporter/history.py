@@ -30,7 +30,9 @@ so :meth:`History.carried_window` summarizes the stored samples still in the win
 (:func:`opskit.core.status.carry.summarize`, packed in an ``array('q')``: 21 integers per
 group partition) and keeps that until the next store or until the oldest of them leaves
 the window; the cycles in between get status and rates from the summary and their own
-sample, without unpacking the window.
+sample, without unpacking the window. The storing cycles do too, and carry the summary
+over the store: one cycle between two stores prepares the summary the next window keeps,
+and the store adds its own sample to it (:mod:`opskit.exporter.windows`).
 
 Whatever was not seen in the latest cycle (deleted topic, partition, group) is
 dropped at once, so nothing grows with churn.
@@ -40,11 +42,10 @@ from __future__ import annotations
 
 from array import array
 from collections import deque
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from opskit.core.models import TopicPartition
-from opskit.core.status.carry import FIELDS, summarize
 from opskit.core.status.window import (
     DEFAULT_MIN_SPAN_MS,
     GroupWindow,
@@ -54,6 +55,15 @@ from opskit.core.status.window import (
 )
 from opskit.core.timing.rates import Rate, offset_rate
 from opskit.core.timing.timeline import OffsetTimeline, TimelinePoint
+from opskit.exporter.windows import (
+    CarriedWindow,
+    PackedWindow,
+    Row,
+    carry,
+    prepare_next,
+    store_carried,
+    unpack_rows,
+)
 
 TIMELINE_POINTS = 20
 MAX_RATE_POINTS = 64
@@ -69,124 +79,6 @@ def _prune(points: deque[tuple[int, int]], cutoff_ms: int) -> None:
     # keep one point at or before the cutoff so the rate spans the whole window
     while len(points) > 2 and points[1][0] <= cutoff_ms:
         points.popleft()
-
-
-#: one sample of a window: (timestamp_ms, committed, log_end, log_start)
-Row = tuple[int, int | None, int, int | None]
-
-#: stands for None in packed windows (offsets and times are never negative)
-_NONE = -1
-
-
-def _opt(v: int) -> int | None:
-    return None if v == _NONE else v
-
-
-class PackedWindow:
-    """A :class:`GroupWindow` as flat machine integers (lossless).
-
-    ``data`` holds ``(timestamp, committed, log_end, log_start)`` per sample,
-    partition after partition; ``counts[i]`` is the number of samples of
-    ``tps[i]`` and ``since[i]`` its ``committed_since_ms``; None is stored as -1.
-    """
-
-    __slots__ = ("counts", "data", "since", "tps")
-
-    def __init__(self, window: GroupWindow,
-                 intern: Mapping[TopicPartition, TopicPartition] | None = None) -> None:
-        parts = window.partitions
-        it = intern or {}
-        self.tps: tuple[TopicPartition, ...] = tuple(it.get(w.tp, w.tp) for w in parts)
-        self.counts = array("l", (len(w.samples) for w in parts))
-        self.since = array("q", (_NONE if w.committed_since_ms is None else w.committed_since_ms
-                                 for w in parts))
-        data = array("q")
-        for w in parts:
-            for smp in w.samples:
-                data.extend((smp.timestamp_ms,
-                             _NONE if smp.committed is None else smp.committed,
-                             smp.log_end,
-                             _NONE if smp.log_start is None else smp.log_start))
-        self.data = data
-
-    def unpack(self, group_id: str) -> GroupWindow:
-        data, pos, parts = self.data, 0, []
-        for tp, n, since in zip(self.tps, self.counts, self.since):
-            end = pos + 4 * n
-            samples = tuple(
-                OffsetSample(data[i], _opt(data[i + 1]), data[i + 2], _opt(data[i + 3]))
-                for i in range(pos, end, 4))
-            parts.append(PartitionWindow(tp, samples, _opt(since)))
-            pos = end
-        return GroupWindow(group_id, tuple(parts))
-
-    @classmethod
-    def of_rows(cls, parts: Sequence[tuple[TopicPartition, int | None, Sequence[Row]]],
-                intern: Mapping[TopicPartition, TopicPartition] | None = None) -> PackedWindow:
-        """A window given as :meth:`History.observe_group_rows` returns it."""
-        it = intern or {}
-        w = cls.__new__(cls)
-        w.tps = tuple(it.get(tp, tp) for tp, _, _ in parts)
-        w.counts = array("l", (len(rows) for _, _, rows in parts))
-        w.since = array("q", (_NONE if since is None else since for _, since, _ in parts))
-        data = array("q")
-        for _, _, rows in parts:
-            for t, c, e, s in rows:
-                data.extend((t, _NONE if c is None else c, e, _NONE if s is None else s))
-        w.data = data
-        return w
-
-    @property
-    def samples(self) -> int:
-        return len(self.data) // 4
-
-    def nbytes(self) -> int:
-        return sum(a.buffer_info()[1] * a.itemsize for a in (self.counts, self.since, self.data))
-
-
-def _unpack_rows(packed: PackedWindow) -> dict[TopicPartition, tuple[int | None, list[Row]]]:
-    """Every partition's ``(committed_since_ms, rows)`` of a stored window: the columns
-    sliced out of the array at C speed, -1 turned back into None only where it occurs."""
-    flat = packed.data.tolist()
-    out: dict[TopicPartition, tuple[int | None, list[Row]]] = {}
-    pos = 0
-    for tp, n, at in zip(packed.tps, packed.counts, packed.since):
-        end = pos + 4 * n
-        cs: Sequence[int | None] = flat[pos + 1:end:4]
-        ss: Sequence[int | None] = flat[pos + 3:end:4]
-        if _NONE in cs:
-            cs = [None if c == _NONE else c for c in cs]
-        if _NONE in ss:
-            ss = [None if v == _NONE else v for v in ss]
-        out[tp] = (None if at == _NONE else at,
-                   list(zip(flat[pos:end:4], cs, flat[pos + 2:end:4], ss)))
-        pos = end
-    return out
-
-
-#: later than any instant
-_FOREVER = 2**63 - 1
-#: integers per partition in :attr:`CarriedWindow.data`: (stored, last stored committed,
-#: committed since) then the summary
-CARRIED_STRIDE = 3 + FIELDS
-
-
-class CarriedWindow:
-    """A group's stored window as kept between cycles for :func:`History.carried_window`:
-    per partition (``tps``, sorted, the order the status rules and rates are summed in),
-    ``CARRIED_STRIDE`` integers in ``data``: whether it has stored samples, the committed
-    offset of its last stored sample and its ``committed_since_ms`` (-1: None), then
-    :func:`opskit.core.status.carry.summarize` of its stored samples still in the window
-    (at most ``max_samples - 1``: the cycle's own sample is the last). Valid while the
-    window's cutoff stays in ``[cutoff, until]`` (no stored sample leaves it) and the
-    stored window is ``packed``; ``latest_ms`` is its newest stored sample."""
-
-    __slots__ = ("cutoff", "data", "latest_ms", "packed", "tps", "until")
-
-    def __init__(self, packed: PackedWindow, cutoff: int, until: int, latest_ms: int,
-                 tps: tuple[TopicPartition, ...], data: array[int]) -> None:
-        self.packed, self.cutoff, self.until, self.latest_ms = packed, cutoff, until, latest_ms
-        self.tps, self.data = tps, data
 
 
 def _pack_timeline(tl: OffsetTimeline) -> array[int]:
@@ -307,7 +199,7 @@ class History:
         by_tp: dict[TopicPartition, tuple[int | None, list[Row]]] = {}
         packed = self._windows.get(group_id)
         if packed is not None:
-            by_tp = _unpack_rows(packed)
+            by_tp = unpack_rows(packed)
         since: int | None
         rows: list[Row]
         for tp, row in samples.items():
@@ -363,58 +255,49 @@ class History:
                        ) -> CarriedWindow | None:
         """The group's stored window summarized (:mod:`opskit.core.status.carry`) for this
         cycle, when this cycle's window is its stored samples still in the window plus
-        ``samples`` (each taken at ``now_ms``, the caller guarantees it) and nothing is
-        stored this cycle; None otherwise (the first cycles of a group, a cycle that
-        stores, a stored partition without a sample, a clock that did not move on): the
-        caller then uses :meth:`observe_group_rows`.
+        ``samples`` (each taken at ``now_ms``, the caller guarantees it); None otherwise
+        (the first cycles of a group, a stored partition without a sample, a partition set
+        that changed and cannot be summarized, a clock that did not move on): the caller
+        then uses :meth:`observe_group_rows`.
 
         The summary is built from the packed window once and kept while the same samples
         stay in the window: until the next store or until the oldest of them leaves it.
+        When this cycle stores (once per ``spacing_ms``), the window stored is made here
+        from the packed one and ``samples`` (what :meth:`observe_group_rows` stores), and
+        the summary for the cycles after it is the prepared one (:attr:`CarriedWindow.nxt`)
+        with this cycle's samples added (:func:`~opskit.core.status.carry.append`); the
+        summary returned is still this cycle's (the stored samples before the store).
         """
         packed = self._windows.get(group_id)
         last = self._stored_at.get(group_id)
-        if packed is None or last is None or now_ms - last >= self.spacing_ms:
-            return None  # this cycle stores (or there is nothing stored yet)
+        if packed is None or last is None:
+            return None  # nothing stored yet
         cutoff = now_ms - self.policy.window_ms
         cw = self._carried.get(group_id)
+        fresh = False
         if (cw is None or cw.packed is not packed or not cw.cutoff <= cutoff <= cw.until
                 or now_ms <= cw.latest_ms or len(samples) != len(cw.tps)
                 or any(tp not in samples for tp in cw.tps)):
-            cw = self._carry(group_id, packed, cutoff, samples)
-            if cw is None or now_ms <= cw.latest_ms:
+            cw = carry(group_id, packed, cutoff, samples, self.policy, self._tps)
+            if cw is None:
+                self._carried.pop(group_id, None)
+                return None  # a stored partition without a sample this cycle: the general path
+            self._carried[group_id] = cw
+            if now_ms <= cw.latest_ms:
                 return None
-        return cw
-
-    def _carry(self, group_id: str, packed: PackedWindow, cutoff: int,
-               samples: Mapping[TopicPartition, Row]) -> CarriedWindow | None:
-        by_tp = _unpack_rows(packed)
-        if any(tp not in samples for tp in by_tp):
-            self._carried.pop(group_id, None)
-            return None  # a stored partition without a sample this cycle: the general path
-        keep = self.policy.max_samples - 1
-        allowed = self.policy.allowed_lag
-        it = self._tps
-        tps = tuple(it.get(tp, tp) for tp in sorted(samples))
-        data = array("q")
-        until = latest = _NONE
-        for tp in tps:
-            old = by_tp.get(tp)
-            if old is None:
-                data.extend((0, _NONE, _NONE))
-                data.extend(summarize((), allowed))
-                continue
-            since, rows = old
-            latest = max(latest, rows[-1][0])
-            kept = rows if rows[0][0] >= cutoff else [r for r in rows if r[0] >= cutoff]
-            if kept and (until == _NONE or kept[0][0] < until):
-                until = kept[0][0]
-            if len(kept) > keep:
-                kept = kept[-keep:]
-            last_c = rows[-1][1]
-            data.extend((1, _NONE if last_c is None else last_c, _NONE if since is None else since))
-            data.extend(summarize(kept, allowed))
-        cw = CarriedWindow(packed, cutoff, _FOREVER if until == _NONE else until, latest, tps, data)
-        self._carried[group_id] = cw
+            fresh = True
+        if now_ms - last >= self.spacing_ms:
+            w, nxt = store_carried(now_ms, cutoff, cw, samples, self.policy, self._tps)
+            self._windows[group_id] = w
+            self._stored_at[group_id] = now_ms
+            if nxt is None:
+                self._carried.pop(group_id, None)
+            else:
+                self._carried[group_id] = nxt
+        elif cw.nxt is None:
+            cw.uses += 1
+            if not fresh and cw.uses > cw.slot:  # (a fresh one was just read: next cycle)
+                prepare_next(cw, self.policy)
         return cw
 
     def forget_groups_except(self, alive: Iterable[str]) -> None:

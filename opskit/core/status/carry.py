@@ -88,6 +88,47 @@ def summarize(rows: Sequence[Row], allowed_lag: int) -> tuple[int, ...]:
             pt0, pe0, last_e, cnt, ct0, cc0, ct1, cc1)
 
 
+def append(sm: Sequence[int], row: Row, allowed_lag: int) -> tuple[int, ...]:
+    """``summarize(rows + [row], allowed_lag)`` where ``sm`` is ``summarize(rows,
+    allowed_lag)`` and ``row`` is later than every one of ``rows``: one step of
+    :func:`summarize`'s loops, in O(1)."""
+    (n, ncommits, first_t, first_c, first_e, last_c, first_lag, last_lag, flags, run_t,
+     pt0, pe0, last_e, cnt, ct0, cc0, ct1, cc1) = sm
+    t, c, e, s = row
+    if c is not None:
+        if s is not None and s > c:
+            flags |= _LOST
+        lag = e - c if e > c else 0
+        if ncommits == 0:
+            first_t, first_c, first_e, first_lag = t, c, e, lag
+            run_t = t
+        else:
+            if c < last_c:
+                flags |= _NONMONO
+            if c != first_c:
+                flags &= ~_EQUAL
+            if lag < last_lag:
+                flags &= ~_NONDEC
+            if c != last_c:
+                run_t = t
+                flags |= _RUN_LATER  # the run starts at commit number ncommits > 0
+        if lag <= allowed_lag:
+            flags &= ~_NEVER_OK
+        last_c, last_lag = c, lag
+        ncommits += 1
+        if cnt and c >= cc1:
+            cnt += 1
+        else:
+            cnt, ct0, cc0 = 1, t, c
+        ct1, cc1 = t, c
+    # produce rate: a fall of the log end at the new row starts the run there
+    if n == 0 or e < last_e:
+        pt0, pe0 = t, e
+    last_e = e
+    return (n + 1, ncommits, first_t, first_c, first_e, last_c, first_lag, last_lag, flags,
+            run_t, pt0, pe0, last_e, cnt, ct0, cc0, ct1, cc1)
+
+
 def status_after(sm: Sequence[int], row: Row, committed_since_ms: int | None, min_samples: int,
                  min_span_ms: int, allowed_lag: int) -> Status:
     """``partition_status(rows + [row], committed_since_ms, now_ms, ...)`` where ``sm`` is
