@@ -45,6 +45,7 @@ from types import MappingProxyType
 
 from opskit.adapters.kafka.protocol import codec as kp
 from opskit.adapters.kafka.protocol.connect import (
+    bootstrap_addresses,
     open_connection,
     plain_request_refused,
     plaintext_mismatch,
@@ -254,17 +255,8 @@ def answers_api_versions(conn: ConnectionConfig, timeout: float = 3.0) -> bool:
         return False
 
 
-def _addresses(bootstrap: str) -> list[tuple[str, int]]:
-    out: list[tuple[str, int]] = []
-    for hp in bootstrap.split(","):
-        host, _, port = hp.strip().rpartition(":")
-        if host and port.isdigit():
-            out.append((host.strip("[]"), int(port)))
-    return out
-
-
 def _probe_uncached(conn: ConnectionConfig, timeout: float) -> Capabilities:
-    addrs = _addresses(conn.bootstrap)
+    addrs = bootstrap_addresses(conn.bootstrap)
     if not addrs:
         return Capabilities(conn.bootstrap, reason="no host:port in the bootstrap list")
     reasons: list[str] = []
@@ -308,7 +300,7 @@ def not_kafka(conn: ConnectionConfig, timeout: float) -> str | None:
     (it answers an HTTP request), or None. Only on the error path: an HTTP server waits
     for a line end that no Kafka request has, so the ApiVersions probe cannot tell; a
     Kafka broker reads ``GET `` as an oversized frame and closes the connection."""
-    for host, port in _addresses(conn.bootstrap)[:1]:
+    for host, port in bootstrap_addresses(conn.bootstrap)[:1]:
         try:
             with socket.create_connection((host, port), timeout=timeout) as sock:
                 sock.settimeout(timeout)

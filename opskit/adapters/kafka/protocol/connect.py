@@ -35,6 +35,17 @@ if TYPE_CHECKING:
 _MAX_FRAME = 1 << 20  # answers of the login exchange and ApiVersions are small
 
 
+def bootstrap_addresses(bootstrap: str) -> list[tuple[str, int]]:
+    """The (host, port) pairs of a bootstrap list, in order; entries that are not
+    host:port are left out (an IPv6 host loses its brackets)."""
+    out: list[tuple[str, int]] = []
+    for hp in bootstrap.split(","):
+        host, _, port = hp.strip().rpartition(":")
+        if host and port.isdigit():
+            out.append((host.strip("[]"), int(port)))
+    return out
+
+
 def tls_context(conn: ConnectionConfig) -> ssl.SSLContext:
     """The TLS context for a connection's CA and client certificate (SSL, SASL_SSL)."""
     import ssl  # only with TLS (about 6 ms of start-up otherwise)

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 from opskit import __version__
 from opskit.adapters.kafka.protocol import codec as kp
-from opskit.adapters.kafka.protocol.connect import open_connection, roundtrip
+from opskit.adapters.kafka.protocol.connect import bootstrap_addresses, open_connection, roundtrip
 from opskit.core.connection import ConnectionConfig
 
 __all__ = ["Features", "api_versions_v3", "read_features"]
@@ -108,15 +108,6 @@ def _decode(buf: kp.Buf, pos: int, version: int) -> tuple[tuple[int, Features], 
     return (0, Features(supported, finalized, epoch, apis)), pos
 
 
-def _addresses(bootstrap: str) -> list[tuple[str, int]]:
-    out: list[tuple[str, int]] = []
-    for hp in bootstrap.split(","):
-        host, _, port = hp.strip().rpartition(":")
-        if host and port.isdigit():
-            out.append((host.strip("[]"), int(port)))
-    return out
-
-
 def read_features(conn: ConnectionConfig, timeout: float) -> Features:
     """The features of the first bootstrap address that answers ApiVersions v3, all
     within ``timeout`` seconds. Raises WireUnsupported (an error code, an undecodable
@@ -124,7 +115,7 @@ def read_features(conn: ConnectionConfig, timeout: float) -> Features:
     answered, the last address's ``OSError``."""
     deadline = time.monotonic() + max(timeout, 0.5)
     last: OSError = OSError(f"no host:port in {conn.bootstrap!r}")
-    for host, port in _addresses(conn.bootstrap):
+    for host, port in bootstrap_addresses(conn.bootstrap):
         if time.monotonic() >= deadline:
             last = TimeoutError("no time left")
             break
