@@ -26,6 +26,7 @@ from opskit.cli.reassign.log_dirs import (
     status_log_dirs,
     verify_log_dirs,
 )
+from opskit.core.reassign.checks import replicas_verdict
 from opskit.core.reassign.cordon import CORDON_KEY
 from opskit.core.reassign.log_dir_exec import newest_cordon_priors
 from opskit.core.reassign.machine import Phase
@@ -227,9 +228,7 @@ def verify(plan_file: PlanArg, output: OutputOpt = Output.table, bootstrap: Boot
     rows: list[dict[str, Any]] = []
     for m in plan.moves:
         now = reps.get(m.tp)
-        verdict = ("missing" if now is None else "moving" if m.tp in flights
-                   else "done" if tuple(now) == m.target
-                   else "done (order differs)" if set(now) == set(m.target) else "differs")
+        verdict = replicas_verdict(now, m.target, m.tp in flights)
         rows.append({"partition": partition_name(m.tp), "target": list(m.target),
                      "replicas": list(now or ()), "state": verdict})
     expected = {(r, k): v for r, k, v in (state.baseline.values if state and state.baseline

@@ -25,6 +25,7 @@ from opskit.adapters.reassign.log_dir_runner import DiskJournal, DiskRunner
 from opskit.adapters.reassign.log_dirs import DiskAdmin
 from opskit.cli.common import Output, emit, fmt_bytes, stderr
 from opskit.core.models import TopicPartition
+from opskit.core.reassign.checks import replicas_verdict
 from opskit.core.reassign.cordon import CORDON_KEY
 from opskit.core.reassign.log_dir_exec import (
     C_KEPT,
@@ -404,9 +405,7 @@ def verify_log_dirs(plan: DirPlan, output: Output, ra: ReassignAdmin) -> None:
     parts: list[dict[str, Any]] = []
     for a in plan.assignments:
         now = reps.get(a.tp)
-        verdict = ("missing" if now is None else "moving" if a.tp in flights
-                   else "done" if tuple(now) == a.replicas
-                   else "done (order differs)" if set(now) == set(a.replicas) else "differs")
+        verdict = replicas_verdict(now, a.replicas, a.tp in flights)
         parts.append({"partition": _pname(a.tp), "target": list(a.replicas),
                       "replicas": list(now or ()), "state": verdict})
     rows: list[dict[str, Any]] = []

@@ -1,4 +1,5 @@
-"""Before an execution: refusals, batches, bytes to copy and duration (pure).
+"""Before an execution: refusals, batches, bytes to copy and duration; after it, a
+partition's verify verdict (pure).
 
 Everything here decides from plain data the runner read (assignment, brokers,
 reassignments in flight, sizes, write rates); nothing changes the cluster. A
@@ -20,7 +21,7 @@ from opskit.errors import NotFoundError, RefusedError
 
 __all__ = ["ClusterView", "batches", "build_moves", "bytes_remaining",
            "bytes_remaining_by_broker", "check_write_rates",
-           "copy_bytes", "duration_bound", "foreign_in_flight"]
+           "copy_bytes", "duration_bound", "foreign_in_flight", "replicas_verdict"]
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,16 @@ class ClusterView:
     brokers: frozenset[int]
     in_flight: Mapping[TopicPartition, InFlight]
     min_isr: Mapping[str, int]
+
+
+def replicas_verdict(now: tuple[int, ...] | list[int] | None, target: tuple[int, ...],
+                     moving: bool) -> str:
+    """``reassign verify``'s verdict on one partition: its replicas ``now`` (None: the
+    partition is gone) against the plan's ``target``, ``moving`` while its reassignment
+    is in flight."""
+    return ("missing" if now is None else "moving" if moving
+            else "done" if tuple(now) == target
+            else "done (order differs)" if set(now) == set(target) else "differs")
 
 
 def _fmt(tp: TopicPartition) -> str:
