@@ -58,3 +58,32 @@ def test_the_headline_names_the_lease_and_the_resume() -> None:
     running = {"phase": "running", "in_flight": "spread",
                "process": {"state": "running", "holder": "p", "until": "04:30:25Z"}}
     assert headline(running) == "running"
+
+
+class _Args:
+    def require(self, kafka: bool = True) -> tuple[str, str]:
+        return "hanzo", "insights-kafka"
+
+
+class _Phase:
+    def __init__(self, value: str) -> None:
+        self.value = value
+
+
+class _State:
+    def __init__(self, phase: str, in_flight: str | None) -> None:
+        self.phase, self.in_flight = _Phase(phase), in_flight
+
+
+def test_a_halted_run_is_told_how_to_resume_on_kubernetes() -> None:
+    from opskit.cli.playbook.k8s import stopped_inside
+
+    for phase in ("halted", "failed"):
+        data: dict[str, Any] = {"phase": phase, "in_flight": "spread"}
+        data.update(stopped_inside(_Args(), _State(phase, "spread")) or {})  # type: ignore[arg-type]
+        assert data["in_flight_state"] == phase
+        assert headline(data).endswith(
+            "with opskit playbook resume --platform kubernetes --namespace hanzo "
+            "--statefulset insights-kafka (and the run's other options)"), headline(data)
+    for phase, in_flight in (("running", "spread"), ("halted", None), ("done", None)):
+        assert stopped_inside(_Args(), _State(phase, in_flight)) is None  # type: ignore[arg-type]

@@ -281,6 +281,7 @@ def status(sandbox: SandboxOpt = "default", platform: PlatformOpt = "local",
         proc = playbook_k8s.process(k8s, got)  # a killed run's Lease is not renewed
         if proc is not None:
             shown["process"] = proc
+        shown.update(playbook_k8s.stopped_inside(k8s, got) or {})
         if got.plan.playbook == "multi-rack":
             from opskit.cli.playbook.multirack import show
 

@@ -217,9 +217,24 @@ def process(args: K8sArgs, state: Any) -> dict[str, Any] | None:
     ns, sts = args.require(kafka=False)
     got = lease_state(args.api(), ns, sts)
     if got["state"] == "interrupted":
-        got["resume_command"] = (f"opskit playbook resume --platform kubernetes --namespace {ns} "
-                                 f"--statefulset {sts} (and the run's other options)")
+        got["resume_command"] = resume_hint(ns, sts)
     return got
+
+
+def resume_hint(namespace: str, statefulset: str) -> str:
+    """The command that resumes a Kubernetes run (its throttle, window and paging options
+    are not journaled, so they are named, not given)."""
+    return (f"opskit playbook resume --platform kubernetes --namespace {namespace} "
+            f"--statefulset {statefulset} (and the run's other options)")
+
+
+def stopped_inside(args: K8sArgs, state: Any) -> dict[str, Any] | None:
+    """For a run that halted or failed with a step in flight, what the sandbox's
+    ``run.stopped_inside`` gives: ``in_flight_state`` and the command that resumes it."""
+    if state.phase.value not in ("halted", "failed") or not state.in_flight:
+        return None
+    ns, sts = args.require(kafka=False)
+    return {"in_flight_state": state.phase.value, "resume_command": resume_hint(ns, sts)}
 
 
 def unfinished(args: K8sArgs) -> Any:
