@@ -21,6 +21,11 @@ DescribeLogDirs while the copy runs); a topic created meanwhile gets no replica 
 ``data``, ``reassign verify`` exits 2) and puts the value found back; the same plan run to
 the end leaves ``data`` empty and keeps the cordon (``reassign verify``: 0, ``data``
 reported cordoned).
+
+4.3.1, 3 brokers (2 log dirs each, a topic at RF 3): one plan drains ``data`` of brokers 1
+and 2 at once: both are cordoned while the copies run, ``reassign cancel --execute`` puts
+both values back, the same plan run to the end empties both and keeps both cordons, and
+``reassign uncordon --brokers 1,2`` removes them; broker 0 is never touched.
 """
 
 from __future__ import annotations
@@ -140,6 +145,11 @@ def jbod37(monkeypatch: pytest.MonkeyPatch) -> Iterator[Sandbox]:
 @pytest.fixture
 def jbod43(monkeypatch: pytest.MonkeyPatch) -> Iterator[Sandbox]:
     yield from _sandbox("4.x", 3, monkeypatch)
+
+
+@pytest.fixture
+def jbod43x3(monkeypatch: pytest.MonkeyPatch) -> Iterator[Sandbox]:
+    yield from _sandbox("4.x", 2, monkeypatch, brokers=3)
 
 
 def _opskit(*args: str) -> list[str]:
@@ -408,3 +418,93 @@ def test_drain_a_log_dir_on_43_cordons_cancel_restores_finish_keeps(
     u = run_cli("reassign", "uncordon", "--brokers", "0", "--execute", "-b", boot)
     assert u.code == 0, u.out + u.err
     assert _config(boot, CORDON) == (d2, 2)
+
+
+def test_drain_log_dirs_of_two_brokers_in_one_plan_on_43(jbod43x3: Sandbox,
+                                                          tmp_path: Path) -> None:
+    st = jbod43x3.require()
+    boot = st.bootstrap
+    data = {b: str(st.nodes[b].dir / "data") for b in (1, 2)}
+    other = {b: str(st.nodes[b].dir / "data-1") for b in (1, 2)}
+    s = uuid.uuid4().hex[:6]
+    topic = f"ld43x_{s}"
+    _create(boot, topic, 6, rf=3)
+    produce(boot, topic, {p: 600 for p in range(6)}, value=b"d" * 1000)  # 0.6 MB a replica
+    before = {b: _dirs(boot, b) for b in (0, 1, 2)}
+    on_data = {b: {(t, p) for t, p, _f in before[b][data[b]]["replicas"]} for b in (1, 2)}
+    assert on_data[1] and on_data[2], before  # Kafka spread each broker's over both dirs
+
+    plan = tmp_path / "drain2.json"
+    spec = f"1:{data[1]},2:{data[2]}"
+    r = run_cli("reassign", "plan", "--remove-log-dirs", spec, "--write-plan", str(plan),
+                "-b", boot)
+    assert r.code == 0, r.err
+    assert f"cordons {spec} before the first move" in r.err, r.err
+    doc = json.loads(plan.read_text())
+    assert {(p["topic"], p["partition"]) for p in doc["partitions"]} == on_data[1] | on_data[2]
+    for p in doc["partitions"]:  # a drained broker's replica named into its other dir
+        key = (p["topic"], p["partition"])
+        want = [other[b] if b in (1, 2) and key in on_data[b] else "any" for b in p["replicas"]]
+        assert p["log_dirs"] == want, p
+
+    # 1. a slow drain: both directories cordoned while the copies run
+    proc = subprocess.Popen(_opskit("reassign", "execute", str(plan), "--throttle", "20KB",
+                                    "--execute", "-b", boot),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        _wait("a copy", lambda: bool(_futures(boot, 1) or _futures(boot, 2))
+              or proc.poll() is not None)
+        assert proc.poll() is None, proc.communicate()
+        for b in (1, 2):
+            dirs = _dirs(boot, b)
+            assert dirs[data[b]]["cordoned"] is True and dirs[other[b]]["cordoned"] is False
+            assert _config(boot, CORDON, b) == (data[b], 2)
+        assert _config(boot, CORDON, 0)[1] != 2  # broker 0: not in the plan
+
+        # 2. cancel: copies dropped on both, both values put back (none was set)
+        c = run_cli("reassign", "cancel", "--execute", "-b", boot)
+        assert c.code == 0, c.out + c.err
+        assert "cordon values put back" in c.out, c.out
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 6 and "cancelled" in err, out + err
+    for b in (1, 2):
+        assert _futures(boot, b) == []
+        assert _config(boot, CORDON, b)[1] != 2, b
+        assert _config(boot, THROTTLE, b)[1] != 2, b
+        assert _dirs(boot, b)[data[b]]["cordoned"] is False
+    v = run_cli("reassign", "verify", str(plan), "-o", "json", "-b", boot)
+    assert v.code in (1, 2), v.out + v.err  # some copies may have finished before the cancel
+    assert {r["state"] for r in v.json()["replicas"]} - {"done"}, v.out
+
+    # 3. the same plan to the end: both emptied, both cordons kept
+    fin = _finish(_opskit("reassign", "execute", str(plan), "--throttle", "5MB", "--execute",
+                          "-b", boot))
+    assert fin.returncode == 0, fin.stdout + fin.stderr
+    assert "stay cordoned" in fin.stdout, fin.stdout
+    after = {b: _dirs(boot, b) for b in (0, 1, 2)}
+    for b in (1, 2):
+        assert {r for r in after[b][data[b]]["replicas"] if r[0] == topic} == set(), after[b]
+        assert after[b][data[b]]["cordoned"] is True
+        assert {(t, p) for t, p, _f in after[b][other[b]]["replicas"] if t == topic} == \
+            {(topic, p) for p in range(6)}
+        assert _futures(boot, b) == []
+        assert _config(boot, CORDON, b) == (data[b], 2)
+    assert {d: v["replicas"] for d, v in after[0].items()} == \
+        {d: v["replicas"] for d, v in before[0].items()}  # broker 0 untouched
+    v = run_cli("reassign", "verify", str(plan), "-o", "json", "-b", boot)
+    assert v.code == 0, v.out + v.err
+    vd = v.json()
+    assert {r["state"] for r in vd["replicas"]} == {"done"}
+    assert sorted((d["broker"], d["dir"], d["cordoned"]) for d in vd["log_dirs"]) == \
+        [(1, data[1], True), (2, data[2], True)]
+
+    # 4. uncordon both: nothing was set before the drain, so nothing is left
+    u = run_cli("reassign", "uncordon", "--brokers", "1,2", "--execute", "-b", boot)
+    assert u.code == 0, u.out + u.err
+    for b in (1, 2):
+        assert _config(boot, CORDON, b)[1] != 2, b
+        assert _dirs(boot, b)[data[b]]["cordoned"] is False
