@@ -64,6 +64,7 @@ from opskit.core.reassign.balance import (
     replica_lower_bound,
     trim_bytes,
 )
+from opskit.core.reassign.byteflow import byte_fallback
 from opskit.core.reassign.bytes import (
     ByteReport,
     balance_bytes,
@@ -133,6 +134,9 @@ def plan_reassignment(topology: Topology, goal: Goal, policy: Policy, now: datet
                                f"{len(stay)} brokers that would be left")
         racks = _rack_rule(topology, stay, policy)
         spread, lower = _balance(topology, reps, stay, drained, racks, policy.capacity)
+        if policy.byte_tolerance_pct is None:  # the fewest bytes among the fewest replicas
+            lower = (lower[0], byte_fallback(parts, reps, stay, drained, racks, policy.capacity,
+                                             lower, policy.balance_leaders))
         if policy.balance_leaders:
             balance_leaders(reps, stay)
             repair_leaders([p.replicas for p in parts], reps, stay, racks)
