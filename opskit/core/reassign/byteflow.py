@@ -67,11 +67,13 @@ BUDGET = 2_000_000
 
 @dataclass(frozen=True)
 class ByteMin:
-    """``bound``: no placement reaching the goal with the fewest replicas moves fewer
-    bytes. ``reps``: one moving as few replicas as the start and fewer bytes (None: none
-    found); ``minimal``: its bytes (or the start's) equal ``bound``."""
+    """``bound``: no placement reaching the goal moves fewer bytes; ``least``: no
+    placement reaching it with the fewest replicas moves fewer (at least ``bound``).
+    ``reps``: one moving as few replicas as the start and fewer bytes (None: none found);
+    ``minimal``: its bytes (or the start's) equal ``least``."""
 
     bound: int
+    least: int
     reps: list[list[int]] | None
     minimal: bool
 
@@ -101,23 +103,65 @@ def _departure_bytes(sizes: Sequence[int], width: int, departures: int) -> int:
     return width * sum(sizes[:full]) + (part * sizes[full] if part else 0)
 
 
+_Class = tuple[list[int], dict[int, int], list[tuple[_Convex, int]], int]
+
+
 def byte_minimal(base: Sequence[Sequence[int]], start: Sequence[Sequence[int]],
                  sizes: Sequence[int], stay: Sequence[int], drained: Sequence[int],
                  racks: RackRule, budget: int = BUDGET) -> ByteMin | None:
-    """The byte bound and a byte-cheaper placement (module docstring) for ``start``, a
+    """The byte bounds and a byte-cheaper placement (module docstring) for ``start``, a
     placement reaching the goal with the fewest replicas. None: ``start`` does not reach
     the goal, or the work went over ``budget``."""
     staying = set(stay)
     counted = staying | set(drained)
     if not stay or not _reaches_goal(base, start, stay, counted, racks):
         return None
+    left = [budget]
+    try:
+        classes, least = _least(base, start, sizes, stay, counted, racks, True, left)
+        bound = _least(base, start, sizes, stay, counted, racks, False, left)[1]
+    except _GiveUp:
+        return None
+    brokers = sorted(stay)
+    rack_of = {b: (racks.rack_of.get(b, "") if racks.active else "") for b in brokers}
+    out = [list(rs) for rs in start]
+    for idx, flow, _arcs, _constant in classes:
+        kept = {b for b in base[idx[0]] if b in staying}
+        rf = len(base[idx[0]])
+        limit = racks.limit(rf) if racks.active else rf
+        sets = staircase(flow, kept, rack_of, limit, len(idx))
+        order = idx
+        if sets is None:  # (not expected: the flow is splittable) the planner's split
+            order = idx[::-1]
+            sets = decompose(flow, rack_of, limit, [[b for b in base[i] if b in staying]
+                                                    for i in order])
+            if sets is None:
+                return None
+        for i, chosen in zip(order, sets, strict=True):
+            out[i] = _arrange(base[i], start[i], chosen, counted)
+    before = _bytes(base, start, sizes)
+    if not _reaches_goal(base, out, stay, counted, racks) or moves_of(base, out) != moves_of(base, start):
+        return ByteMin(bound, least, None, before == least)  # (a defect: keep the start)
+    after = _bytes(base, out, sizes)
+    if after >= before:
+        return ByteMin(bound, least, None, before == least)
+    return ByteMin(bound, least, out, after == least)
+
+
+def _least(base: Sequence[Sequence[int]], start: Sequence[Sequence[int]], sizes: Sequence[int],
+           stay: Sequence[int], counted: set[int], racks: RackRule, fewest: bool,
+           budget: list[int]) -> tuple[list[tuple[list[int], dict[int, int], int, int]], int]:
+    """The convex class flow of least bytes (``fewest``: among those of the fewest
+    replicas), from ``start``'s: per class its members (smallest first) and broker flow,
+    and the least bytes."""
+    staying = set(stay)
     brokers = sorted(stay)
     rack_of = {b: (racks.rack_of.get(b, "") if racks.active else "") for b in brokers}
     rack_names = sorted(set(rack_of.values()))
     total = sum(1 for rs in base for b in rs if b in counted)
     floor, ceil = total // len(brokers), -(-total // len(brokers))
     scale = total + 1  # bytes x scale + arrivals in a rack the class holds nothing in
-    big = (sum(sizes) * max(len(rs) for rs in base) + 1) * scale  # above any of that
+    big = (sum(sizes) * max(len(rs) for rs in base) + 1) * scale if fewest else 0
     g = _Residual()
     sink = g.node()
     node = {b: g.node() for b in brokers}
@@ -128,8 +172,7 @@ def byte_minimal(base: Sequence[Sequence[int]], start: Sequence[Sequence[int]],
                sum(1 for b in was if b in counted))
         members.setdefault(key, []).append(i)
     convex: dict[int, _Convex] = {}
-    # per class: members (smallest first), broker -> arc, convex arcs with their constant
-    classes: list[tuple[list[int], dict[int, int], list[tuple[_Convex, int]], int]] = []
+    classes: list[_Class] = []
     for (held, rf, _units), idx in members.items():
         idx.sort(key=lambda i: (sizes[i], i))
         k = len(idx)
@@ -174,38 +217,16 @@ def byte_minimal(base: Sequence[Sequence[int]], start: Sequence[Sequence[int]],
         classes.append((idx, to_broker, arcs, constant))
     for b in brokers:
         g.arc(node[b], sink, ceil - load[b], load[b] - floor, 0)
-    try:
-        _cancel(g, convex, [budget])
-    except _GiveUp:
-        return None
-    bound = 0
-    out = [list(rs) for rs in start]
+    _cancel(g, convex, budget)
+    least = 0
+    out: list[tuple[list[int], dict[int, int], int, int]] = []
     for idx, to_broker, arcs, constant in classes:
         srt = [sizes[i] for i in idx]
-        want = constant + sum(extra + _departure_bytes(srt, cv.width, cv.width * len(idx) - cv.flow)
-                              for cv, extra in arcs)
-        bound += want
-        flow = {b: convex[e].flow if e in convex else g.cap[e ^ 1] for b, e in to_broker.items()}
-        kept = {b for b in base[idx[0]] if b in staying}
-        rf = len(base[idx[0]])
-        limit = racks.limit(rf) if racks.active else rf
-        sets = staircase(flow, kept, rack_of, limit, len(idx))
-        order = idx
-        if sets is None:  # (not expected: the flow is splittable) the planner's split
-            order = idx[::-1]
-            sets = decompose(flow, rack_of, limit, [[b for b in base[i] if b in staying]
-                                                    for i in order])
-            if sets is None:
-                return None
-        for i, chosen in zip(order, sets, strict=True):
-            out[i] = _arrange(base[i], start[i], chosen, counted)
-    before = _bytes(base, start, sizes)
-    if not _reaches_goal(base, out, stay, counted, racks) or moves_of(base, out) != moves_of(base, start):
-        return ByteMin(bound, None, before == bound)  # (a defect: keep the start)
-    after = _bytes(base, out, sizes)
-    if after >= before:
-        return ByteMin(bound, None, before == bound)
-    return ByteMin(bound, out, after == bound)
+        least += constant + sum(extra + _departure_bytes(srt, cv.width, cv.width * len(idx) - cv.flow)
+                                for cv, extra in arcs)
+        out.append((idx, {b: convex[e].flow if e in convex else g.cap[e ^ 1]
+                          for b, e in to_broker.items()}, 0, 0))
+    return out, least
 
 
 def _bytes(base: Sequence[Sequence[int]], reps: Sequence[Sequence[int]], sizes: Sequence[int]) -> int:
@@ -296,7 +317,7 @@ def staircase(flow: dict[int, int], held: AbstractSet[int], rack_of: dict[int, s
 
 def byte_fallback(parts: Sequence[PartitionState], reps: list[list[int]], stay: list[int],
                   drained: list[int], racks: RackRule, capacity: Mapping[int, int],
-                  lower: tuple[int, int], leaders: bool = True) -> int:
+                  lower: tuple[int, int], leaders: bool = True, place: bool = True) -> int:
     """The planner's byte step, after the exact fallback: where the placement in ``reps``
     moves exactly ``lower[0]`` replicas (a true lower bound, so the fewest) and reaches
     the goal, the byte-cheaper placement of :func:`byte_minimal` replaces it (never onto
@@ -305,7 +326,8 @@ def byte_fallback(parts: Sequence[PartitionState], reps: list[list[int]], stay: 
     (``leaders.balance_leaders``) and, where they cannot be (the smallest partitions moved
     whole leave no partition spanning the brokers that lead too many and the others),
     :func:`_cross` exchanges the cheapest moves for ones that let leadership cross.
-    Returns the byte bound: the larger of ``lower[1]`` (a bound of every plan reaching the
+    ``place`` False: the bound only, ``reps`` unchanged. Returns the byte bound: the
+    larger of ``lower[1]`` (a bound of every plan reaching the
     goal) and :func:`byte_minimal`'s (of every plan reaching it with the fewest replicas;
     both hold for this plan)."""
     base = [p.replicas for p in parts]
@@ -317,6 +339,8 @@ def byte_fallback(parts: Sequence[PartitionState], reps: list[list[int]], stay: 
         return lower[1]
     better = found.reps
     crossed = False
+    if not place:
+        return max(lower[1], found.bound)
     if leaders:
         if better is None:  # the start is byte-minimal: can its leaders be balanced?
             better = [list(rs) for rs in reps]
