@@ -129,7 +129,10 @@ def test_weights_even_a_skewed_shape_and_round_trip_the_plan_file() -> None:
     assert load is not None
     w, _ = rates.weights([p.tp for p in topology.partitions])
     unweighted = load.spread(leader_load(_after(topology, plain), w, list(load.brokers)))
-    assert load.spread(load.after) * 5 < unweighted  # (on this shape: 308,710 -> 27,357 B/s)
+    # on this shape 399,750 -> 195,550 B/s; before the byte-minimal placement (issue #24,
+    # byteflow.py) 308,710 -> 27,357: with the smallest partitions moved whole, fewer
+    # partitions span the old and the new brokers, so reordering has less room
+    assert load.spread(load.after) * 2 < unweighted
     again = plan_from_json(weighted.to_json())
     assert again.estimates.leader_bytes_in == load
 

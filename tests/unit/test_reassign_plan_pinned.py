@@ -11,7 +11,16 @@ Changed on purpose by the exact fallback (``opskit.core.reassign.flow``, issue #
 (the heuristic moved 1,802 where 1,794 suffice; with bytes 724 -> 721), and in the tiny
 groups 20 plans (of 900) that now move one replica fewer (the exact minimum; fewer bytes
 too) and 119 whose printed replica bound rose to the exact minimum the plan already
-moved (same targets); nothing else (compared plan by plan against main d96d8f8)."""
+moved (same targets); nothing else (compared plan by plan against main d96d8f8).
+
+Changed on purpose by the byte step (``opskit.core.reassign.byteflow``, issue #24: bytes
+moved / byte bound = 1.00), compared plan by plan against main 8f72962 (the 4 shapes
+without byte balance and the 600 tiny rack plans): the same replicas moved in every plan;
+bytes lower in 27 tiny plans and in grow1 (7,007,503 -> 6,834,581 B, = the bound), grow2
+(7,371,766 -> 7,264,392, = the bound) and grow3 (15,265,788 -> 14,974,397, = the bound);
+the printed byte bound higher (still at most the exact byte minimum) with the same targets
+in 236 tiny plans and zone (8,533,758 -> 9,389,828); 2 tiny plans with other targets and
+the same bytes (leader-crossing exchanges); no plan moves more bytes, no bound is lower."""
 
 from __future__ import annotations
 
@@ -29,10 +38,10 @@ from tests.unit.test_reassign_plan_racks import NOW
 from tests.unit.test_reassign_plan_racks import tiny_case as racks_case
 
 PINNED = {
-    ("zone", None): "9b4d1e27dd1f60b0",
-    ("grow1", None): "d4a52b42695ae14d",
-    ("grow2", None): "0c97239d39113823",
-    ("grow3", None): "f7e7cdddc963bb7c",  # exact fallback: 1,802 -> 1,794 moves (= bound)
+    ("zone", None): "6aadcf0c5fc276f0",  # byte bound 8,533,758 -> 9,389,828
+    ("grow1", None): "c4b1b4b7cf6710f0",  # bytes 7,007,503 -> 6,834,581 (= bound)
+    ("grow2", None): "29910070c7648e0a",  # bytes 7,371,766 -> 7,264,392 (= bound)
+    ("grow3", None): "57d8dfe7cb2625fc",  # exact fallback: 1,802 -> 1,794 moves; bytes
     ("norack", None): "4f383aa97f9cd260",
     ("drain", None): "a0aef4a3db0daa09",
     ("zone", 10.0): "12b5dfbe403e066d",
@@ -40,7 +49,7 @@ PINNED = {
     ("norack", 10.0): "777d953488f04719",
     ("drain", 10.0): "253cd9b71301aa7d",
 }
-TINY_RACKS = "f876de073cad6d7e"
+TINY_RACKS = "7653a4dadbee251c"
 TINY_BYTES = "8ef0494bd53642bc"
 
 

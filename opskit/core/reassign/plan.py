@@ -136,7 +136,7 @@ def plan_reassignment(topology: Topology, goal: Goal, policy: Policy, now: datet
         spread, lower = _balance(topology, reps, stay, drained, racks, policy.capacity)
         if policy.byte_tolerance_pct is None:  # the fewest bytes among the fewest replicas
             lower = (lower[0], byte_fallback(parts, reps, stay, drained, racks, policy.capacity,
-                                             lower, policy.balance_leaders, weights is None))
+                                             lower, policy.balance_leaders))
         if policy.balance_leaders:
             balance_leaders(reps, stay)
             repair_leaders([p.replicas for p in parts], reps, stay, racks)
