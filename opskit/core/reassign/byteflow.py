@@ -16,17 +16,23 @@ holding the class's replicas on the brokers H_R before:
   each, limit per partition at most, placed on the smallest partitions.
 
 That is a convex function of the kept flow (per broker, or per rack summed over H_R),
-so the least bytes of any class flow reaching the goal with the fewest replicas is a
-min-cost flow with convex costs: the network of ``flow`` (class -> (class, rack) ->
-broker -> sink at floor..ceil), arrivals costing a constant above any bytes, each convex
+so the least such bytes over the class flows is a min-cost flow with convex costs: the
+network of ``flow`` (class -> (class, rack) -> broker -> sink at floor..ceil), each convex
 arc carrying its marginal cost (the size of the partition that would start or stop
-leaving). Its minimum is a **true lower bound of the bytes of every placement reaching
-the goal with the fewest replicas** (those placements' class flows are feasible, and their
-bytes are at least the relaxation's); it is at least the relaxation ``racks.rack_bounds``
-and ``balance.bytes_lower_bound`` print, often above it. Solved by cancelling negative
-cycles from the planner's placement, one unit at a time on a convex arc; the class network
-is small (tens of classes), so this is fast at 10,000 partitions. Capped by ``BUDGET``
-arc scans: over it, no bound (the caller keeps its own).
+leaving). Solved twice, by cancelling negative cycles from the planner's placement, one
+unit at a time on a convex arc (the class network is small, tens of classes, so this is
+fast at 10,000 partitions):
+
+- with no cost per replica: ``bound``, a **true lower bound of the bytes of every plan
+  reaching the goal** (any such plan's class flow is feasible, and its bytes are at least
+  the relaxation's), at least the relaxations ``racks.rack_bounds`` and
+  ``balance.bytes_lower_bound`` (often above them). This is what the planner prints: the
+  meaning of the printed byte bound is unchanged;
+- with each arrival costing a constant above any bytes: ``least``, the same for the
+  plans reaching the goal with the fewest replicas (at least ``bound``), and the flow the
+  placement is taken from.
+
+Capped by ``BUDGET`` arc scans: over it, no answer (the planner keeps its own).
 
 Among the flows of least bytes, a second cost (below one byte) prefers arrivals in racks
 where the class already has a replica: an arrival there can replace the replica that
@@ -36,8 +42,14 @@ staircase. The flow is then split into replica sets (``staircase``): the smalles
 partitions first, each leaving every broker whose departures are not used up and taking
 arrivals on the brokers with the most arrivals left, as far as the rest stays splittable
 (``flow.decompose``'s test). Where every class's split reaches its relaxation the
-placement's bytes equal the bound: byte-minimal among replica-minimal placements (proved
-by the bound). Otherwise it is only used when it moves fewer bytes than the start.
+placement's bytes equal ``least``: byte-minimal among replica-minimal placements (proved
+by the relaxation); it is used when it moves fewer bytes than the start.
+
+Leaders (``byte_fallback``): moving the smallest partitions whole can leave no partition
+spanning the brokers that lead too many and the others (the old and the new brokers), so
+the leaders cannot be balanced by reordering; ``_cross`` then exchanges the moves of
+partitions next to each other in size (a few bytes each) for ones that span the two, instead
+of ``leaders.repair_leaders``' size-blind exchanges.
 """
 
 from __future__ import annotations
@@ -114,7 +126,7 @@ def byte_minimal(base: Sequence[Sequence[int]], start: Sequence[Sequence[int]],
     the goal, or the work went over ``budget``."""
     staying = set(stay)
     counted = staying | set(drained)
-    if not stay or not _reaches_goal(base, start, stay, counted, racks):
+    if not stay or not base or not _reaches_goal(base, start, stay, counted, racks):
         return None
     left = [budget]
     try:
@@ -125,7 +137,7 @@ def byte_minimal(base: Sequence[Sequence[int]], start: Sequence[Sequence[int]],
     brokers = sorted(stay)
     rack_of = {b: (racks.rack_of.get(b, "") if racks.active else "") for b in brokers}
     out = [list(rs) for rs in start]
-    for idx, flow, _arcs, _constant in classes:
+    for idx, flow in classes:
         kept = {b for b in base[idx[0]] if b in staying}
         rf = len(base[idx[0]])
         limit = racks.limit(rf) if racks.active else rf
@@ -150,7 +162,7 @@ def byte_minimal(base: Sequence[Sequence[int]], start: Sequence[Sequence[int]],
 
 def _least(base: Sequence[Sequence[int]], start: Sequence[Sequence[int]], sizes: Sequence[int],
            stay: Sequence[int], counted: set[int], racks: RackRule, fewest: bool,
-           budget: list[int]) -> tuple[list[tuple[list[int], dict[int, int], int, int]], int]:
+           budget: list[int]) -> tuple[list[tuple[list[int], dict[int, int]]], int]:
     """The convex class flow of least bytes (``fewest``: among those of the fewest
     replicas), from ``start``'s: per class its members (smallest first) and broker flow,
     and the least bytes."""
@@ -219,13 +231,13 @@ def _least(base: Sequence[Sequence[int]], start: Sequence[Sequence[int]], sizes:
         g.arc(node[b], sink, ceil - load[b], load[b] - floor, 0)
     _cancel(g, convex, budget)
     least = 0
-    out: list[tuple[list[int], dict[int, int], int, int]] = []
+    out: list[tuple[list[int], dict[int, int]]] = []
     for idx, to_broker, arcs, constant in classes:
         srt = [sizes[i] for i in idx]
         least += constant + sum(extra + _departure_bytes(srt, cv.width, cv.width * len(idx) - cv.flow)
                                 for cv, extra in arcs)
         out.append((idx, {b: convex[e].flow if e in convex else g.cap[e ^ 1]
-                          for b, e in to_broker.items()}, 0, 0))
+                          for b, e in to_broker.items()}))
     return out, least
 
 
@@ -317,7 +329,7 @@ def staircase(flow: dict[int, int], held: AbstractSet[int], rack_of: dict[int, s
 
 def byte_fallback(parts: Sequence[PartitionState], reps: list[list[int]], stay: list[int],
                   drained: list[int], racks: RackRule, capacity: Mapping[int, int],
-                  lower: tuple[int, int], leaders: bool = True, place: bool = True) -> int:
+                  lower: tuple[int, int], leaders: bool = True) -> int:
     """The planner's byte step, after the exact fallback: where the placement in ``reps``
     moves exactly ``lower[0]`` replicas (a true lower bound, so the fewest) and reaches
     the goal, the byte-cheaper placement of :func:`byte_minimal` replaces it (never onto
@@ -326,10 +338,9 @@ def byte_fallback(parts: Sequence[PartitionState], reps: list[list[int]], stay: 
     (``leaders.balance_leaders``) and, where they cannot be (the smallest partitions moved
     whole leave no partition spanning the brokers that lead too many and the others),
     :func:`_cross` exchanges the cheapest moves for ones that let leadership cross.
-    ``place`` False: the bound only, ``reps`` unchanged. Returns the byte bound: the
-    larger of ``lower[1]`` (a bound of every plan reaching the
-    goal) and :func:`byte_minimal`'s (of every plan reaching it with the fewest replicas;
-    both hold for this plan)."""
+    Returns the byte bound: the larger of ``lower[1]`` and :func:`byte_minimal`'s
+    ``bound`` (both lower bounds of every plan reaching the goal), ``lower[1]`` where the
+    step does not run (the placement is not the fewest replicas, or not balanced)."""
     base = [p.replicas for p in parts]
     if moves_of(base, reps) != lower[0]:
         return lower[1]
@@ -339,8 +350,6 @@ def byte_fallback(parts: Sequence[PartitionState], reps: list[list[int]], stay: 
         return lower[1]
     better = found.reps
     crossed = False
-    if not place:
-        return max(lower[1], found.bound)
     if leaders:
         if better is None:  # the start is byte-minimal: can its leaders be balanced?
             better = [list(rs) for rs in reps]
