@@ -364,7 +364,8 @@ def byte_fallback(parts: Sequence[PartitionState], reps: list[list[int]], stay: 
             better = None  # nothing gained over the start (the planner balances its leaders)
     if better is not None and not any(p.offline and rs != list(p.replicas)
                                       for p, rs in zip(parts, better, strict=True)):
-        before, after = broker_bytes(base, sizes), broker_bytes(better, sizes)
+        before = broker_bytes(base, sizes) if capacity else {}
+        after = broker_bytes(better, sizes) if capacity else {}
         if all(after.get(b, 0) <= max(c, before.get(b, 0)) for b, c in capacity.items()) \
                 and (crossed or _bytes(base, better, sizes) < _bytes(base, reps, sizes)):
             reps[:] = better
