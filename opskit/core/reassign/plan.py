@@ -19,8 +19,11 @@ Goals (``opskit.core.reassign.model.GoalKind``):
   printed bound, the exact minimum is computed (``opskit.core.reassign.flow``): it is
   then the printed bound, and its placement replaces the heuristic's when it moves fewer
   (bytes trimmed again; never onto a broker over its capacity, never moving a partition
-  without a leader). Replicas on brokers that are not registered (a dead broker) stay and are
-  not counted, unless that broker is being drained.
+  without a leader). Then, without a byte tolerance, the replica-minimal placement moving the
+  fewest bytes replaces it where found (``opskit.core.reassign.byteflow``; its convex flow's
+  least bytes of any plan reaching the goal is then the printed byte bound). Replicas on
+  brokers that are not registered (a dead broker) stay and are not counted, unless that
+  broker is being drained.
 - replication-factor N: each partition of the chosen topics with fewer than N replicas
   gains N - RF replicas on the least loaded brokers that keep the rack spread; nothing is
   removed, the current leader stays first (so leadership does not move); partitions
