@@ -41,7 +41,7 @@ from opskit.core.status.rank import Status
 from opskit.core.status.window import OffsetSample
 from opskit.core.timing.group_partition import group_partition_time, usual_time
 from opskit.core.timing.lag_time import LagTimeBasis
-from opskit.core.timing.rates import catch_up_eta
+from opskit.core.timing.rates import CatchUp, catch_up_eta
 from opskit.core.timing.retention import RetentionBasis
 from opskit.exporter.freshness import FamilyRead
 from opskit.exporter.group_status import group_status
@@ -281,21 +281,49 @@ def _timeline_estimate(now_ms: int, c: int, end: int, packed: Sequence[int],
     return seconds, max(0, left_ms) / 1000.0
 
 
-def _min(values: Iterable[float | None]) -> float | None:
-    known = [v for v in values if v is not None]
-    return min(known) if known else None
-
-
-def _max(values: Iterable[float | None]) -> float | None:
-    known = [v for v in values if v is not None]
-    return max(known) if known else None
-
-
 def _sample(now_ms: int, p: PartitionLag, log_end: int) -> Row:
     c, start = p.committed, p.log_start
     if log_end < 0 or (c is not None and c < 0) or (start is not None and start < 0):
         OffsetSample(now_ms, c, log_end, start)  # raises the core's error for such offsets
     return (now_ms, c, log_end, start)
+
+
+def _topic_snap(topic: str, lag_sum: int,
+                ps: list[tuple[PartitionLag, float | None, float | None]],
+                consume_rate: float | None, eta: CatchUp | None) -> GroupTopicSnap:
+    """A group's row for one topic from its partitions' (partition, lag seconds,
+    retention time left), in one pass: the committed offsets summed (None without any),
+    the largest lag in seconds (None when a lagging partition's is unknown: a max over
+    the others would understate it; else as ``max`` over the known ones), the least
+    retention time left (as ``min`` over the known ones), the records lost summed."""
+    committed_sum: int | None = None
+    secs_max: float | None = None
+    unknown = False
+    left_min: float | None = None
+    lost = 0
+    for p, secs, left in ps:
+        if p.committed is not None:
+            committed_sum = p.committed if committed_sum is None else committed_sum + p.committed
+        if secs is None:
+            if (p.lag or 0) > 0:
+                unknown = True
+        elif secs_max is None or secs > secs_max:  # max() keeps the first of equals too
+            secs_max = secs
+        if left is not None and (left_min is None or left < left_min):
+            left_min = left
+        lost += p.records_lost
+    return GroupTopicSnap(
+        topic=topic,
+        committed_sum=committed_sum,
+        lag_sum=lag_sum,
+        lag_seconds_max=None if unknown else secs_max,
+        consume_rate=consume_rate,
+        catchup_eta_seconds=eta.eta_seconds if eta is not None else None,
+        falling_behind=(eta.state.value == "falling_behind") if eta is not None and
+        eta.state.value != "unknown" else None,
+        retention_headroom_seconds=left_min,
+        records_lost=lost,
+    )
 
 
 def group_snap(g: GroupLag, inp: CycleInputs, history: History, now_ms: int,
@@ -304,17 +332,31 @@ def group_snap(g: GroupLag, inp: CycleInputs, history: History, now_ms: int,
     samples: dict[TopicPartition, Row] = {}
     #: topic -> (partition, lag seconds, retention time left) of each of its partitions
     by_topic: dict[str, list[tuple[PartitionLag, float | None, float | None]]] = {}
+    kinds: Counter[str] = Counter()
+    retention_of = inp.retention.get
     for p in g.partitions:
         tp = p.tp
-        secs, left = _lag_seconds(p, inp, history, now_ms)
-        rows.append(GroupPartitionSnap(tp.topic, tp.partition, p.committed, p.lag, secs))
-        if p.log_end is not None:
-            samples[tp] = _sample(now_ms, p, p.log_end)
+        c, start, end = p.committed, p.log_start, p.log_end
+        if (c is not None and end is not None and c >= end and start is not None
+                and p.lag is not None and ((ret := retention_of(tp.topic)) is None
+                                           or (ret[0] >= -1 and ret[1] >= -1))):
+            secs: float | None = 0.0  # at the head: what _lag_seconds answers first
+            left: float | None = None
+        else:
+            secs, left = _lag_seconds(p, inp, history, now_ms)
+        rows.append(GroupPartitionSnap(tp.topic, tp.partition, c, p.lag, secs))
+        if end is not None:
+            if end >= 0 and (c is None or c >= 0) and (start is None or start >= 0):
+                samples[tp] = (now_ms, c, end, start)
+            else:
+                samples[tp] = _sample(now_ms, p, end)  # raises the core's error
         in_topic = by_topic.get(tp.topic)
         if in_topic is None:
             by_topic[tp.topic] = [(p, secs, left)]
         else:
             in_topic.append((p, secs, left))
+        if p.anomalies:
+            kinds.update(a.value for a in p.anomalies)
     status: str | None = None
     cons: dict[str, float | None] = {}
     prod: dict[str, float | None] = {}
@@ -326,26 +368,9 @@ def group_snap(g: GroupLag, inp: CycleInputs, history: History, now_ms: int,
             status = Status.UNKNOWN.value
     topics: list[GroupTopicSnap] = []
     for t in g.topics:
-        ps = by_topic.get(t.topic, [])
-        committed = [p.committed for p, _, _ in ps if p.committed is not None]
-        c, pr = cons.get(t.topic), prod.get(t.topic)
-        eta = catch_up_eta(t.lag, c, pr) if with_status else None
-        topics.append(GroupTopicSnap(
-            topic=t.topic,
-            committed_sum=sum(committed) if committed else None,
-            lag_sum=t.lag,
-            # unknown when a lagging partition's lag in seconds is: a max over the others
-            # would understate it
-            lag_seconds_max=(None if any(secs is None and (p.lag or 0) > 0 for p, secs, _ in ps)
-                             else _max(secs for _, secs, _ in ps)),
-            consume_rate=c,
-            catchup_eta_seconds=eta.eta_seconds if eta is not None else None,
-            falling_behind=(eta.state.value == "falling_behind") if eta is not None and
-            eta.state.value != "unknown" else None,
-            retention_headroom_seconds=_min(left for _, _, left in ps),
-            records_lost=sum(p.records_lost for p, _, _ in ps),
-        ))
-    kinds = Counter(a.value for p in g.partitions for a in p.anomalies)
+        c_rate, pr = cons.get(t.topic), prod.get(t.topic)
+        eta = catch_up_eta(t.lag, c_rate, pr) if with_status else None
+        topics.append(_topic_snap(t.topic, t.lag, by_topic.get(t.topic, []), c_rate, eta))
     anomalies = {a.value: kinds.get(a.value, 0) for a in Anomaly}
     return GroupSnap(
         group_id=g.group_id, state=g.state.value,

@@ -69,6 +69,8 @@ class _SlowInput:
 
     md: ClusterMeta
     topics: list[str]
+    #: the cycle's groups, for a pass that looks up their record times itself (only
+    #: with ``missing`` None)
     groups: list[GroupLag]
     #: read positions whose record time the cycle did not find in the cache, with
     #: their largest lag (None: not looked up, e.g. a single cycle run directly)
@@ -228,7 +230,9 @@ class KafkaSource:
                 record_ts, missing = self._cached_record_times(r, groups)
                 skipped = len(missing)
             with self._lock:
-                self._slow_input = _SlowInput(md, topics, groups, missing)
+                # the groups only serve a pass without ``missing``: not kept for it (they
+                # would live on beside the next cycle's, ~10 MB at 50,000 group partitions)
+                self._slow_input = _SlowInput(md, topics, [], missing)
             self._slow_wake.set()
         else:
             self._read_slow(r, _SlowInput(md, topics, groups), inline=True)

@@ -14,8 +14,8 @@ before the next expected scrape; otherwise every ``interval`` from the previous
 start, and at once when a cycle ran longer than that.
 
 Scrapes never touch Kafka: a cycle ends by rendering its snapshot once (the
-small families through prometheus_client with this engine's own registry and
-a custom collector; the per-partition ones written directly, see
+small families written as text with the bytes prometheus_client would give them, see
+:mod:`opskit.exporter.small_text`; the per-partition ones written directly, see
 :func:`~opskit.exporter.families.render_partition_families`, each group's block of
 the group-partition families reused from the previous cycle when it did not change)
 and publishing the
@@ -38,20 +38,18 @@ import threading
 import time
 import zlib
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Protocol
 
-from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.core import Metric
-
 from opskit.exporter.assemble import CycleInputs, assemble_snapshot
-from opskit.exporter.families import RenderCache, render_partition_families, small_families
+from opskit.exporter.families import RenderCache, render_partition_families
 from opskit.exporter.freshness import error_kind, families_for, first_line
 from opskit.exporter.history import History
 from opskit.exporter.options import ExporterOptions
 from opskit.exporter.schedule import DURATIONS_KEPT, KEEP, OFF, Plan, plan_next, scrape_grid
-from opskit.exporter.serving import ListCollector, Rendered, ServedState, ServesState
+from opskit.exporter.serving import Rendered, ServedState, ServesState
+from opskit.exporter.small_text import render_small_families
 from opskit.exporter.snapshot import Snapshot
 
 log = logging.getLogger(__name__)
@@ -123,13 +121,9 @@ class Exporter(ServesState):
         self._cycle_started: float | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._render_lock = threading.Lock()
         #: each group's rendered blocks of the group-partition families, reused next cycle
         #: where unchanged (only the cycle's worker thread renders, one cycle at a time)
         self._render_cache = RenderCache()
-        self._pending: Iterable[Metric] = ()
-        self._data_registry = CollectorRegistry(auto_describe=False)
-        self._data_registry.register(ListCollector(lambda: self._pending))
         #: client address -> arrival times (monotonic) of its latest scrapes
         self._scrapes: dict[str, deque[float]] = {}
         self._durations: deque[float] = deque(maxlen=DURATIONS_KEPT)
@@ -280,14 +274,9 @@ class Exporter(ServesState):
 
     def render(self, snap: Snapshot) -> Rendered:
         """The snapshot's exposition, gzipped."""
-        fams = small_families(snap, self.options.granularity)
-        with self._render_lock:
-            self._pending = fams
-            head = generate_latest(self._data_registry)
-            self._pending = ()
+        head, series = render_small_families(snap, self.options.granularity)
         comp = zlib.compressobj(1, zlib.DEFLATED, 31)  # wbits 31: a gzip member
-        parts = [comp.compress(head)]
-        series = sum(len(m.samples) for m in fams)
+        parts = [comp.compress(head.encode())]
         for text, n in render_partition_families(snap, self.options.granularity,
                                                  cache=self._render_cache):
             parts.append(comp.compress(text.encode()))

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from itertools import islice
 from operator import attrgetter
-from typing import TypeGuard
+from typing import Protocol, TypeGuard
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
@@ -196,8 +196,7 @@ def render_partition_families(snap: Snapshot, granularity: Granularity = Granula
     labels = [(p, f'{{topic="{_esc(p.topic)}",partition="{p.partition}"}} ')
               for p in snap.partitions]
     for name, value in _PARTITION_VALUES.items():
-        yield from _chunks(name, (
-            f"{name}{lbl}{_num(v)}\n" for p, lbl in labels if _kept(v := value(p))), chunk_series)
+        yield from _chunks(name, _partition_lines(name, labels, value), chunk_series)
     if cache is not None:
         yield from _cached_group_families(snap, cache, chunk_series)
         return
@@ -293,6 +292,19 @@ def _lines(name: str, labelled: list[tuple[GroupPartitionSnap, str]],
             yield f"{name}{lbl}{_num(v)}\n"
 
 
+def _partition_lines(name: str, labelled: list[tuple[PartitionSnap, str]],
+                     value: Callable[[PartitionSnap], float | int | None]) -> Iterator[str]:
+    """One partition family's lines (as :func:`_lines`: an int, the usual value, is
+    checked and written inline)."""
+    for p, lbl in labelled:
+        v = value(p)
+        if type(v) is int:
+            if v >= 0:
+                yield f"{name}{lbl}{v}\n"
+        elif _kept(v):
+            yield f"{name}{lbl}{_num(v)}\n"
+
+
 def _chunks(name: str, lines: Iterator[str], chunk_series: int) -> Iterator[tuple[str, int]]:
     """Lines joined ``chunk_series`` at a time (pulled by ``islice``, not one by one);
     the header counts as one line of the first chunk, which holds at least one series."""
@@ -305,8 +317,22 @@ def _chunks(name: str, lines: Iterator[str], chunk_series: int) -> Iterator[tupl
         yield "".join(buf), len(buf)
 
 
+class FamilySink(Protocol):
+    """What :func:`fill_small_families` adds each series to (:class:`_Families`, or the
+    text writer of :mod:`opskit.exporter.small_text`)."""
+
+    def add(self, name: str, labels: tuple[str, ...], value: float | None) -> None: ...
+
+
 def _small_families(snap: Snapshot, granularity: Granularity) -> list[Metric]:
     f = _Families(granularity)
+    fill_small_families(snap, f)
+    return f.ordered()
+
+
+def fill_small_families(snap: Snapshot, f: FamilySink) -> None:
+    """Add every series of the small families to ``f``, family by family in a fixed
+    order (the sink orders the families by the contract)."""
     f.add("kafka_brokers", (), len(snap.brokers))
     for b in snap.brokers:
         f.add("kafka_broker_info", (b.address, str(b.node_id)), 1)
@@ -360,7 +386,6 @@ def _small_families(snap: Snapshot, granularity: Granularity) -> list[Metric]:
     f.add("opskit_kraft_quorum_voters", (), h.quorum_voters)
     for q in h.quorum_nodes:
         f.add("opskit_kraft_quorum_follower_lag", (str(q.node), q.role), q.lag)
-    return f.ordered()
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from opskit.core.models import Severity
 from opskit.exporter.freshness import FamilyRead
@@ -21,8 +22,11 @@ class BrokerSnap:
     address: str  # host:port
 
 
-@dataclass(frozen=True)
-class PartitionSnap:
+class PartitionSnap(NamedTuple):
+    """One partition of the cycle. A named tuple, not a frozen dataclass (as the other
+    snapshot parts): a cycle builds one per partition, twice (tens of thousands), and a
+    tuple is built about three times faster and is smaller."""
+
     topic: str
     partition: int
     leader: int  # -1: no leader
@@ -43,8 +47,10 @@ class TopicSnap:
     retention_ms: int | None = None
 
 
-@dataclass(frozen=True)
-class GroupPartitionSnap:
+class GroupPartitionSnap(NamedTuple):
+    """One group partition of the cycle (a named tuple: one per group partition, see
+    :class:`PartitionSnap`)."""
+
     topic: str
     partition: int
     committed: int | None
