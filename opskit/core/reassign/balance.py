@@ -82,6 +82,8 @@ class RackRule:
         for r in replicas:
             if r != giver and rack_of.get(r) == rack:
                 in_rack += 1
+        if in_rack == 1 and (replicas or giver is None):
+            return True  # alone in its rack: every limit (of an RF of 1 or more) is 1 or more
         return in_rack <= self.limit(len(replicas) + (1 if giver is None else 0))
 
 
@@ -168,12 +170,22 @@ def balance_replicas(reps: list[list[int]], sizes: Sequence[int], brokers: Seque
         if need[receiver] == 0 and receiver in pool:
             pool.remove(receiver)
 
+    #: (replica set, giver) -> the brokers of ``order`` that may take the giver's replica
+    #: (not holding the partition, rack spread kept): a few hundred sets, asked thousands
+    #: of times
+    allowed: dict[tuple[frozenset[int], int], frozenset[int]] = {}
+
     def best_receiver(i: int, giver: int, candidates: Sequence[int]) -> int | None:
         best: int | None = None
         best_key: tuple[int, int, int] | None = None
         rs = reps[i]
+        ask = (frozenset(rs), giver)
+        ok = allowed.get(ask)
+        if ok is None:
+            ok = allowed[ask] = frozenset(b for b in order if b not in rs
+                                          and racks.allows_move(rs, giver, b))
         for b in candidates:
-            if b in rs or not racks.allows_move(rs, giver, b):
+            if b not in ok:
                 continue
             key = (-need[b], len(holds[b]), b)
             if best_key is None or key < best_key:
@@ -252,7 +264,7 @@ def balance_replicas(reps: list[list[int]], sizes: Sequence[int], brokers: Seque
         for a in sorted(order, key=lambda b: (need[b], b)):
             if need[a] >= 0:
                 break
-            for i in sorted(holds[a], key=lambda i: (sizes[i], i)):
+            for _, i in sorted([(sizes[i], i) for i in holds[a]]):
                 if not pool or need[a] >= 0:
                     break
                 to = best_receiver(i, a, pool)
@@ -298,19 +310,36 @@ def trim_bytes(reps: list[list[int]], base: Sequence[Sequence[int]], sizes: Sequ
         for group in groups.values():
             group.sort()
 
+    # per broker, its groups' first replicas, smallest first: (size, partition, key).
+    # Built when asked, dropped when the broker's groups change (an exchange: rare)
+    heads: dict[int, list[tuple[int, int, tuple[int, ...]]]] = {}
+
+    def heads_of(g: int) -> list[tuple[int, int, tuple[int, ...]]]:
+        out = heads.get(g)
+        if out is None:
+            out = heads[g] = sorted((group[0][0], group[0][1], key)
+                                    for key, group in kept[g].items() if group and g in key)
+        return out
+
     def rekey(q: int, new: tuple[int, ...]) -> None:
         old = keys[q]
         for x in member.get(q, ()):
             kept[x][old].remove((sizes[q], q))
             insort(kept[x].setdefault(new, []), (sizes[q], q))
+            heads.pop(x, None)
         keys[q] = new
 
+    def taker(j: int, g: int, takers: list[int]) -> int | None:
+        rj = reps[j]
+        return next((t for t in takers if t != g and t not in rj
+                     and racks.allows_move(rj, g, t)), None)
+
     saved = 0
-    moves = [(i, a, b) for i, (was, rs) in enumerate(zip(base, reps, strict=True))
+    moves = [(-sizes[i], i, a, b) for i, (was, rs) in enumerate(zip(base, reps, strict=True))
              for a in was if a in staying and a not in rs
              for b in rs if b not in was and b in staying]
-    moves.sort(key=lambda m: (-sizes[m[0]], m))
-    for i, a, b in moves:
+    moves.sort()  # largest first, then by partition, giver, receiver
+    for _, i, a, b in moves:
         rs = reps[i]
         if a in rs or b not in rs or not racks.allows_move(rs, b, a):
             continue  # this pairing no longer exists or cannot be undone
@@ -324,18 +353,23 @@ def trim_bytes(reps: list[list[int]], base: Sequence[Sequence[int]], sizes: Sequ
             # the smallest replica on g (by size, then partition) below i's size and the
             # best's, other than i, whose replica set lets some taker have it
             limit = sizes[i] if best is None else min(sizes[i], sizes[best[0]])
+            # (each group's first replica other than i, in ascending order: the first
+            # whose set lets a taker have it is the smallest; i's own group offers its
+            # second, compared on its own)
             found: tuple[int, int, int] | None = None
-            for key, group in kept[g].items():
-                if not group or g not in key:
-                    continue
-                first = group[0] if group[0][1] != i else (group[1] if len(group) > 1 else None)
-                if first is None or first[0] >= limit or (found is not None and first >= found[:2]):
-                    continue
-                rj = reps[first[1]]
-                t = next((t for t in takers if t != g and t not in rj
-                          and racks.allows_move(rj, g, t)), None)
+            for size, j, key in heads_of(g):
+                if size >= limit or (found is not None and (size, j) >= found[:2]):
+                    break
+                if j == i:
+                    group = kept[g][key]
+                    if len(group) < 2 or group[1][0] >= limit:
+                        continue
+                    size, j = group[1]
+                    if found is not None and (size, j) >= found[:2]:
+                        continue
+                t = taker(j, g, takers)
                 if t is not None:
-                    found = (first[0], first[1], t)
+                    found = (size, j, t)
             if found is not None:
                 best = (found[1], g, found[2])
         if best is None:
@@ -349,10 +383,12 @@ def trim_bytes(reps: list[list[int]], base: Sequence[Sequence[int]], sizes: Sequ
         counts[g] -= 1
         counts[t] += 1
         kept[g][keys[j]].remove((sizes[j], j))
+        heads.pop(g, None)
         member[j].discard(g)
         rekey(i, tuple(sorted(rs)))
         rekey(j, tuple(sorted(rj)))
         insort(kept[a].setdefault(keys[i], []), (sizes[i], i))  # back on its base: movable again
+        heads.pop(a, None)
         member.setdefault(i, set()).add(a)
         saved += sizes[i] - sizes[j]
     return saved

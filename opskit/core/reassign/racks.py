@@ -27,6 +27,7 @@ Bytes likewise, with each replica counted at its partition's size.
 
 from __future__ import annotations
 
+from bisect import insort
 from collections import defaultdict, deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -191,12 +192,22 @@ def even_out(reps: list[list[int]], sizes: Sequence[int], stay: Sequence[int], r
     counts, so each chain narrows the distance to balance and this ends. Returns the
     moves made."""
     holds: dict[int, set[int]] = {b: set() for b in stay}
+    # per broker, its partitions grouped by replica set, each group smallest first (the
+    # search below looks at a set's smallest partition only: indexed once, kept up to date)
+    groups: dict[int, dict[frozenset[int], list[tuple[int, int]]]] = {b: {} for b in stay}
     for i, rs in enumerate(reps):
+        key: frozenset[int] | None = None
         for b in rs:
             if b in holds:
                 holds[b].add(i)
+                if key is None:
+                    key = frozenset(rs)
+                groups[b].setdefault(key, []).append((sizes[i], i))
     if not holds:
         return 0
+    for per in groups.values():
+        for group in per.values():
+            group.sort()
     total = sum(len(h) for h in holds.values())
     floor, ceil = total // len(holds), -(-total // len(holds))
     order = sorted(holds)
@@ -209,14 +220,11 @@ def even_out(reps: list[list[int]], sizes: Sequence[int], stay: Sequence[int], r
             if len(prev) == len(order):
                 return None  # every broker reached, none of them an end
             u = queue.popleft()
-            seen: set[frozenset[int]] = set()
-            for i in sorted(holds[u], key=lambda i: (sizes[i], i)):
+            # u's partitions smallest first (by size, then partition), one per replica set:
+            # a later one with the same brokers reaches nothing an earlier one did not
+            for _, i in sorted(group[0] for group in groups[u].values() if group):
                 if len(prev) == len(order):
                     break
-                held = frozenset(reps[i])
-                if held in seen:
-                    continue  # an earlier replica with these brokers reached all this one can
-                seen.add(held)
                 for v in order:
                     if v in prev or v in reps[i] or not racks.allows_move(reps[i], u, v):
                         continue
@@ -243,7 +251,17 @@ def even_out(reps: list[list[int]], sizes: Sequence[int], stay: Sequence[int], r
             return moves  # (a partition twice in a chain: its later step was checked
             #              against replicas the earlier one changes)
         for i, u, v in path:
-            reps[i][reps[i].index(u)] = v
+            rs = reps[i]
+            entry = (sizes[i], i)
+            old = frozenset(rs)
+            for b in old:
+                if b in groups:
+                    groups[b][old].remove(entry)
+            rs[rs.index(u)] = v
             holds[u].discard(i)
             holds[v].add(i)
+            new = frozenset(rs)
+            for b in new:
+                if b in groups:
+                    insort(groups[b].setdefault(new, []), entry)
         moves += len(path)
