@@ -220,6 +220,9 @@ class _TopicViews:
         self._firsts: dict[str, dict[int, list[tuple[int, list[int]]]]] = {}
         #: topic -> id(partition's replica list) -> its place in the topic
         self._pos: dict[str, dict[int, int]] = {}
+        #: topic -> broker u -> broker v -> how many of the partitions u leads v holds
+        #: (kept with ``_led``: a scan of u's led partitions can stop once it met them all)
+        self._follow: dict[str, dict[int, dict[int, int]]] = {}
 
     def held(self, topic: str) -> dict[int, int]:
         out = self._held.get(topic)
@@ -234,14 +237,16 @@ class _TopicViews:
             led = self._led.get(topic)
             if led is None:
                 led = self._led[topic] = _led(self.groups[topic], self.stay)
+                self._follow[topic] = _follow(led, self.stay)
             out = per[source] = _reach(led, self._firsts.setdefault(topic, {}), source,
-                                       self.stay)
+                                       self.stay, self._follow[topic])
         return out
 
     def apply(self, topic: str, path: Sequence[tuple[list[int], int]]) -> None:
         """Put each step's broker first in its partition (:func:`_apply`), updating the
         topic's counts and led lists."""
         held, led = self._held.get(topic), self._led.get(topic)
+        follow = self._follow.get(topic)
         firsts = self._firsts.get(topic, {})
         pos = self._pos.get(topic)
         if led is not None and pos is None:
@@ -263,6 +268,13 @@ class _TopicViews:
                 assert lst[i] is rs
                 del lst[i]
                 insort(led[v], rs, key=at)
+                if follow is not None:  # u stops leading rs, v leads it: followers change
+                    for w in rs[1:]:
+                        if w in follow:
+                            follow[u][w] -= 1
+                    for w in rs:
+                        if w != v and w in follow:
+                            follow[v][w] += 1
         _apply(path)
         self._reach.pop(topic, None)
 
@@ -313,9 +325,24 @@ def _led(partitions: Sequence[list[int]], stay: Sequence[int]) -> dict[int, list
     return led
 
 
+def _follow(led: Mapping[int, Sequence[list[int]]], stay: Sequence[int]
+            ) -> dict[int, dict[int, int]]:
+    """Per broker u of ``stay``: how many of the partitions u leads (``led``) each broker
+    of ``stay`` holds as a follower."""
+    out: dict[int, dict[int, int]] = {u: dict.fromkeys(stay, 0) for u in stay}
+    for u, parts in led.items():
+        counts = out[u]
+        for rs in parts:
+            for w in rs[1:]:
+                if w in counts:
+                    counts[w] += 1
+    return out
+
+
 def _reach(led: Mapping[int, Sequence[list[int]]],
            firsts: dict[int, list[tuple[int, list[int]]]], source: int,
-           stay: Sequence[int]) -> dict[int, tuple[list[int], int, int] | None]:
+           stay: Sequence[int], follow: Mapping[int, Mapping[int, int]]
+           ) -> dict[int, tuple[list[int], int, int] | None]:
     """Breadth-first from ``source``: each reachable broker's last step (replicas, from,
     to) over partitions its predecessor leads (``led``, from ``_led``) and it holds.
     ``firsts`` (filled here, kept for the same ``led``): per broker u, the brokers its
@@ -328,7 +355,7 @@ def _reach(led: Mapping[int, Sequence[list[int]]],
         u = queue.popleft()
         out = firsts.get(u)
         if out is None:
-            out = firsts[u] = _first_holders(led[u], ok, u)
+            out = firsts[u] = _first_holders(led[u], ok, u, follow[u])
         for v, rs in out:
             if v not in prev:
                 prev[v] = (rs, u, v)
@@ -336,12 +363,17 @@ def _reach(led: Mapping[int, Sequence[list[int]]],
     return prev
 
 
-def _first_holders(led: Sequence[list[int]], ok: set[int], u: int) -> list[tuple[int, list[int]]]:
+def _first_holders(led: Sequence[list[int]], ok: set[int], u: int,
+                   follows: Mapping[int, int]) -> list[tuple[int, list[int]]]:
     """(v, the first partition of ``led`` with a replica on v) for each broker v of ``ok``
-    but u, in the order a scan of ``led`` (and of each partition's followers) meets them."""
+    but u, in the order a scan of ``led`` (and of each partition's followers) meets them.
+    ``follows``: how many partitions of ``led`` each broker holds (the scan stops once it
+    met every broker holding one)."""
     seen: set[int] = set()
     out: list[tuple[int, list[int]]] = []
-    want = len(ok) - (u in ok)
+    want = sum(1 for v, n in follows.items() if n > 0 and v in ok and v != u)
+    if want == 0:
+        return out
     for rs in led:
         for v in rs[1:]:
             if v in ok and v != u and v not in seen:
