@@ -130,33 +130,53 @@ def _add(name: str) -> None:
 
 def register_all() -> None:
     """Register every command, in help order (for tests that inspect ``app``)."""
-    if _registered == list(COMMANDS):
-        return
-    app.registered_commands.clear()
-    app.registered_groups.clear()
-    _registered.clear()
+    if _registered != list(COMMANDS):
+        app.registered_commands.clear()
+        app.registered_groups.clear()
+        _registered.clear()
+        for name in COMMANDS:
+            _add(name)
     for name in COMMANDS:
-        _add(name)
+        _load_in_group(name, None)
 
 
-def _subcommand(args: list[str]) -> str | None:
+def _subcommand_at(args: list[str]) -> int | None:
+    """Where the subcommand is on the line (None: there is none)."""
     skip = False
-    for a in args:
+    for i, a in enumerate(args):
         if skip:
             skip = False
         elif a in _VALUE_OPTIONS:
             skip = True
         elif not a.startswith("-"):
-            return a
+            return i
     return None
+
+
+def _subcommand(args: list[str]) -> str | None:
+    at = _subcommand_at(args)
+    return None if at is None else args[at]
 
 
 def _register_for(args: list[str]) -> None:
     """Import only the command the line runs (its ``--help`` too); the root help,
-    ``--version`` and an unknown command import none (see :data:`SUMMARIES`)."""
-    name = _subcommand(args)
+    ``--version`` and an unknown command import none (see :data:`SUMMARIES`). A group
+    whose module has ``load_for(command)`` imports its own commands as the line needs."""
+    at = _subcommand_at(args)
+    name = None if at is None else args[at]
     if name in COMMANDS and name not in _registered:
         _add(name)
+    if at is not None and name in _registered:
+        rest = args[at + 1:]
+        _load_in_group(name, rest[0] if rest and not rest[0].startswith("-") else None)
+
+
+def _load_in_group(name: str, command: str | None) -> None:
+    """Let group ``name`` register what ``command`` (None: all of its commands) needs."""
+    module, _, group = COMMANDS[name]
+    load = getattr(sys.modules.get(module), "load_for", None) if group else None
+    if load is not None and load(command):
+        _built.clear()  # the group gained commands: build the click command again
 
 
 #: the checked click command per set of registered commands (tests run main() many times)

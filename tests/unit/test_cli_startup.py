@@ -84,3 +84,27 @@ def test_every_connecting_command_takes_command_config() -> None:
     walk(_command(), [])
     assert {"lag", "health", "throughput", "snapshot", "offsets reset", "topics apply",
             "reassign execute", "dlq watch", "exporter", "replay"} <= set(seen)
+
+
+def test_reassign_plan_imports_only_the_plan_command() -> None:
+    """``opskit reassign plan`` registers only plan (execute's state machine and the
+    control commands' reads are not imported); any other reassign line, the group's help
+    included, has every command, in help order."""
+    group = "opskit.cli.reassign"
+    _, mods = _modules_after(["reassign", "plan", "--help"])
+    assert {f"{group}.plan", f"{group}.commands"} <= mods
+    assert not {f"{group}.execute", f"{group}.control", "opskit.core.reassign.machine"} & mods
+    _, mods = _modules_after(["reassign", "status", "--help"])
+    assert {f"{group}.execute", f"{group}.control"} <= mods
+    code = ("import io, contextlib\n"
+            "from opskit.cli.main import main\n"
+            "for args in (['reassign', 'plan', '--help'], ['reassign', '--help']):\n"
+            "    out = io.StringIO()\n"
+            "    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):\n"
+            "        main(args)\n"
+            "print(out.getvalue())\n")
+    helped = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            cwd=ROOT, check=True, timeout=120).stdout
+    names = ["plan", "execute", "status", "cancel", "uncordon", "verify"]
+    at = [helped.find(f" {n} ") for n in names]
+    assert -1 not in at and at == sorted(at), helped
