@@ -15,6 +15,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
@@ -169,3 +170,24 @@ def test_a_class_flow_splits_into_valid_replica_sets(case: int) -> None:
         assert decompose(dict(flow), rack_of, limit, [sets[0]]) == [sorted(sets[0])]
     # a flow outside k times the polytope (a broker above k) does not split
     assert decompose({**flow, 0: k + 1}, rack_of, limit, [[]] * k) is None
+
+
+def test_over_its_work_budget_the_flow_gives_no_answer_and_the_heuristic_plan_stands(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The budget path: the search stops, the planner keeps its own placement (9 moves on
+    the smallest known case) and prints its own bound, which stays a true lower bound."""
+    from opskit.core.reassign import flow
+
+    topology = smallest_known_case()
+    current = [list(p.replicas) for p in topology.partitions]
+    heuristic = [[4, 3], [0, 5], [3, 5, 1], [0, 2, 1], [0], [2, 4, 0], [5, 4], [0, 5],
+                 [1, 3, 2], [2, 3, 1], [3, 1, 2], [4]]
+    racks = RackRule({b: "abc"[b % 3] for b in range(6)})
+    assert exact_placement(current, heuristic, list(range(6)), [], racks, 7, budget=1) is None
+    real = flow.exact_placement
+    monkeypatch.setattr(flow, "exact_placement",
+                        lambda *a, **k: real(*a, **{**k, "budget": 1}))
+    after, moved, bound = _after(topology, Policy(balance_leaders=False), Goal(GoalKind.REBALANCE))
+    assert moved == 9 and bound <= 8  # not the exact 8: the flow gave up
+    assert sorted(Counter(b for rs in after for b in rs).values()) == [4, 4, 5, 5, 5, 5]
+    assert all(len({"abc"[b % 3] for b in rs}) == len(rs) for rs in after)
