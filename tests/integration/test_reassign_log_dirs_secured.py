@@ -101,7 +101,16 @@ def test_disk_drain_on_sasl_ssl_admin_and_monitor(secured_jbod: _Secured, tmp_pa
     refused = run(["reassign", "execute", str(plan), "--execute", *monitor])
     assert refused.returncode == 6, refused.stdout + refused.stderr[-1500:]
 
-    ex = run(["reassign", "execute", str(plan), "--throttle", "5MB", "--execute", *admin])
+    drain = ["reassign", "execute", str(plan), "--throttle", "5MB", "--execute", *admin]
+    ex = run([*drain, "--stall-timeout", "60"])
+    if ex.returncode == 3 and "not swapped in" in ex.stderr:
+        # Kafka 3.7.2 left a finished copy unswapped (its NullPointerException, as in
+        # test_reassign_log_dirs_exec.py): the run said so and stopped; the remedy is a
+        # broker restart, then the same command
+        print("broker restarted for Kafka 3.7.2's unswapped copy")
+        c.sb.stop_node(0)
+        c.sb.start_node(0)
+        ex = run(drain)
     assert ex.returncode == 0, ex.stdout + ex.stderr[-1500:]
     v = run(["reassign", "verify", str(plan), "-o", "json", *admin])
     assert v.returncode == 0, v.stdout + v.stderr[-1500:]
