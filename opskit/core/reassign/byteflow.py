@@ -67,6 +67,7 @@ from opskit.core.reassign.flow import (
     _Residual,
     decompose,
     moves_of,
+    rack_bounds,
 )
 from opskit.core.reassign.leaders import balance_leaders
 from opskit.core.reassign.model import PartitionState
@@ -279,20 +280,10 @@ def staircase(flow: dict[int, int], held: AbstractSet[int], rack_of: dict[int, s
     out: list[list[int]] = []
     while len(out) < k:
         m = k - len(out)  # partitions left, this one included
-        per: dict[str, list[int]] = {}
-        for b in f:
-            per.setdefault(rack_of[b], []).append(b)
-        lo: dict[str, int] = {}
-        hi: dict[str, int] = {}
-        for r, bs in per.items():
-            if any(f[b] > m for b in bs):
-                return None
-            lo[r] = max(sum(1 for b in bs if f[b] == m), sum(f[b] for b in bs) - limit * (m - 1))
-            hi[r] = min(limit, len(bs))
-            if lo[r] > hi[r]:
-                return None
-        if sum(lo.values()) > u or sum(hi.values()) < u:
+        bounds = rack_bounds(f, rack_of, limit, m, u)
+        if bounds is None:
             return None
+        per, lo, hi = bounds
 
         def rank(b: int, m: int = m) -> tuple[int, int, int]:
             # forced; then arriving brokers, the most left first; then kept ones, the

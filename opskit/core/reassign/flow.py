@@ -43,7 +43,7 @@ from opskit.core.reassign.balance import RackRule, trim_bytes
 from opskit.core.reassign.bytes import broker_bytes
 from opskit.core.reassign.model import PartitionState
 
-__all__ = ["Exact", "decompose", "exact_fallback", "exact_placement", "moves_of"]
+__all__ = ["Exact", "decompose", "exact_fallback", "exact_placement", "moves_of", "rack_bounds"]
 
 #: arc scans the cycle search may make in all (a few seconds at most)
 BUDGET = 4_000_000
@@ -295,6 +295,29 @@ def _solve(base: Sequence[Sequence[int]], start: Sequence[Sequence[int]], broker
     return out
 
 
+def rack_bounds(f: Mapping[int, int], rack_of: Mapping[int, str], limit: int, m: int,
+                u: int) -> tuple[dict[str, list[int]], dict[str, int], dict[str, int]] | None:
+    """For the next of ``m`` partitions to take ``u`` brokers out of the flow left ``f``:
+    the brokers per rack, and per rack the fewest (a broker every partition left must
+    take, or what the racks' limit leaves for the other ``m - 1``) and the most it may
+    take. None when no choice keeps the rest splittable."""
+    per: dict[str, list[int]] = {}
+    for b in f:
+        per.setdefault(rack_of[b], []).append(b)
+    lo: dict[str, int] = {}
+    hi: dict[str, int] = {}
+    for r, bs in per.items():
+        if any(f[b] > m for b in bs):
+            return None
+        lo[r] = max(sum(1 for b in bs if f[b] == m), sum(f[b] for b in bs) - limit * (m - 1))
+        hi[r] = min(limit, len(bs))
+        if lo[r] > hi[r]:
+            return None
+    if sum(lo.values()) > u or sum(hi.values()) < u:
+        return None
+    return per, lo, hi
+
+
 def decompose(flow: dict[int, int], rack_of: dict[int, str], limit: int,
               hints: Sequence[Sequence[int]]) -> list[list[int]] | None:
     """Split a class's broker flow (broker -> partitions of the class placed there; at
@@ -313,20 +336,10 @@ def decompose(flow: dict[int, int], rack_of: dict[int, str], limit: int,
     out: list[list[int]] = []
     for j, hint in enumerate(hints):
         m = k - j  # partitions left, this one included
-        per: dict[str, list[int]] = {}
-        for b in f:
-            per.setdefault(rack_of[b], []).append(b)
-        lo: dict[str, int] = {}
-        hi: dict[str, int] = {}
-        for r, bs in per.items():
-            if any(f[b] > m for b in bs):
-                return None
-            lo[r] = max(sum(1 for b in bs if f[b] == m), sum(f[b] for b in bs) - limit * (m - 1))
-            hi[r] = min(limit, len(bs))
-            if lo[r] > hi[r]:
-                return None
-        if sum(lo.values()) > u or sum(hi.values()) < u:
+        bounds = rack_bounds(f, rack_of, limit, m, u)
+        if bounds is None:
             return None
+        per, lo, hi = bounds
         want = set(hint)
         take = {r: len([b for b in bs if b in want]) for r, bs in per.items()}
         if len(want) != u or not want <= set(f) or any(not lo[r] <= take[r] <= hi[r] for r in per) \
