@@ -19,9 +19,24 @@ from typing import Protocol, TypeGuard
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from opskit.exporter.freshness import FamilyRead
-from opskit.exporter.names import BY_NAME, GROUP_STATUSES, Kind
+from opskit.exporter.names import BY_NAME, GROUP_STATUSES, Kind, MetricSpec
 from opskit.exporter.options import Granularity
 from opskit.exporter.snapshot import GroupPartitionSnap, PartitionSnap, Snapshot
+
+
+def served(granularity: Granularity, name: str,
+           value: float | None) -> tuple[MetricSpec, float] | None:
+    """The family's contract and the value to serve, None when the sample is left out:
+    no value, not finite or negative, or a partition-level family at topic granularity."""
+    if value is None:
+        return None
+    v = float(value)
+    if not math.isfinite(v) or v < 0:
+        return None
+    spec = BY_NAME[name]
+    if spec.partition_level and granularity is Granularity.TOPIC:
+        return None
+    return spec, v
 
 
 class _Families:
@@ -32,14 +47,10 @@ class _Families:
         self.families: dict[str, Metric] = {}
 
     def add(self, name: str, labels: tuple[str, ...], value: float | None) -> None:
-        if value is None:
+        kept = served(self.granularity, name, value)
+        if kept is None:
             return
-        v = float(value)
-        if not math.isfinite(v) or v < 0:
-            return
-        spec = BY_NAME[name]
-        if spec.partition_level and self.granularity is Granularity.TOPIC:
-            return
+        spec, v = kept
         fam = self.families.get(name)
         if fam is None:
             if spec.kind is Kind.COUNTER:

@@ -11,12 +11,11 @@ series per cycle.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 
 from prometheus_client.utils import floatToGoString
 
-from opskit.exporter.families import fill_small_families
+from opskit.exporter.families import fill_small_families, served
 from opskit.exporter.names import BY_NAME, Kind
 from opskit.exporter.options import Granularity
 from opskit.exporter.snapshot import Snapshot
@@ -47,14 +46,10 @@ class _TextFamilies:
         self.order: dict[str, tuple[tuple[str, ...], tuple[int, ...]]] = {}
 
     def add(self, name: str, labels: tuple[str, ...], value: float | None) -> None:
-        if value is None:
+        kept = served(self.granularity, name, value)
+        if kept is None:
             return
-        v = float(value)
-        if not math.isfinite(v) or v < 0:
-            return
-        spec = BY_NAME[name]
-        if spec.partition_level and self.granularity is Granularity.TOPIC:
-            return
+        spec, v = kept
         if len(labels) != len(spec.labels):  # a programming error: the contract decides
             raise ValueError(f"{name} takes labels {spec.labels}, got {labels}")
         lines = self.lines.get(name)
