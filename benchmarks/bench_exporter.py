@@ -644,7 +644,7 @@ def run_compare(size: str, args: argparse.Namespace) -> dict[str, Any]:
         for t in threads:
             t.start()
         for t in threads:
-            t.join(600)
+            t.join(args.duration + 900)  # a scrape loop ends after --duration and its last scrape
         probe.stop()
         truth = true_lags(topics, groups)
         for n, o in outs.items():
