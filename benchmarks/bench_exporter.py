@@ -615,6 +615,66 @@ def scrape_loop(name: str, url: str, proc: subprocess.Popen[bytes], probe: Probe
         })
 
 
+def profile_cycles(bs: str, args: argparse.Namespace, out: Path) -> dict[str, Any]:
+    """``--profile-cycles K``: after the measurement (the exporters stopped), K cycles of an
+    in-process exporter (``KafkaSource`` + ``Exporter``, as ``exporter --once`` builds them)
+    against the same cluster, the first unprofiled (it starts the clients), the others under
+    cProfile on the cycle thread (reads, snapshot, render; threads the reads start are seen
+    as waits). Writes the stats to ``out`` and returns the wall time of each cycle. A fresh
+    exporter: its status windows hold only these cycles' samples."""
+    import cProfile
+    import io
+    import pstats
+
+    from opskit.adapters.files.config_file import resolve_connection
+    from opskit.cli.validate import parse_duration_option
+    from opskit.exporter.collector import KafkaSource
+    from opskit.exporter.engine import Exporter
+    from opskit.exporter.options import ExporterOptions
+
+    interval = parse_duration_option(args.interval, "--interval", 3600.0, minimum=1.0)
+    options = ExporterOptions(interval_s=interval, collection_timeout_s=max(30.0, 4 * interval),
+                              kafka_timeout_s=30.0, stale_after_s=max(60.0, 4 * interval))
+    source = KafkaSource(resolve_connection(bs, None), options)
+    engine = Exporter(source, options)
+    prof = cProfile.Profile()
+    on = [False]
+    collect, render = source.collect, engine.render
+
+    def profiled_collect() -> Any:
+        if on[0]:
+            prof.enable()  # in the cycle thread: cProfile follows the thread that enables it
+        return collect()
+
+    def profiled_render(snap: Any) -> Any:
+        try:
+            return render(snap)
+        finally:
+            if on[0]:
+                prof.disable()
+
+    source.collect = profiled_collect  # type: ignore[method-assign]
+    engine.render = profiled_render  # type: ignore[method-assign]
+    walls, cpus = [], []
+    try:
+        for k in range(args.profile_cycles):
+            on[0] = k > 0
+            t0, c0 = time.time(), time.process_time()
+            engine.run_cycle()
+            walls.append(time.time() - t0)
+            cpus.append(time.process_time() - c0)
+            print(f"  profile cycle {k + 1}: {walls[-1]:.1f} s wall, {cpus[-1]:.1f} s CPU, "
+                  f"load {os.getloadavg()[0]:.1f}", flush=True)
+            time.sleep(max(0.0, interval - walls[-1]))
+    finally:
+        source.close()
+    prof.dump_stats(str(out))
+    text = io.StringIO()
+    pstats.Stats(prof, stream=text).sort_stats("cumulative").print_stats(60)
+    out.with_suffix(".txt").write_text(text.getvalue())
+    return {"cycles_wall_s": walls, "cycles_cpu_s": cpus, "stats": str(out)}
+
+
 def run_compare(size: str, args: argparse.Namespace) -> dict[str, Any]:
     from opskit.sandbox.cluster import Sandbox
     from opskit.sandbox.ports import free_port_block
@@ -700,6 +760,10 @@ def run_compare(size: str, args: argparse.Namespace) -> dict[str, Any]:
             o["lag_vs_truth"] = {"compared": len(truth),
                                  "equal": sum(1 for k, v in truth.items() if got.get(k) == v)}
             res[n] = o
+        if args.profile_cycles:
+            for p in procs.values():
+                stop_process(p)
+            res["profile"] = profile_cycles(bs, args, Path(f"/tmp/bench-exporter-{size}.prof"))
     finally:
         for p in procs.values():
             stop_process(p)
@@ -864,6 +928,9 @@ def main() -> int:
     ap.add_argument("--compare", help="sizes PxG,... : the three exporters side by side, one run per size")
     ap.add_argument("--duration", type=float, default=300.0, help="--compare: seconds of scraping per size")
     ap.add_argument("--every", type=float, default=15.0, help="--compare: seconds between scrapes")
+    ap.add_argument("--profile-cycles", type=int, default=0, metavar="K",
+                    help="--compare: after the measurement, K in-process cycles against the same "
+                         "cluster, all but the first under cProfile (/tmp/bench-exporter-SIZE.prof)")
     ap.add_argument("--brokers", type=int, default=1,
                     help="--compare: brokers in the sandbox (the partitions spread over them, RF 1); "
                          "one broker holds at most ~19,000 partitions under ulimit -n 20,000")
