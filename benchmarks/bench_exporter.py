@@ -259,7 +259,12 @@ def build_cluster(bs: str, partitions: int, groups: int) -> list[str]:
     for t in topics:
         for part in range(PER_TOPIC):
             for _ in range(RECORDS_PER_PARTITION):
-                p.produce(t, value=b"x" * 100, partition=part)
+                while True:
+                    try:
+                        p.produce(t, value=b"x" * 100, partition=part)
+                        break
+                    except BufferError:  # librdkafka's queue is full (250,000 records at 50,000)
+                        p.poll(1)
         p.poll(0)
     p.flush(300)
     t1 = time.time()
@@ -678,6 +683,7 @@ def profile_cycles(bs: str, args: argparse.Namespace, out: Path) -> dict[str, An
 def run_compare(size: str, args: argparse.Namespace) -> dict[str, Any]:
     from opskit.sandbox.cluster import Sandbox
     from opskit.sandbox.ports import free_port_block
+    from opskit.sandbox.processes import pid_alive
 
     partitions, groups = (int(x) for x in size.lower().split("x"))
     sb = Sandbox(f"bench-exp-{partitions}")
@@ -700,6 +706,10 @@ def run_compare(size: str, args: argparse.Namespace) -> dict[str, Any]:
         t_build = time.time()
         topics = build_cluster(bs, partitions, groups)
         res["setup_s"] = time.time() - t_build
+        gone = [n.node_id for n in st.nodes if not pid_alive(n.pid)]
+        if gone:
+            raise SystemExit(f"broker(s) {gone} exited during the set-up (see their server.log "
+                             f"under {sb.root})")
         res["setup_load_1m"] = os.getloadavg()[0]
         res["brokers_after_setup"] = broker_stats(broker_pids)
         probe = Probe(bs)
