@@ -285,7 +285,7 @@ def build_cluster(bs: str, partitions: int, groups: int) -> list[str]:
         if not missing:
             break
         print(f"  re-committing {len(missing)} group(s) that did not stick", flush=True)
-        again = []  # all at once, as the first commits (one by one took minutes at 2,000 groups)
+        again: list[Any] = []  # all at once, as the first commits (one by one took minutes at 2,000 groups)
         for g in missing:
             t = topics[g % n_topics]
             tps = [CkTP(t, part, (g + part) % 6) for part in range(PER_TOPIC)]
