@@ -51,7 +51,8 @@ racks are read from the cluster) and Kafka's ``kafka-reassign-partitions --gener
 replicas and bytes moved, divided by the lower bound opskit prints and by the exact
 minimum (a min-cost flow, :func:`exact_min_moves`); partitions whose replicas do not span
 min(RF, racks) racks before and after each plan; planning time, each whole command,
-median of ``--runs``.
+median of ``--runs`` (default 5), the two commands taking turns run by run (ABAB...), with
+the median of the run pairs' ratios too.
 
     python benchmarks/bench_reassign.py racks [--partitions 1200] [--full] [--scenarios zone,grow]
         [--grow-to 12]
@@ -295,6 +296,31 @@ def _median_wall(cmd: list[str] | None, run: Any = None, runs: int = 3) -> tuple
         u1 = resource.getrusage(who)
         cpus.append(u1.ru_utime - u0.ru_utime + u1.ru_stime - u0.ru_stime)
     return sorted(walls)[len(walls) // 2], sorted(cpus)[len(cpus) // 2]
+
+
+def _alternate_walls(cmds: Sequence[list[str]], runs: int) -> list[tuple[list[float], list[float]]]:
+    """Wall and CPU seconds (user + system of the child) of each command over ``runs``
+    rounds, the commands taking turns within a round (ABAB...) so that a change of load
+    weighs on both alike; per command (walls, cpus), run by run."""
+    import resource
+
+    out: list[tuple[list[float], list[float]]] = [([], []) for _ in cmds]
+    for _ in range(runs):
+        for cmd, (walls, cpus) in zip(cmds, out, strict=True):
+            u0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+            t0 = time.monotonic()
+            r = subprocess.run(cmd, capture_output=True, text=True, check=False)
+            walls.append(time.monotonic() - t0)
+            u1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+            if r.returncode != 0:
+                raise SystemExit(f"{cmd[:4]} failed: {r.stderr[-500:]}")
+            cpus.append(u1.ru_utime - u0.ru_utime + u1.ru_stime - u0.ru_stime)
+    return out
+
+
+def _median(xs: Sequence[float]) -> float:
+    """The middle value (of an even count: the upper middle, as :func:`_median_wall`)."""
+    return sorted(xs)[len(xs) // 2]
 
 
 def _fill_random(bootstrap: str, topics: list[str], partitions: int, seed: int) -> None:
@@ -592,8 +618,9 @@ def _compare_racks(label: str, bootstrap: str, topics: list[str], tmp: Path,
 
     exact_r = exact_min_moves(current, rack_of)
     exact_b = exact_min_moves(current, rack_of, sizes) if len(current) <= 2500 else None
-    ops_wall, ops_cpu = _median_wall(ops_cmd, runs=runs)
-    tool_wall, tool_cpu = _median_wall(tool_cmd, runs=runs)
+    (ops_walls, ops_cpus), (tool_walls, tool_cpus) = _alternate_walls([ops_cmd, tool_cmd], runs)
+    ops_wall, ops_cpu = _median(ops_walls), _median(ops_cpus)
+    tool_wall, tool_cpu = _median(tool_walls), _median(tool_cpus)
     from datetime import UTC, datetime
 
     from opskit.core.reassign.model import Goal, GoalKind, Policy
@@ -634,6 +661,15 @@ def _compare_racks(label: str, bootstrap: str, topics: list[str], tmp: Path,
         "tool_vs_opskit_time": round(tool_wall / ops_wall, 2),
         "opskit_plan_cpu_s": round(ops_cpu, 2), "tool_generate_cpu_s": round(tool_cpu, 2),
         "tool_vs_opskit_cpu": round(tool_cpu / ops_cpu, 2),
+        "timing": "alternated", "runs": runs,
+        "opskit_plan_walls_s": [round(x, 2) for x in ops_walls],
+        "tool_generate_walls_s": [round(x, 2) for x in tool_walls],
+        "opskit_plan_cpus_s": [round(x, 2) for x in ops_cpus],
+        "tool_generate_cpus_s": [round(x, 2) for x in tool_cpus],
+        "tool_vs_opskit_time_pairs_median": round(_median(
+            [t / o for t, o in zip(tool_walls, ops_walls, strict=True)]), 2),
+        "tool_vs_opskit_cpu_pairs_median": round(_median(
+            [t / o for t, o in zip(tool_cpus, ops_cpus, strict=True)]), 2),
         "opskit_pure_planning_s": round(pure, 3), "opskit_pure_planning_cpu_s": round(pure_cpu, 3),
         "load_before": [round(x, 1) for x in load_before],
         "load_after": [round(x, 1) for x in os.getloadavg()],
@@ -748,7 +784,8 @@ def main() -> int:
     rk.add_argument("--scenarios", default="zone,grow", help="zone, grow or both")
     rk.add_argument("--grow-to", type=int, default=6,
                     help="in scenario grow, add empty brokers up to this many (e.g. 12)")
-    rk.add_argument("--runs", type=int, default=3, help="timed runs of each command (median)")
+    rk.add_argument("--runs", type=int, default=5,
+                    help="timed runs of each command, the two alternating (median)")
     rk.add_argument("--port", type=int, default=None, help="first broker port of the sandbox")
     args = ap.parse_args()
     if args.part == "racks":
@@ -777,7 +814,9 @@ def main() -> int:
                   f"--generate {res['tool_count_spread_after']}; plan time (median of {args.runs}) "
                   f"opskit {res['opskit_plan_s']} s ({res['opskit_plan_cpu_s']} CPU s), --generate "
                   f"{res['tool_generate_s']} s ({res['tool_generate_cpu_s']} CPU s): "
-                  f"{res['tool_vs_opskit_time']}x wall, {res['tool_vs_opskit_cpu']}x CPU (opskit's "
+                  f"{res['tool_vs_opskit_time']}x wall, {res['tool_vs_opskit_cpu']}x CPU; median of "
+                  f"the run pairs' ratios {res['tool_vs_opskit_time_pairs_median']}x wall, "
+                  f"{res['tool_vs_opskit_cpu_pairs_median']}x CPU (opskit's "
                   f"planning step alone {res['opskit_pure_planning_s']} s); load "
                   f"{res['load_before']} -> {res['load_after']}")
         print("load at end:", _uptime())

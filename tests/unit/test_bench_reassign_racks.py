@@ -9,6 +9,8 @@ import random
 import sys
 from pathlib import Path
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 from test_reassign_plan_racks import exact_minimum, tiny_case
@@ -49,3 +51,18 @@ def test_exact_minimum_equals_enumeration_on_tiny_topologies() -> None:
             infeasible += want is None
         checked += 1
     assert infeasible < 2 * checked  # most cases have a balanced rack-spread result
+
+
+def test_timed_commands_take_turns_run_by_run(tmp_path: Path) -> None:
+    log = tmp_path / "order"
+    cmds = [[sys.executable, "-c", f"open({str(log)!r}, 'a').write({name!r})"]
+            for name in ("A", "B")]
+    (a_walls, a_cpus), (b_walls, b_cpus) = bench._alternate_walls(cmds, 3)
+    assert log.read_text() == "ABABAB"
+    assert len(a_walls) == len(b_walls) == len(a_cpus) == len(b_cpus) == 3
+    assert bench._median([3.0, 1.0, 2.0]) == 2.0
+
+
+def test_a_failing_timed_command_stops_the_benchmark() -> None:
+    with pytest.raises(SystemExit, match="failed"):
+        bench._alternate_walls([[sys.executable, "-c", "raise SystemExit(3)"]], 1)
