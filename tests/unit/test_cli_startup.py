@@ -108,3 +108,15 @@ def test_reassign_plan_imports_only_the_plan_command() -> None:
     names = ["plan", "execute", "status", "cancel", "uncordon", "verify"]
     at = [helped.find(f" {n} ") for n in names]
     assert -1 not in at and at == sorted(at), helped
+
+
+def test_reassign_plan_loads_the_planner_and_no_http_client_at_start_up() -> None:
+    """The planner's own modules are loaded when a plan is made (in a thread while the
+    cluster is read), not to parse the command line; a Kafka bootstrap does not load the
+    HTTP client (StreamNest's), an HTTP one still is refused (exit 3)."""
+    _, mods = _modules_after(["reassign", "plan", "--help"])
+    assert not {"opskit.core.reassign.plan", "opskit.core.reassign.flow",
+                "opskit.core.reassign.byteflow", "opskit.core.reassign.leaders"} & mods
+    assert "http.client" not in mods
+    rc, mods = _modules_after(["reassign", "plan", "--rebalance", "-b", "http://127.0.0.1:9"])
+    assert rc == 3 and "opskit.adapters.http.streamnest" in mods

@@ -41,7 +41,6 @@ from typing import Any
 from opskit import redact
 from opskit.adapters.files.safe_read import parse_yaml, read_secret, read_text
 from opskit.adapters.files.safe_write import write_file
-from opskit.adapters.http import streamnest
 from opskit.core.connection import ConnectionConfig
 from opskit.core.models import LagThresholds
 from opskit.errors import ConfigError, InvalidInputError, NotFoundError, UsageError
@@ -262,10 +261,13 @@ def resolve_connection(
             "no cluster given: use --bootstrap-server, --context, $KAFKA_BOOTSTRAP_SERVERS "
             "or 'opskit context use NAME'"
         )
-    if streamnest.is_http_bootstrap(conn.bootstrap):
-        if allow_http:
-            return conn
-        raise streamnest.not_applicable(conn.bootstrap)
+    if "http" in conn.bootstrap.lower():  # (the HTTP client is imported only for one)
+        from opskit.adapters.http import streamnest
+
+        if streamnest.is_http_bootstrap(conn.bootstrap):
+            if allow_http:
+                return conn
+            raise streamnest.not_applicable(conn.bootstrap)
     errs = conn.validate()
     if errs:
         raise UsageError(f"{conn.source}: {errs[0]}")

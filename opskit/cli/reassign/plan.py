@@ -10,6 +10,8 @@ broker before/after and the moves; ``-o json``: the plan file itself) and writes
 
 from __future__ import annotations
 
+import importlib
+import threading
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated
 
@@ -50,7 +52,6 @@ from opskit.core.reassign.model import (
     assignments_from_json,
     refuse_log_dirs,
 )
-from opskit.core.reassign.plan import plan_reassignment
 from opskit.core.reassign.plan_input import parse_rate
 from opskit.errors import IncompleteError, UsageError
 
@@ -146,6 +147,9 @@ def plan(
     rates = read_rates(leader_weights, goal)
     if write_plan is not None:
         check_writable_target(write_plan, "plan file")
+    # the planner's own modules load in a thread while the reads wait on the brokers
+    threading.Thread(target=importlib.import_module, args=("opskit.core.reassign.plan",),
+                     name="opskit-planner-import", daemon=True).start()
     with connect(bootstrap_server, context, timeout) as admin:
         look = _CordonLook(admin.conn, goal, timeout)
         read = read_topology(admin, look)  # the cordon look runs alongside the other reads
@@ -170,6 +174,8 @@ def plan(
     policy = Policy(respect_racks=not ignore_racks, throttle_bytes_per_s=rate,
                     byte_tolerance_pct=tolerance, capacity=caps, capacity_source=source,
                     leader_rates=rates)
+    from opskit.core.reassign.plan import plan_reassignment  # (loaded by now, or waited for)
+
     result = plan_reassignment(topology, goal, policy, datetime.now(UTC))
     bytes_report = result.estimates.bytes_per_broker
     if bytes_report is not None:

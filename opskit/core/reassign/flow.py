@@ -382,10 +382,15 @@ def _arrange(was: Sequence[int], start: Sequence[int], chosen: Sequence[int],
 def _reaches_goal(base: Sequence[Sequence[int]], reps: Sequence[Sequence[int]],
                   stay: Sequence[int], counted: set[int], racks: RackRule) -> bool:
     """Every counted replica on a staying broker, RF kept, distinct brokers, counts at
-    floor or ceil, racks within the limit."""
+    floor or ceil, racks within the limit. (Each distinct pair of replica lists before
+    and after is checked once: the partitions share a few thousand of them.)"""
     staying = set(stay)
     counts = dict.fromkeys(stay, 0)
+    pairs: dict[tuple[tuple[int, ...], tuple[int, ...]], int] = {}
     for was, rs in zip(base, reps, strict=True):
+        key = (tuple(was), tuple(rs))
+        pairs[key] = pairs.get(key, 0) + 1
+    for (was, rs), n in pairs.items():
         if len(rs) != len(was) or len(set(rs)) != len(rs):
             return False
         if sorted(b for b in rs if b not in counted) != sorted(b for b in was if b not in counted):
@@ -395,7 +400,7 @@ def _reaches_goal(base: Sequence[Sequence[int]], reps: Sequence[Sequence[int]],
             if b in counted:
                 if b not in staying:
                     return False
-                counts[b] += 1
+                counts[b] += n
                 if racks.active:
                     per[racks.rack_of[b]] = per.get(racks.rack_of[b], 0) + 1
         if per and max(per.values()) > racks.limit(len(rs)):
