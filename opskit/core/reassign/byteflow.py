@@ -180,9 +180,13 @@ def _least(base: Sequence[Sequence[int]], start: Sequence[Sequence[int]], sizes:
     node = {b: g.node() for b in brokers}
     load = dict.fromkeys(brokers, 0)
     members: dict[tuple[frozenset[int], int, int], list[int]] = {}
+    key_of: dict[tuple[int, ...], tuple[frozenset[int], int, int]] = {}  # (few distinct)
     for i, was in enumerate(base):
-        key = (frozenset(b for b in was if b in staying), len(was),
-               sum(1 for b in was if b in counted))
+        t = tuple(was)
+        key = key_of.get(t)
+        if key is None:
+            key = key_of[t] = (frozenset(b for b in was if b in staying), len(was),
+                               sum(1 for b in was if b in counted))
         members.setdefault(key, []).append(i)
     convex: dict[int, _Convex] = {}
     classes: list[_Class] = []

@@ -246,10 +246,14 @@ def _solve(base: Sequence[Sequence[int]], start: Sequence[Sequence[int]], broker
     node = {b: g.node() for b in brokers}
     load = dict.fromkeys(brokers, 0)
     members: dict[tuple[frozenset[int], int, int, int], list[int]] = {}
+    key_of: dict[tuple[int, ...], tuple[frozenset[int], int, int]] = {}  # (few distinct)
     for i, was in enumerate(base):
-        key = (frozenset(b for b in was if b in staying), len(was),
-               sum(1 for b in was if b in counted), weights[i])
-        members.setdefault(key, []).append(i)
+        t = tuple(was)
+        of_was = key_of.get(t)
+        if of_was is None:
+            of_was = key_of[t] = (frozenset(b for b in was if b in staying), len(was),
+                                  sum(1 for b in was if b in counted))
+        members.setdefault((*of_was, weights[i]), []).append(i)
     # the start's flow: per class and broker, its partitions placed there
     arcs: list[tuple[list[int], dict[int, int], dict[int, int]]] = []  # members, arcs, start
     for (held, rf, _units, weight), idx in members.items():
