@@ -63,21 +63,32 @@ def rack_bounds(reps: Sequence[Sequence[int]], sizes: Sequence[int], stay: Seque
     forced_bytes: dict[str, int] = defaultdict(int)
     holdings: dict[int, list[int]] = {b: [] for b in stay}
     unspread = 0
+    # per distinct replica list: its staying brokers, the rack groups of its drained ones,
+    # the racks over the limit (with the surplus), whether it is unspread
+    seen: dict[tuple[int, ...], tuple[list[int], list[str], list[tuple[str, int]], bool]] = {}
     for rs, size in zip(reps, sizes, strict=True):
-        limit = racks.limit(len(rs))
-        per: dict[str, int] = defaultdict(int)
-        for b in rs:
-            if b in staying:
-                holdings[b].append(size)
-                per[racks.rack_of[b]] += 1
-            elif b in gone:
-                forced[group(b)] += 1
-                forced_bytes[group(b)] += size
-        over = {r: n - limit for r, n in per.items() if n > limit}
-        for r, n in over.items():
+        t = tuple(rs)
+        known = seen.get(t)
+        if known is None:
+            limit = racks.limit(len(rs))
+            per: dict[str, int] = defaultdict(int)
+            for b in rs:
+                if b in staying:
+                    per[racks.rack_of[b]] += 1
+            over = [(r, n - limit) for r, n in per.items() if n > limit]
+            known = seen[t] = ([b for b in rs if b in staying],
+                               [group(b) for b in rs if b not in staying and b in gone],
+                               over, bool(over) or any(b in gone for b in rs))
+        on, off, over, unspread_one = known
+        for b in on:
+            holdings[b].append(size)
+        for g in off:
+            forced[g] += 1
+            forced_bytes[g] += size
+        for r, n in over:
             forced[r] += n
             forced_bytes[r] += n * size
-        unspread += bool(over) or any(b in gone for b in rs)
+        unspread += unspread_one
     rack_replicas = sum(forced.values())
     rack_bytes = sum(forced_bytes.values())
     total = sum(len(h) for h in holdings.values()) + sum(
@@ -117,14 +128,16 @@ def _balance_possible(reps: Sequence[Sequence[int]], stay: Sequence[int], racks:
     ceil = -(-total // len(stay))
     most: dict[str, int] = dict.fromkeys(size, 0)
     least: dict[str, int] = dict.fromkeys(size, 0)
+    per_rf: dict[int, int] = defaultdict(int)  # (the terms depend on the RF alone)
     for rs in reps:
-        rf = len(rs)
+        per_rf[len(rs)] += 1
+    for rf, k in per_rf.items():
         limit = racks.limit(rf)
         room = {r: min(limit, n, rf) for r, n in size.items()}
         everywhere = sum(room.values())
         for r in size:
-            most[r] += room[r]
-            least[r] += max(0, rf - (everywhere - room[r]))
+            most[r] += k * room[r]
+            least[r] += k * max(0, rf - (everywhere - room[r]))
     return all(least[r] <= ceil * n and most[r] >= floor * n for r, n in size.items())
 
 
@@ -172,13 +185,18 @@ def unspread_count(reps: Sequence[Sequence[int]], racks: RackRule) -> int:
     """Partitions with more than the limit in some rack (brokers without a rack in
     ``racks`` not counted)."""
     out = 0
+    seen: dict[tuple[int, ...], bool] = {}
     for rs in reps:
-        limit = racks.limit(len(rs))
-        per: dict[str, int] = defaultdict(int)
-        for b in rs:
-            if b in racks.rack_of:
-                per[racks.rack_of[b]] += 1
-        out += any(n > limit for n in per.values())
+        t = tuple(rs)
+        over = seen.get(t)
+        if over is None:
+            limit = racks.limit(len(rs))
+            per: dict[str, int] = defaultdict(int)
+            for b in rs:
+                if b in racks.rack_of:
+                    per[racks.rack_of[b]] += 1
+            over = seen[t] = any(n > limit for n in per.values())
+        out += over
     return out
 
 
