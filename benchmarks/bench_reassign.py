@@ -52,10 +52,12 @@ replicas and bytes moved, divided by the lower bound opskit prints and by the ex
 minimum (a min-cost flow, :func:`exact_min_moves`); partitions whose replicas do not span
 min(RF, racks) racks before and after each plan; planning time, each whole command,
 median of ``--runs`` (default 5), the two commands taking turns run by run (ABAB...), with
-the median of the run pairs' ratios too.
+the median of the run pairs' ratios too. ``--baseline TREE``: a third command in the turns,
+``opskit reassign plan`` run from another source tree (a worktree of main), its plan
+compared with this tree's.
 
     python benchmarks/bench_reassign.py racks [--partitions 1200] [--full] [--scenarios zone,grow]
-        [--grow-to 12]
+        [--grow-to 12] [--runs 5] [--baseline /path/to/other/tree]
 """
 
 from __future__ import annotations
@@ -298,24 +300,37 @@ def _median_wall(cmd: list[str] | None, run: Any = None, runs: int = 3) -> tuple
     return sorted(walls)[len(walls) // 2], sorted(cpus)[len(cpus) // 2]
 
 
-def _alternate_walls(cmds: Sequence[list[str]], runs: int) -> list[tuple[list[float], list[float]]]:
+def _alternate_walls(cmds: Sequence[list[str]], runs: int,
+                     trees: Sequence[Path | None] | None = None
+                     ) -> list[tuple[list[float], list[float]]]:
     """Wall and CPU seconds (user + system of the child) of each command over ``runs``
     rounds, the commands taking turns within a round (ABAB...) so that a change of load
-    weighs on both alike; per command (walls, cpus), run by run."""
+    weighs on all alike; per command (walls, cpus), run by run. ``trees``: per command,
+    a source tree to run it in (:func:`_in_tree`), None for this one."""
     import resource
 
     out: list[tuple[list[float], list[float]]] = [([], []) for _ in cmds]
     for _ in range(runs):
-        for cmd, (walls, cpus) in zip(cmds, out, strict=True):
+        for k, (cmd, (walls, cpus)) in enumerate(zip(cmds, out, strict=True)):
+            tree = trees[k] if trees is not None else None
             u0 = resource.getrusage(resource.RUSAGE_CHILDREN)
             t0 = time.monotonic()
-            r = subprocess.run(cmd, capture_output=True, text=True, check=False)
+            r = subprocess.run(cmd, capture_output=True, text=True, check=False,
+                               **_in_tree(tree))
             walls.append(time.monotonic() - t0)
             u1 = resource.getrusage(resource.RUSAGE_CHILDREN)
             if r.returncode != 0:
                 raise SystemExit(f"{cmd[:4]} failed: {r.stderr[-500:]}")
             cpus.append(u1.ru_utime - u0.ru_utime + u1.ru_stime - u0.ru_stime)
     return out
+
+
+def _in_tree(tree: Path | None) -> dict[str, Any]:
+    """subprocess.run's cwd and env to run ``python -m opskit...`` from another source
+    tree (``--baseline``: e.g. a worktree of main): it is first on the path."""
+    if tree is None:
+        return {}
+    return {"cwd": tree, "env": {**os.environ, "PYTHONPATH": str(tree)}}
 
 
 def _median(xs: Sequence[float]) -> float:
@@ -578,7 +593,7 @@ def _generate(dist: Any, cls: str, bootstrap: str, topics: list[str], brokers: l
 
 
 def _compare_racks(label: str, bootstrap: str, topics: list[str], tmp: Path,
-                   runs: int) -> dict[str, Any]:
+                   runs: int, baseline: Path | None = None) -> dict[str, Any]:
     """opskit's ``reassign plan --rebalance`` against Kafka's ``--generate`` over every
     broker, on the cluster as it is now."""
     from opskit.sandbox.dist import ensure_kafka_dist
@@ -618,7 +633,21 @@ def _compare_racks(label: str, bootstrap: str, topics: list[str], tmp: Path,
 
     exact_r = exact_min_moves(current, rack_of)
     exact_b = exact_min_moves(current, rack_of, sizes) if len(current) <= 2500 else None
-    (ops_walls, ops_cpus), (tool_walls, tool_cpus) = _alternate_walls([ops_cmd, tool_cmd], runs)
+    cmds = [ops_cmd, tool_cmd]
+    trees: list[Path | None] = [None, None]
+    base_same = None
+    if baseline is not None:  # the baseline tree's opskit: its plan, then timed in turn
+        rb = subprocess.run(ops_cmd, capture_output=True, text=True, check=False,
+                            **_in_tree(baseline))
+        if rb.returncode != 0:
+            raise SystemExit(f"baseline opskit reassign plan failed: {rb.stderr}")
+        theirs = json.loads(rb.stdout)
+        base_same = (theirs["partitions"], theirs["opskit"]["estimates"]) == (
+            plan["partitions"], plan["opskit"]["estimates"])
+        cmds.append(ops_cmd)
+        trees.append(baseline)
+    timed = _alternate_walls(cmds, runs, trees)
+    (ops_walls, ops_cpus), (tool_walls, tool_cpus) = timed[0], timed[1]
     ops_wall, ops_cpu = _median(ops_walls), _median(ops_cpus)
     tool_wall, tool_cpu = _median(tool_walls), _median(tool_cpus)
     from datetime import UTC, datetime
@@ -671,6 +700,18 @@ def _compare_racks(label: str, bootstrap: str, topics: list[str], tmp: Path,
         "tool_vs_opskit_cpu_pairs_median": round(_median(
             [t / o for t, o in zip(tool_cpus, ops_cpus, strict=True)]), 2),
         "opskit_pure_planning_s": round(pure, 3), "opskit_pure_planning_cpu_s": round(pure_cpu, 3),
+        **({} if baseline is None else {
+            "baseline": str(baseline), "baseline_same_plan": base_same,
+            "baseline_plan_s": round(_median(timed[2][0]), 2),
+            "baseline_plan_cpu_s": round(_median(timed[2][1]), 2),
+            "baseline_plan_walls_s": [round(x, 2) for x in timed[2][0]],
+            "baseline_plan_cpus_s": [round(x, 2) for x in timed[2][1]],
+            "baseline_vs_opskit_time_pairs_median": round(_median(
+                [b / o for b, o in zip(timed[2][0], ops_walls, strict=True)]), 2),
+            "baseline_vs_opskit_cpu_pairs_median": round(_median(
+                [b / o for b, o in zip(timed[2][1], ops_cpus, strict=True)]), 2),
+            "tool_vs_baseline_time_pairs_median": round(_median(
+                [t / b for t, b in zip(tool_walls, timed[2][0], strict=True)]), 2)}),
         "load_before": [round(x, 1) for x in load_before],
         "load_after": [round(x, 1) for x in os.getloadavg()],
     }
@@ -691,7 +732,8 @@ def _create(admin: Any, names: list[str], per_topic: int, rfs: Sequence[int], no
 
 
 def bench_racks(partitions: int, scenarios: list[str], grow_to: int, runs: int,
-                port: int | None, seed: int = 11) -> list[dict[str, Any]]:
+                port: int | None, seed: int = 11,
+                baseline: Path | None = None) -> list[dict[str, Any]]:
     """Scenario ``zone``: 3 brokers in rack a with the topics, then broker 2 moved to
     rack b (restart) and brokers 3, 4, 5 added in racks b, c, c. Scenario ``grow``: 3
     brokers in racks a, b, c (topics placed rack-aware by Kafka), 3 added (a, b, c);
@@ -729,11 +771,11 @@ def bench_racks(partitions: int, scenarios: list[str], grow_to: int, runs: int,
                         add_node(sb, "broker", wait_timeout=900, rack=rack)
                     st = sb.require()
                     results.append(_compare_racks("1 rack -> 3 racks, 3 -> 6 brokers",
-                                                  st.bootstrap, names, tmp, runs))
+                                                  st.bootstrap, names, tmp, runs, baseline))
                     continue
                 st = add_brokers(sb, 3, wait_timeout=900)
                 results.append(_compare_racks("3 racks, 3 -> 6 brokers", st.bootstrap, names,
-                                              tmp, runs))
+                                              tmp, runs, baseline))
                 conc = [f"rk_conc_rf{rf}" for rf in CONCENTRATED]
                 for n, (rf, layout) in zip(conc, CONCENTRATED.items(), strict=True):
                     assignment = [layout[i % len(layout)] for i in range(max(4, per_topic // 4))]
@@ -744,13 +786,13 @@ def bench_racks(partitions: int, scenarios: list[str], grow_to: int, runs: int,
                     _fill_random(st.bootstrap, [n], len(assignment), seed + rf)
                 names += conc
                 results.append(_compare_racks("3 racks, 3 -> 6 brokers, + 2 topics in rack a",
-                                              st.bootstrap, names, tmp, runs))
+                                              st.bootstrap, names, tmp, runs, baseline))
                 if grow_to > 6:
                     os.environ["OPSKIT_SANDBOX_HEAP"] = "384m"  # empty brokers
                     st = add_brokers(sb, grow_to - 6, wait_timeout=900)
                     results.append(_compare_racks(
                         f"3 racks, 3 -> {grow_to} brokers, + 2 topics in rack a",
-                        st.bootstrap, names, tmp, runs))
+                        st.bootstrap, names, tmp, runs, baseline))
             finally:
                 sb.down()
     finally:
@@ -787,12 +829,16 @@ def main() -> int:
     rk.add_argument("--runs", type=int, default=5,
                     help="timed runs of each command, the two alternating (median)")
     rk.add_argument("--port", type=int, default=None, help="first broker port of the sandbox")
+    rk.add_argument("--baseline", type=Path, default=None,
+                    help="another source tree (e.g. a worktree of main): its opskit is timed "
+                         "in turn with this one's and --generate, and its plan compared")
     args = ap.parse_args()
     if args.part == "racks":
         print("load at start:", _uptime())
         rows = bench_racks(10_000 if args.full else args.partitions,
                            [s.strip() for s in args.scenarios.split(",") if s.strip()],
-                           args.grow_to, args.runs, args.port)
+                           args.grow_to, args.runs, args.port,
+                           baseline=args.baseline.resolve() if args.baseline else None)
         print(json.dumps(rows, indent=2))
         for res in rows:
             exact_b = ("not computed (over 2,500 partitions)" if res["exact_min_bytes"] is None
@@ -819,6 +865,12 @@ def main() -> int:
                   f"{res['tool_vs_opskit_cpu_pairs_median']}x CPU (opskit's "
                   f"planning step alone {res['opskit_pure_planning_s']} s); load "
                   f"{res['load_before']} -> {res['load_after']}")
+            if "baseline" in res:
+                print(f"  baseline {res['baseline']}: same plan {res['baseline_same_plan']}; "
+                      f"{res['baseline_plan_s']} s ({res['baseline_plan_cpu_s']} CPU s); run "
+                      f"pairs' median ratio baseline / this {res['baseline_vs_opskit_time_pairs_median']}x"
+                      f" wall, {res['baseline_vs_opskit_cpu_pairs_median']}x CPU; --generate / "
+                      f"baseline {res['tool_vs_baseline_time_pairs_median']}x wall")
         print("load at end:", _uptime())
     if args.part == "plan":
         res = bench_plan(10_000 if args.full else args.partitions)

@@ -66,3 +66,14 @@ def test_timed_commands_take_turns_run_by_run(tmp_path: Path) -> None:
 def test_a_failing_timed_command_stops_the_benchmark() -> None:
     with pytest.raises(SystemExit, match="failed"):
         bench._alternate_walls([[sys.executable, "-c", "raise SystemExit(3)"]], 1)
+
+
+def test_a_timed_command_runs_in_its_source_tree(tmp_path: Path) -> None:
+    log = tmp_path / "where"
+    code = (f"import os; open({str(log)!r}, 'a').write(os.getcwd() + "
+            f"'|' + os.environ.get('PYTHONPATH', '') + '\\n')")
+    cmd = [sys.executable, "-c", code]
+    bench._alternate_walls([cmd, cmd], 1, [None, tmp_path])
+    here, there = log.read_text().splitlines()
+    assert there == f"{tmp_path}|{tmp_path}"
+    assert not here.startswith(f"{tmp_path}|")
