@@ -10,6 +10,7 @@ broker before/after and the moves; ``-o json``: the plan file itself) and writes
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import threading
 from datetime import UTC, datetime
@@ -148,8 +149,7 @@ def plan(
     if write_plan is not None:
         check_writable_target(write_plan, "plan file")
     # the planner's own modules load in a thread while the reads wait on the brokers
-    threading.Thread(target=importlib.import_module, args=("opskit.core.reassign.plan",),
-                     name="opskit-planner-import", daemon=True).start()
+    threading.Thread(target=_load_planner, name="opskit-planner-import", daemon=True).start()
     with connect(bootstrap_server, context, timeout) as admin:
         look = _CordonLook(admin.conn, goal, timeout)
         read = read_topology(admin, look)  # the cordon look runs alongside the other reads
@@ -216,6 +216,13 @@ def plan(
     emit(result.to_dict(), output, lambda c: _table(c, read.topology, result))
     if bytes_report is not None and bytes_report.reached is False:
         raise typer.Exit(1)
+
+
+def _load_planner() -> None:
+    """Import the planner (in a thread, while the cluster is read). A failure is left to
+    the command's own import of it, which reports it."""
+    with contextlib.suppress(Exception):  # (reported by the import in the command)
+        importlib.import_module("opskit.core.reassign.plan")
 
 
 def _capacity(topology: Topology, disks: dict[int, tuple[int, int]], given: dict[int, int],
