@@ -77,3 +77,13 @@ def test_a_timed_command_runs_in_its_source_tree(tmp_path: Path) -> None:
     here, there = log.read_text().splitlines()
     assert there == f"{tmp_path}|{tmp_path}"
     assert not here.startswith(f"{tmp_path}|")
+
+
+def test_plans_compare_without_the_disks_free_space() -> None:
+    def plan(replicas: list[int], capacity: int) -> dict[str, object]:
+        return {"partitions": [{"topic": "t", "partition": 0, "replicas": replicas}],
+                "opskit": {"estimates": {"replicas_moved": 1, "bytes_per_broker": {
+                    "after": {"0": 5}, "capacity": {"0": capacity}}}}}
+
+    assert bench._same_plan(plan([0, 1], 100), plan([0, 1], 99))
+    assert not bench._same_plan(plan([0, 1], 100), plan([1, 0], 100))
