@@ -387,7 +387,7 @@ def _reaches_goal(base: Sequence[Sequence[int]], reps: Sequence[Sequence[int]],
                   stay: Sequence[int], counted: set[int], racks: RackRule) -> bool:
     """Every counted replica on a staying broker, RF kept, distinct brokers, counts at
     floor or ceil, racks within the limit. (Each distinct pair of replica lists before
-    and after is checked once: the partitions share a few thousand of them.)"""
+    and after is checked once: thousands of partitions share a few hundred of them.)"""
     staying = set(stay)
     counts = dict.fromkeys(stay, 0)
     pairs: dict[tuple[tuple[int, ...], tuple[int, ...]], int] = {}
