@@ -87,6 +87,9 @@ from tests.helpers import stop_process
 CACHE = Path(os.environ.get("OPSKIT_CACHE", Path.home() / ".cache" / "opskit"))
 BIN = CACHE / "compat" / "bin"
 STATUS = CACHE / "compat" / "exporters.status"
+PEER_NAMES = ("kminion", "kafka_exporter")
+#: the peers this run measures (``--peers``)
+PEERS: set[str] = set(PEER_NAMES)
 RECORDS_PER_PARTITION = 5
 PER_TOPIC = 100
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -345,7 +348,7 @@ def start_opskit(bs: str, port: int, interval: str, extra: list[str],
 
 def start_competitor(name: str, bs: str, port: int) -> subprocess.Popen[bytes] | None:
     exe = BIN / name
-    if not exe.exists():
+    if name not in PEERS or not exe.exists():
         return None
     if name == "kafka_exporter":
         cmd = [str(exe), f"--kafka.server={bs}", f"--web.listen-address=127.0.0.1:{port}"]
@@ -359,6 +362,8 @@ def start_competitor(name: str, bs: str, port: int) -> subprocess.Popen[bytes] |
 
 
 def why_missing(name: str) -> str:
+    if name not in PEERS:
+        return "left out (--peers)"
     if STATUS.exists():
         for line in STATUS.read_text().splitlines():
             if line.startswith(name + " "):
@@ -952,12 +957,22 @@ def main() -> int:
     ap.add_argument("--port-base", type=int, default=0,
                     help="--compare: broker at this port, the exporters at the next five "
                          "(the sandbox's controller at +1000); default: free ports")
+    ap.add_argument("--peers", default="all",
+                    help="the peers to measure beside opskit: all (default), none, or a comma "
+                         "list of kminion, kafka_exporter")
     ap.add_argument("--phase", choices=("random", "fixed"), default="random",
                     help="--compare: a new random phase every period, or one random offset per "
                          "exporter for the whole run (as Prometheus)")
     args = ap.parse_args()
     if args.brokers < 1:
         ap.error("--brokers must be 1 or more")
+    peers = {"all": set(PEER_NAMES), "none": set()}.get(
+        args.peers, {n.strip() for n in args.peers.split(",") if n.strip()})
+    if peers - set(PEER_NAMES):
+        ap.error(f"--peers: unknown {', '.join(sorted(peers - set(PEER_NAMES)))} "
+                 f"(all, none, or of {', '.join(PEER_NAMES)})")
+    PEERS.clear()
+    PEERS.update(peers)
 
     os.environ.setdefault("OPSKIT_STATE", tempfile.mkdtemp(prefix="opskit-bench-exporter-"))
     os.environ.setdefault("OPSKIT_SANDBOX_HEAP", "3g")
