@@ -48,6 +48,20 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ.setdefault("OPSKIT_SANDBOX_JVM_OPTS", LIGHT_JVM)
 
 
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """The session's dir is removed when every test passed (nothing left in /tmp); after
+    a failure it is kept, with the sandboxes' broker logs, and its path printed."""
+    import shutil
+    import sys
+
+    if _SESSION_DIR is None or not _SESSION_DIR.exists():
+        return
+    if exitstatus == 0:
+        shutil.rmtree(_SESSION_DIR, ignore_errors=True)
+    else:
+        print(f"\nopskit test state kept for inspection: {_SESSION_DIR}", file=sys.stderr)
+
+
 class Cluster:
     """A running sandbox cluster and helpers to drive it.
 
