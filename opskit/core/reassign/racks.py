@@ -50,6 +50,14 @@ class RackBounds:
     balanced: bool
 
 
+def _per_rack(brokers: Sequence[int], rack_of: Mapping[int, str]) -> dict[str, int]:
+    """How many of ``brokers`` (each with a rack in ``rack_of``) each rack holds."""
+    per: dict[str, int] = defaultdict(int)
+    for b in brokers:
+        per[rack_of[b]] += 1
+    return per
+
+
 def rack_bounds(reps: Sequence[Sequence[int]], sizes: Sequence[int], stay: Sequence[int],
                 drained: Sequence[int], racks: RackRule, rack_of: Mapping[int, str | None]) -> RackBounds:
     """The lower bounds (see the module docstring) for ``reps`` as they are now."""
@@ -71,12 +79,10 @@ def rack_bounds(reps: Sequence[Sequence[int]], sizes: Sequence[int], stay: Seque
         known = seen.get(t)
         if known is None:
             limit = racks.limit(len(rs))
-            per: dict[str, int] = defaultdict(int)
-            for b in rs:
-                if b in staying:
-                    per[racks.rack_of[b]] += 1
+            on_staying = [b for b in rs if b in staying]
+            per = _per_rack(on_staying, racks.rack_of)
             over = [(r, n - limit) for r, n in per.items() if n > limit]
-            known = seen[t] = ([b for b in rs if b in staying],
+            known = seen[t] = (on_staying,
                                [group(b) for b in rs if b not in staying and b in gone],
                                over, bool(over) or any(b in gone for b in rs))
         on, off, over, unspread_one = known
@@ -191,10 +197,7 @@ def unspread_count(reps: Sequence[Sequence[int]], racks: RackRule) -> int:
         over = seen.get(t)
         if over is None:
             limit = racks.limit(len(rs))
-            per: dict[str, int] = defaultdict(int)
-            for b in rs:
-                if b in racks.rack_of:
-                    per[racks.rack_of[b]] += 1
+            per = _per_rack([b for b in rs if b in racks.rack_of], racks.rack_of)
             over = seen[t] = any(n > limit for n in per.values())
         out += over
     return out
