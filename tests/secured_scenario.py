@@ -5,6 +5,9 @@ file naming them (with a security section), and HIP-30 monitor ACLs for them.
 Everything is made as ``admin`` (the super user). The ``monitor`` principal gets exactly
 what a HIP-30 monitor holds: Describe on the cluster, on the topic and on the groups; no
 Read (a monitor never consumes events) and no DescribeConfigs.
+
+Also the secured single-broker JBOD sandbox of the disk-drain tests (:func:`secured_jbod_sandbox`)
+and the secret grep's tools.
 """
 
 from __future__ import annotations
@@ -12,13 +15,17 @@ from __future__ import annotations
 import base64
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+import pytest
 import yaml
 
 from opskit.paths import config_file, state_dir
+from opskit.sandbox.cluster import Sandbox
+from opskit.sandbox.ports import free_port_block
 from opskit.sandbox.security import PRINCIPALS
 from opskit.sandbox.state import sandboxes_root
 from tests.helpers import Where, commit, create_topic, produce
@@ -78,6 +85,48 @@ def build(cluster: Any, tmp: Path) -> Scenario:
                                                                 s.reset_group_monitor]),
                            AclEntry(f"User:{s.service}", "TOPIC", s.topic, "WRITE")])
     return s
+
+
+# ----------------------------------------------------------------- a secured JBOD broker
+
+#: the mechanism of the opskit contexts written for a secured JBOD sandbox
+JBOD_MECHANISM = "SCRAM-SHA-512"
+
+
+class SecuredJbod:
+    """A running single-broker SASL_SSL sandbox with 2 log directories (see :func:`secured_jbod_sandbox`)."""
+
+    def __init__(self, sb: Sandbox) -> None:
+        self.sb, self.state = sb, sb.require()
+
+    def password(self, user: str) -> str:
+        return self.sb.security(self.state).password(user)  # type: ignore[no-any-return]
+
+    def where(self) -> dict[str, Any]:
+        return self.sb.connection("admin", "PLAIN").to_librdkafka()  # type: ignore[no-any-return]
+
+
+J = TypeVar("J", bound=SecuredJbod)
+
+
+@contextmanager
+def secured_jbod_sandbox(monkeypatch: pytest.MonkeyPatch, prefix: str, version: str,
+                 kind: type[J]) -> Iterator[J]:
+    """A sandbox ``PREFIX-xxxxxx`` of Kafka ``version``: one broker on SASL_SSL (TLS with the
+    sandbox CA, StandardAuthorizer) with 2 log directories, and opskit contexts
+    ``sandbox-NAME-admin`` / ``-monitor`` logging in with :data:`JBOD_MECHANISM`; as a
+    ``kind``. Removed on exit."""
+    from opskit.sandbox.security import write_contexts
+
+    monkeypatch.setenv("OPSKIT_SANDBOX_HEAP", "512m")
+    sb = Sandbox(f"{prefix}-{uuid.uuid4().hex[:6]}")
+    try:
+        st, _ = sb.up(brokers=1, version=version, port=free_port_block(1), security="sasl_ssl",
+                      log_dirs=2)
+        write_contexts(sb.name, st.bootstrap, sb.security(st), JBOD_MECHANISM)
+        yield kind(sb)
+    finally:
+        sb.down()
 
 
 # ----------------------------------------------------------------- the secret grep's tools

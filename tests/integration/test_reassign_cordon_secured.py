@@ -32,27 +32,15 @@ from typing import Any
 
 import pytest
 from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
-from secured_scenario import leaks, secrets, written_files
+from secured_scenario import SecuredJbod, leaks, secrets, secured_jbod_sandbox, written_files
 
-from opskit.sandbox.cluster import Sandbox
-from opskit.sandbox.ports import free_port_block
 from tests.helpers import create_topic, produce
 
 REPO = Path(__file__).resolve().parents[2]
-MECHANISM = "SCRAM-SHA-512"
 CORDON = "cordoned.log.dirs"
 
 
-class _Secured:
-    def __init__(self, sb: Sandbox) -> None:
-        self.sb, self.state = sb, sb.require()
-
-    def password(self, user: str) -> str:
-        return self.sb.security(self.state).password(user)  # type: ignore[no-any-return]
-
-    def where(self) -> dict[str, Any]:
-        return self.sb.connection("admin", "PLAIN").to_librdkafka()  # type: ignore[no-any-return]
-
+class _Secured(SecuredJbod):
     def dirs(self) -> dict[str, dict[str, Any]]:
         """log dir -> {"cordoned": bool|None, "replicas": {(topic, p, is_future)}}."""
         from kafka.admin import KafkaAdminClient  # type: ignore[import-untyped]
@@ -82,17 +70,8 @@ class _Secured:
 
 @pytest.fixture
 def secured43(monkeypatch: pytest.MonkeyPatch) -> Iterator[_Secured]:
-    from opskit.sandbox.security import write_contexts
-
-    monkeypatch.setenv("OPSKIT_SANDBOX_HEAP", "512m")
-    sb = Sandbox(f"cdsec-{uuid.uuid4().hex[:6]}")
-    try:
-        st, _ = sb.up(brokers=1, version="4.x", port=free_port_block(1), security="sasl_ssl",
-                      log_dirs=2)
-        write_contexts(sb.name, st.bootstrap, sb.security(st), MECHANISM)
-        yield _Secured(sb)
-    finally:
-        sb.down()
+    with secured_jbod_sandbox(monkeypatch, "cdsec", "4.x", _Secured) as c:
+        yield c
 
 
 def _argv(args: list[str]) -> list[str]:

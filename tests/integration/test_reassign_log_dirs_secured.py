@@ -20,43 +20,19 @@ import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-from secured_scenario import leaks, secrets, written_files
+from secured_scenario import SecuredJbod, leaks, secrets, secured_jbod_sandbox, written_files
 
-from opskit.sandbox.cluster import Sandbox
-from opskit.sandbox.ports import free_port_block
 from tests.helpers import create_topic, produce
 
 REPO = Path(__file__).resolve().parents[2]
-MECHANISM = "SCRAM-SHA-512"
-
-
-class _Secured:
-    def __init__(self, sb: Sandbox) -> None:
-        self.sb, self.state = sb, sb.require()
-
-    def password(self, user: str) -> str:
-        return self.sb.security(self.state).password(user)  # type: ignore[no-any-return]
-
-    def where(self) -> dict[str, Any]:
-        return self.sb.connection("admin", "PLAIN").to_librdkafka()  # type: ignore[no-any-return]
 
 
 @pytest.fixture
-def secured_jbod(monkeypatch: pytest.MonkeyPatch) -> Iterator[_Secured]:
-    from opskit.sandbox.security import write_contexts
-
-    monkeypatch.setenv("OPSKIT_SANDBOX_HEAP", "512m")
-    sb = Sandbox(f"ldsec-{uuid.uuid4().hex[:6]}")
-    try:
-        st, _ = sb.up(brokers=1, version="3.7", port=free_port_block(1), security="sasl_ssl",
-                      log_dirs=2)
-        write_contexts(sb.name, st.bootstrap, sb.security(st), MECHANISM)
-        yield _Secured(sb)
-    finally:
-        sb.down()
+def secured_jbod(monkeypatch: pytest.MonkeyPatch) -> Iterator[SecuredJbod]:
+    with secured_jbod_sandbox(monkeypatch, "ldsec", "3.7", SecuredJbod) as c:
+        yield c
 
 
 def _run(argv: list[str]) -> subprocess.CompletedProcess[str]:
@@ -65,7 +41,7 @@ def _run(argv: list[str]) -> subprocess.CompletedProcess[str]:
                           env={**os.environ, "PYTHONPATH": str(REPO)}, check=False)
 
 
-def test_disk_drain_on_sasl_ssl_admin_and_monitor(secured_jbod: _Secured, tmp_path: Path
+def test_disk_drain_on_sasl_ssl_admin_and_monitor(secured_jbod: SecuredJbod, tmp_path: Path
                                                   ) -> None:
     from opskit.adapters.acls.admin import AclsAdmin
     from opskit.core.acls import monitor_acls
