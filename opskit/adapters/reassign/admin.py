@@ -25,6 +25,7 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from opskit.adapters.health.cluster import min_isr_value
 from opskit.adapters.kafka import confluent as ck
 from opskit.adapters.reassign.connection import ReassignConnection
 from opskit.core.models import TopicPartition
@@ -77,12 +78,12 @@ class ReassignAdmin(ReassignConnection):
                 out[TopicPartition(tp.topic, tp.partition)] = fl
         return out
 
-    def min_isr(self, topics: Iterable[str]) -> dict[str, int]:
-        out: dict[str, int] = {}
-        for topic, cfg in self.admin.topic_configs(topics).items():
-            raw = cfg.get("min.insync.replicas", (None, True))[0]
-            out[topic] = int(raw) if raw is not None and raw.isdigit() else 1
-        return out
+    def min_isr(self, topics: Iterable[str]) -> dict[str, int | None]:
+        """Each topic's min.insync.replicas; None (unknown, never 1) when the answer lacks
+        it or holds no number. A failed DescribeConfigs is raised."""
+        names = sorted(set(topics))
+        configs = self.admin.topic_configs(names)
+        return {t: min_isr_value(t, configs.get(t, {})) for t in names}
 
     def view(self, topics: Iterable[str]) -> ClusterView:
         reps, _isr, brokers = self.assignment()

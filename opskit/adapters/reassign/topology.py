@@ -10,7 +10,9 @@
   same DescribeLogDirs answers, v4+ (Kafka 3.3+); brokers that do not report it are
   absent from ``disks``;
 - ``min.insync.replicas`` of every topic: DescribeConfigs (the effective value, a broker
-  default included).
+  default included); None, unknown, for a topic whose answer lacks it or holds no number
+  (Tansu 0.6 answers without any entry): the planner then refuses to move its partitions.
+  A DescribeConfigs that fails is raised.
 
 Metadata is read first; the reads that need only its answer (DescribeCluster, every
 broker's DescribeLogDirs, DescribeConfigs, and the caller's ``also``) then run at once,
@@ -27,6 +29,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+from opskit.adapters.health.cluster import min_isr_value
 from opskit.adapters.kafka.admin.client import ClusterMeta, KafkaAdmin
 from opskit.adapters.kafka.log_dirs import KnownCluster, read_partition_sizes
 from opskit.core.models import TopicPartition
@@ -77,10 +80,7 @@ def read_topology(admin: KafkaAdmin, also: Callable[[ClusterMeta], None] | None 
         if also_read is not None:
             also_read.result()
     brokers = tuple(Broker(b.node_id, racks.get(b.node_id)) for b in meta.brokers)
-    min_isr: dict[str, int] = {}
-    for topic, cfg in configs.items():
-        raw = cfg.get("min.insync.replicas", (None, True))[0]
-        min_isr[topic] = int(raw) if raw is not None and raw.isdigit() else 1
+    min_isr = {t: min_isr_value(t, configs.get(t, {})) for t in topics}
     parts = tuple(
         PartitionState(
             topic=t, partition=p.partition, replicas=tuple(p.replicas), isr=tuple(p.isr),

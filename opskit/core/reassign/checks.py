@@ -4,7 +4,8 @@ partition's verify verdict (pure).
 Everything here decides from plain data the runner read (assignment, brokers,
 reassignments in flight, sizes, write rates); nothing changes the cluster. A
 refusal is :class:`RefusedError` (exit 5), an unknown topic or partition
-:class:`NotFoundError` (exit 4): one line naming the first partition concerned.
+:class:`NotFoundError` (exit 4): one line naming the first partition concerned. A topic
+whose ``min.insync.replicas`` could not be read (None) is refused, not taken as 1.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from opskit.errors import NotFoundError, RefusedError
 
 __all__ = ["ClusterView", "batches", "build_moves", "bytes_remaining",
            "bytes_remaining_by_broker", "check_write_rates",
-           "copy_bytes", "duration_bound", "foreign_in_flight", "replicas_verdict"]
+           "copy_bytes", "duration_bound", "foreign_in_flight", "min_isr_unread",
+           "replicas_verdict"]
 
 
 @dataclass(frozen=True)
@@ -31,7 +33,16 @@ class ClusterView:
     replicas: Mapping[TopicPartition, tuple[int, ...]]
     brokers: frozenset[int]
     in_flight: Mapping[TopicPartition, InFlight]
-    min_isr: Mapping[str, int]
+    #: topic -> min.insync.replicas; None: could not be read (a topic missing counts as 1)
+    min_isr: Mapping[str, int | None]
+
+
+def min_isr_unread(where: str, topic: str, replicas: int) -> RefusedError:
+    """The refusal of a move of ``topic`` (at ``where``) to ``replicas`` replicas when its
+    min.insync.replicas could not be read: any value above ``replicas`` would refuse it."""
+    return RefusedError(
+        f"{where}: min.insync.replicas of topic {topic!r} could not be read, so opskit cannot "
+        f"check that {replicas} replica(s) keep acks=all producers working")
 
 
 def replicas_verdict(now: tuple[int, ...] | list[int] | None, target: tuple[int, ...],
@@ -73,6 +84,8 @@ def build_moves(plan: ExecPlan, view: ClusterView, adopt: bool = False) -> tuple
                 f"{_fmt(tp)}: target broker(s) {', '.join(map(str, unknown))} not registered "
                 f"in the cluster (brokers: {', '.join(map(str, sorted(view.brokers)))})")
         min_isr = view.min_isr.get(tp.topic, 1)
+        if min_isr is None:
+            raise min_isr_unread(_fmt(tp), tp.topic, len(pm.target))
         if len(pm.target) < min_isr:
             raise RefusedError(
                 f"{_fmt(tp)}: {len(pm.target)} replica(s) would leave it under "

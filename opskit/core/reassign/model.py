@@ -90,17 +90,18 @@ class PartitionState:
 @dataclass(frozen=True)
 class Topology:
     """What a reassignment plan is made from. ``min_insync`` maps a topic to its
-    ``min.insync.replicas`` (a topic missing from it counts as 1)."""
+    ``min.insync.replicas``, None when it could not be read (unknown: no partition of
+    it may move); a topic missing from it counts as 1 (the adapters name every topic)."""
 
     brokers: tuple[Broker, ...]
     partitions: tuple[PartitionState, ...]
-    min_insync: Mapping[str, int] = field(default_factory=dict)
+    min_insync: Mapping[str, int | None] = field(default_factory=dict)
 
     @property
     def broker_ids(self) -> tuple[int, ...]:
         return tuple(sorted(b.id for b in self.brokers))
 
-    def min_isr(self, topic: str) -> int:
+    def min_isr(self, topic: str) -> int | None:
         return self.min_insync.get(topic, 1)
 
     def racks(self) -> dict[int, str | None]:

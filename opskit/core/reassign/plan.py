@@ -45,7 +45,8 @@ bytes-in per broker before/after (``Estimates.leader_bytes_in``).
 
 Refusals (``RefusedError``, exit 5; nothing is planned): a target broker that is not
 registered; a replication factor above the number of brokers (left); a partition that
-would have fewer replicas than its topic's ``min.insync.replicas``; a partition without a
+would have fewer replicas than its topic's ``min.insync.replicas``, or would move while that
+value could not be read (unknown is not 1); a partition without a
 leader (its move could never finish); brokers of which only some have a rack (plan with
 ``respect_racks=False`` to ignore racks); a broker left above its ``Policy.capacity`` and
 above what it holds now. Unknown topics or partitions are
@@ -75,6 +76,7 @@ from opskit.core.reassign.bytes import (
     broker_bytes,
     byte_goal_bounds,
 )
+from opskit.core.reassign.checks import min_isr_unread
 from opskit.core.reassign.flow import exact_fallback
 from opskit.core.reassign.leader_weights import LeaderLoad, leader_load, weigh_leaders
 from opskit.core.reassign.leaders import balance_all_leaders, balance_leaders, repair_leaders
@@ -302,6 +304,8 @@ def _check_moves(topology: Topology, moves: Sequence[tuple[PartitionState, list[
             raise RefusedError(f"broker {bad} is not registered ({p.topic}:{p.partition} "
                                f"would move to it)")
         need = topology.min_isr(p.topic)
+        if need is None:
+            raise min_isr_unread(f"{p.topic}:{p.partition}", p.topic, len(rs))
         if len(rs) < need:
             raise RefusedError(f"{p.topic}:{p.partition} would have {len(rs)} replicas, under "
                                f"its min.insync.replicas={need}")
