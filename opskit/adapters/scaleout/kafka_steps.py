@@ -15,7 +15,7 @@ import io
 import logging
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +23,8 @@ from typing import Protocol, TextIO
 
 from opskit.adapters.kafka.admin.client import KafkaAdmin
 from opskit.core.connection import ConnectionConfig
+from opskit.core.health_model import Finding
+from opskit.core.models import Severity
 from opskit.core.scaleout.plan import INTERNAL_TOPICS, ClusterFacts, ScaleOutPlan
 from opskit.errors import InconsistentStateError, OpskitError, RefusedError
 
@@ -42,6 +44,36 @@ BLOCKING_CHECKS = ("brokers", "controller", "offline_partitions", "under_min_isr
 SETTLED_CHECKS = (*BLOCKING_CHECKS, "quorum")
 
 
+def not_ok(findings: Iterable[Finding], checks: Iterable[str]) -> list[str]:
+    """What stops a scale-out step among ``findings`` of the ``checks``: a WARNING or
+    CRITICAL, and an UNKNOWN too (a check opskit could not read is not a healthy one: a
+    quorum that was not described, a min ISR that could not be judged), named as such."""
+    wanted = set(checks)
+    out: list[str] = []
+    for f in findings:
+        if f.check not in wanted:
+            continue
+        if f.severity is Severity.UNKNOWN:
+            out.append(f"{f.check.replace('_', ' ')} could not be verified: {f.message}")
+        elif f.severity in (Severity.WARNING, Severity.CRITICAL):
+            out.append(f.message)
+    return out
+
+
+def reassignment_problems(findings: Iterable[Finding]) -> tuple[bool, list[str]]:
+    """(a reassignment is in progress, why that could not be told): reassignments that
+    could not be listed are not "none in progress"."""
+    in_progress = False
+    unknown: list[str] = []
+    for f in findings:
+        if f.check == "reassignments":
+            if f.severity is Severity.WARNING:
+                in_progress = True
+            elif f.severity is Severity.UNKNOWN:
+                unknown.append(f"reassignments in progress could not be listed: {f.message}")
+    return in_progress, unknown
+
+
 def read_kafka_facts(admin: KafkaAdmin, *, kafka_version: str, kraft_version: int,
                      voters: tuple[int, ...]) -> ClusterFacts:
     """Preflight facts Kafka itself answers (brokers, health, reassignments, RF and
@@ -49,13 +81,12 @@ def read_kafka_facts(admin: KafkaAdmin, *, kafka_version: str, kraft_version: in
     from opskit.adapters.health.cluster import gather_health_input
     from opskit.adapters.kafka.log_dirs import read_partition_sizes
     from opskit.core.health import HealthPolicy, evaluate_health
-    from opskit.core.models import Severity, TopicPartition
+    from opskit.core.models import TopicPartition
 
     meta = admin.metadata()
     report = evaluate_health(gather_health_input(admin), HealthPolicy())
-    problems = tuple(f.message for f in report.findings
-                     if f.check in BLOCKING_CHECKS and f.severity in (Severity.WARNING,
-                                                                     Severity.CRITICAL))
+    reassigning, unlisted = reassignment_problems(report.findings)
+    problems = (*not_ok(report.findings, BLOCKING_CHECKS), *unlisted)
     leaders = {TopicPartition(t, p.partition): p.leader
                for t, parts in meta.topics.items() for p in parts if p.leader >= 0}
     sizes = read_partition_sizes(admin.conn, sorted(meta.topics), leaders, admin.timeout).sizes
@@ -68,8 +99,7 @@ def read_kafka_facts(admin: KafkaAdmin, *, kafka_version: str, kraft_version: in
     return ClusterFacts(
         kafka_version=kafka_version, kraft_version=kraft_version, voters=voters,
         brokers=tuple(sorted(b.node_id for b in meta.brokers)), problems=problems,
-        reassignment_in_progress=any(f.check == "reassignments" and f.severity is Severity.WARNING
-                                     for f in report.findings),
+        reassignment_in_progress=reassigning,
         topic_rf=rf, topic_bytes=size)
 
 
@@ -361,7 +391,6 @@ class KafkaSteps:
     def final_health(self, plan: ScaleOutPlan) -> str:
         from opskit.adapters.health.cluster import gather_health_input
         from opskit.core.health import HealthPolicy, evaluate_health
-        from opskit.core.models import Severity
 
         self.lead_again()  # a run resumed after its last restart has not done it yet
 
@@ -383,13 +412,11 @@ class KafkaSteps:
         lagging voters and every partition has all its replicas in ISR; else what is not."""
         from opskit.adapters.health.cluster import gather_health_input
         from opskit.core.health import HealthPolicy, evaluate_health
-        from opskit.core.models import Severity
 
         with self.admin() as admin:
             report = evaluate_health(gather_health_input(admin, expected_brokers=expected_brokers),
                                      HealthPolicy())
-        bad = [f.message for f in report.findings if f.check in SETTLED_CHECKS
-               and f.severity in (Severity.WARNING, Severity.CRITICAL)]
+        bad = not_ok(report.findings, SETTLED_CHECKS)
         return "; ".join(bad[:2]) if bad else None
 
     def runs_with_defaults(self, node_id: int, plan: ScaleOutPlan) -> dict[str, str | None]:
