@@ -63,8 +63,8 @@ def test_reassignments_not_listed_are_not_none_in_progress() -> None:
                             reassignments_error="ListPartitionReassignments failed")).findings
     in_progress, unknown = reassignment_problems(f)
     assert in_progress is False
-    assert unknown == ["reassignments in progress could not be listed: "
-                       "ListPartitionReassignments failed"]
+    want = "reassignments in progress could not be listed: ListPartitionReassignments failed"
+    assert unknown == [want]
 
 
 def test_warning_and_critical_keep_their_messages() -> None:
