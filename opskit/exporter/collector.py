@@ -28,7 +28,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from typing import TypeVar
@@ -409,9 +409,9 @@ class KafkaSource:
             return {}, 0
         out: dict[Position, int | None] = {}
         todo: list[Position] = []
-        for pos in self._touch_order(best):
-            hit = r.cached_record_time(pos)
-            if hit is not None:
+        hits = r.cached_record_times(order := self._touch_order(best))
+        for pos in order:
+            if (hit := hits.get(pos)) is not None:
                 out[pos] = hit.timestamp_ms if hit.timestamp_ms >= 0 else None
             else:
                 todo.append(pos)
@@ -425,7 +425,7 @@ class KafkaSource:
                 out[pos] = rt.timestamp_ms if ok and rt is not None else None
         return out, skipped
 
-    def _touch_order(self, best: dict[Position, int]) -> Iterable[Position]:
+    def _touch_order(self, best: dict[Position, int]) -> Collection[Position]:
         """The order to look positions up in the reader's cache: any, when they and a
         pass's reads all fit in it (a lookup moves an entry to the end of the LRU, so
         the order then decides nothing); else most lagging first, as they are read (the
@@ -440,7 +440,8 @@ class KafkaSource:
         did not find there, most lagging first, ``lag_time_budget`` of them -- what
         :meth:`_record_times` reads, without looking every position up again (the cycle
         just did, in the same order)."""
-        todo = [pos for pos in most_lagging_first(missing) if r.cached_record_time(pos) is None]
+        hits = r.cached_record_times(order := most_lagging_first(missing))
+        todo = [pos for pos in order if pos not in hits]
         batch = todo[:self.options.lag_time_budget]
         if batch:
             r.read_record_times(batch)
@@ -453,8 +454,10 @@ class KafkaSource:
         positions = read_positions(groups)
         out: dict[Position, int | None] = {}
         missing: dict[Position, int] = {}
-        for pos in self._touch_order(positions):
-            hit = r.cached_record_time(pos)
+        order = self._touch_order(positions)
+        hits = r.cached_record_times(order)  # one lookup of them all, in this order
+        for pos in order:
+            hit = hits.get(pos)
             if hit is None:
                 missing[pos] = positions[pos]
             else:

@@ -157,6 +157,10 @@ class FakeReader:
         self.threads.add(threading.get_ident())
         return None
 
+    def cached_record_times(self, positions: Iterable[Position]) -> dict[Position, RecordTime]:
+        self.threads.add(threading.get_ident())
+        return {}
+
     def read_record_times(self, positions: Iterable[Position]
                           ) -> dict[Position, RecordTime | None]:
         self.calls.append("read_record_times")

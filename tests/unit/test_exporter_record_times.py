@@ -43,6 +43,14 @@ class CachingReader:
         self.lookups.append(position)
         return self.cache.get(position)
 
+    def cached_record_times(self, positions: Iterable[Position]) -> dict[Position, RecordTime]:
+        out = {}
+        for pos in positions:
+            hit = self.cached_record_time(pos)
+            if hit is not None:
+                out[pos] = hit
+        return out
+
     def read_record_times(self, positions: Iterable[Position]) -> dict[Position, RecordTime | None]:
         batch = list(positions)
         self.batches.append(batch)

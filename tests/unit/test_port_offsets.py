@@ -177,6 +177,9 @@ class FakeReader:
     def cached_record_time(self, position: Position) -> RecordTime | None:
         return None
 
+    def cached_record_times(self, positions: Iterable[Position]) -> dict[Position, RecordTime]:
+        return {}
+
     def read_record_times(self, positions: Iterable[Position]
                           ) -> dict[Position, RecordTime | None]:
         self.calls.append("read_record_times")

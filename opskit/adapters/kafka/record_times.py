@@ -145,6 +145,21 @@ class RecordTimeReader:
         with self._lock:
             return self._cache_get((tp, offset))
 
+    def cached_many(self, positions: Iterable[Position]) -> dict[Position, RecordTime]:
+        """The cached records of ``positions`` (the others left out), looked up in the
+        given order under one lock: each hit moves to the LRU's end as :meth:`cached`
+        moves it, in the same order."""
+        out: dict[Position, RecordTime] = {}
+        with self._lock:
+            cache = self._cache
+            get, to_end = cache.get, cache.move_to_end
+            for pos in positions:
+                hit = get(pos)
+                if hit is not None:
+                    to_end(pos)
+                    out[pos] = hit
+        return out
+
     def uncached_offsets(self, offsets: Mapping[TopicPartition, list[int]]
                          ) -> dict[TopicPartition, list[int]]:
         """Of partition -> offsets, those whose record is not in the cache."""

@@ -114,6 +114,9 @@ class LibrdkafkaReader:
     def cached_record_time(self, position: Position) -> RecordTime | None:
         return self.kept.record_times().cached(*position)
 
+    def cached_record_times(self, positions: Iterable[Position]) -> dict[Position, RecordTime]:
+        return self.kept.record_times().cached_many(positions)
+
     def read_record_times(self, positions: Iterable[Position]
                           ) -> dict[Position, RecordTime | None]:
         return self.kept.record_times().read(positions)

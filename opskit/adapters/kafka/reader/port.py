@@ -199,6 +199,12 @@ class ClusterReader(Protocol):
         """The record at or after ``position`` when an earlier read found it (no I/O)."""
         ...
 
+    def cached_record_times(self, positions: Iterable[Position]) -> dict[Position, RecordTime]:
+        """:meth:`cached_record_time` of many positions at once, looked up in the given
+        order (each hit counts as a use of its cache entry, in that order); positions
+        not found are left out (no I/O)."""
+        ...
+
     def read_record_times(self, positions: Iterable[Position]
                           ) -> dict[Position, RecordTime | None]:
         """The first record at or after each position (None: unknown: at the log end,
