@@ -184,37 +184,37 @@ def compute_group_lag(
     for m in group.members:  # the first member owning a partition, as member_for
         for tp in m.assignment:
             owner.setdefault(tp, m)
-    rows = [
-        partition_lag(
-            tp, committed.get(tp), offs, owner.get(tp),
+    rows: list[PartitionLag] = []
+    add = rows.append
+    for tp in (partitions if partitions is not None
+               else partitions_of_interest(group, committed, partition_counts, topics,
+                                           unreadable)):
+        offs = log_offsets.get(tp)
+        c = committed.get(tp)
+        if (offs is not None and c is not None and c >= 0 and offs.log_start <= c <= offs.log_end
+                and tp not in unreadable):
+            # the usual answer of partition_lag, without the call (one per group partition)
+            add(PartitionLag(tp, c, offs.log_start, offs.log_end, offs.log_end - c, owner.get(tp)))
+            continue
+        add(partition_lag(
+            tp, c, offs, owner.get(tp),
             exists=offs is None and tp.partition < partition_counts.get(tp.topic, 0),
             unreadable=tp in unreadable,
-        )
-        for tp in (partitions if partitions is not None
-                   else partitions_of_interest(group, committed, partition_counts, topics,
-                                               unreadable))
-        for offs in (log_offsets.get(tp),)
-    ]
+        ))
     if disputed:
         rows = [_disputed_row(r, disputed[r.tp]) if r.tp in disputed else r for r in rows]
     per_topic: dict[str, list[PartitionLag]] = {}
     for r in rows:
-        per_topic.setdefault(r.tp.topic, []).append(r)
-    topic_lags = tuple(
-        TopicLag(
-            topic=t,
-            lag=sum(r.lag or 0 for r in rs),
-            partitions=len(rs),
-            partitions_without_commit=sum(1 for r in rs if r.committed is None
-                                          and not _lag_unknown(r)),
-            partitions_lag_unknown=sum(1 for r in rs if _lag_unknown(r)),
-        )
-        for t, rs in sorted(per_topic.items())
-    )
+        in_topic = per_topic.get(r.tp.topic)
+        if in_topic is None:
+            per_topic[r.tp.topic] = [r]
+        else:
+            in_topic.append(r)
+    topic_lags = tuple(_topic_lag(t, rs) for t, rs in sorted(per_topic.items()))
     total = sum(t.lag for t in topic_lags)
     severity = severity_for(total, th)
     if severity is not Severity.CRITICAL and any(
-            a in UNKNOWN_LAG for r in rows for a in r.anomalies):
+            r.anomalies and _lag_unknown(r) for r in rows):
         # never OK (nor a mere WARNING) on answers that contradict each other or a position
         # past the log end: the lag of those partitions is not known
         severity = Severity.UNKNOWN
@@ -251,6 +251,19 @@ def worst(severities: Iterable[Severity]) -> Severity:
         if order.index(s) > order.index(result):
             result = s
     return result
+
+
+def _topic_lag(topic: str, rs: list[PartitionLag]) -> TopicLag:
+    """A topic's row of a group from its partitions' rows, in one pass."""
+    lag = without = unknown = 0
+    for r in rs:
+        lag += r.lag or 0
+        if r.anomalies and _lag_unknown(r):
+            unknown += 1
+        elif r.committed is None:
+            without += 1
+    return TopicLag(topic=topic, lag=lag, partitions=len(rs), partitions_without_commit=without,
+                    partitions_lag_unknown=unknown)
 
 
 def _lag_unknown(r: PartitionLag) -> bool:

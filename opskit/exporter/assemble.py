@@ -116,12 +116,23 @@ def read_positions(groups: Iterable[GroupLag]) -> dict[Position, int]:
     """Positions whose record timestamp gives lag in seconds, each with the largest
     lag of a group partition reading there (in no particular order)."""
     best: dict[Position, int] = {}
+    get = best.get
     for g in groups:
         for p in g.partitions:
-            off = oldest_unconsumed_offset(p)
-            if off is not None:
-                pos = (p.tp, off)
-                best[pos] = max(best.get(pos, 0), p.lag or 0)
+            # oldest_unconsumed_offset(p), inline (tens of thousands of rows a cycle)
+            c, start, end = p.committed, p.log_start, p.log_end
+            if c is None or start is None or end is None or c >= end:
+                continue
+            off = c if c > start else start  # noqa: FURB136 - not max(): per row
+            if off >= end:
+                continue
+            pos = (p.tp, off)
+            lag = p.lag or 0
+            prev = get(pos)
+            if prev is None:
+                best[pos] = lag if lag > 0 else 0  # noqa: FURB136 - max(0, lag), per row
+            elif lag > prev:
+                best[pos] = lag
     return best
 
 
@@ -255,22 +266,26 @@ def _timeline_estimate(now_ms: int, c: int, end: int, packed: Sequence[int],
     * else the append time of ``c`` interpolated between the last point at or before it
       and the next (:meth:`OffsetTimeline.append_time`), the age clamped at 0.
     """
-    if not packed:
+    n = len(packed)
+    if not n:
         return None
-    times, offs = list(packed[0::2]), list(packed[1::2])
-    if end > offs[-1] and now_ms > times[-1]:
-        times.append(now_ms)
-        offs.append(end)
-    if offs[-1] <= c:
+    # the points are packed[k], packed[k + 1] for even k < n, then (now_ms, end) when added
+    last_t, last_o = packed[n - 2], packed[n - 1]
+    extra = end > last_o and now_ms > last_t
+    if (end if extra else last_o) <= c:
         return None
-    if offs[0] > c:
-        record_ms = times[0]
+    if packed[1] > c:
+        record_ms = packed[0]
         seconds: float | None = None
     else:
-        i = len(offs) - 2
-        while offs[i] > c:  # offsets never fall: the last point at or before c
-            i -= 1
-        lo_t, lo_o, hi_t, hi_o = times[i], offs[i], times[i + 1], offs[i + 1]
+        k = n - 2 if extra else n - 4  # the last point but one
+        while packed[k + 1] > c:  # offsets never fall: the last point at or before c
+            k -= 2
+        lo_t, lo_o = packed[k], packed[k + 1]
+        if k + 2 < n:
+            hi_t, hi_o = packed[k + 2], packed[k + 3]
+        else:
+            hi_t, hi_o = now_ms, end
         record_ms = lo_t - (-((c + 1 - lo_o) * (hi_t - lo_t)) // (hi_o - lo_o))
         diff = now_ms - record_ms
         seconds = diff / 1000.0 if diff >= 0 else 0.0
@@ -334,14 +349,37 @@ def group_snap(g: GroupLag, inp: CycleInputs, history: History, now_ms: int,
     by_topic: dict[str, list[tuple[PartitionLag, float | None, float | None]]] = {}
     kinds: Counter[str] = Counter()
     retention_of = inp.retention.get
+    record_ts_of = inp.record_ts.get
+    timeline_of = history.packed_timeline
+    secs: float | None
+    left: float | None
     for p in g.partitions:
         tp = p.tp
         c, start, end = p.committed, p.log_start, p.log_end
-        if (c is not None and end is not None and c >= end and start is not None
-                and p.lag is not None and ((ret := retention_of(tp.topic)) is None
-                                           or (ret[0] >= -1 and ret[1] >= -1))):
-            secs: float | None = 0.0  # at the head: what _lag_seconds answers first
-            left: float | None = None
+        # the common cases of _lag_seconds, decided inline (the same rules and
+        # expressions); any other goes through it
+        if c is None or end is None or start is None or p.lag is None:
+            secs, left = _lag_seconds(p, inp, history, now_ms)
+        elif c >= end:
+            ret = retention_of(tp.topic)
+            if ret is None or (ret[0] >= -1 and ret[1] >= -1):
+                secs, left = 0.0, None  # at the head: what _lag_seconds answers first
+            else:
+                secs, left = _lag_seconds(p, inp, history, now_ms)
+        elif start <= c and (ret := retention_of(tp.topic)) is not None and ret[1] == -1 \
+                and ret[0] >= 0:
+            # lagging, its record in the log (read position (tp, c)), deleting by time
+            ts = record_ts_of((tp, c))
+            if ts is not None and ts >= 0:  # usual_time
+                diff = now_ms - ts
+                secs = diff / 1000.0 if diff >= 0 else 0.0
+                left_ms = ret[0] - (diff if diff > 0 else 0)  # noqa: FURB136 - per row
+                left = (left_ms if left_ms > 0 else 0) / 1000.0  # noqa: FURB136 - per row
+            elif ((packed := timeline_of(tp)) is not None
+                  and (est := _timeline_estimate(now_ms, c, end, packed, ret))):
+                secs, left = est
+            else:
+                secs, left = _lag_seconds(p, inp, history, now_ms)
         else:
             secs, left = _lag_seconds(p, inp, history, now_ms)
         rows.append(GroupPartitionSnap(tp.topic, tp.partition, c, p.lag, secs))

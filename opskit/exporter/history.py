@@ -277,7 +277,7 @@ class History:
         fresh = False
         if (cw is None or cw.packed is not packed or not cw.cutoff <= cutoff <= cw.until
                 or now_ms <= cw.latest_ms or len(samples) != len(cw.tps)
-                or any(tp not in samples for tp in cw.tps)):
+                or not all(map(samples.__contains__, cw.tps))):  # (no Python frame per tp)
             cw = carry(group_id, packed, cutoff, samples, self.policy, self._tps)
             if cw is None:
                 self._carried.pop(group_id, None)

@@ -158,7 +158,7 @@ def carry(group_id: str, packed: PackedWindow, cutoff: int, samples: Mapping[Top
     """The group's stored window ``packed`` summarized for the cutoff ``cutoff`` (None when a
     stored partition has no sample in ``samples``)."""
     by_tp = unpack_rows(packed)
-    if any(tp not in samples for tp in by_tp):
+    if not all(map(samples.__contains__, by_tp)):
         return None  # a stored partition without a sample this cycle: the general path
     keep = policy.max_samples - 1
     allowed = policy.allowed_lag
