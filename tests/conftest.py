@@ -50,7 +50,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """The session's dir is removed when every test passed (nothing left in /tmp); after
-    a failure it is kept, with the sandboxes' broker logs, and its path printed."""
+    a failure it is kept and its path printed (it holds the state and config the tests
+    left; a sandbox its fixture already tore down has no broker logs left in it)."""
     import shutil
     import sys
 
